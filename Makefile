@@ -1,0 +1,96 @@
+# imager: see README.md.  `make` builds build/imager; `make check` runs every
+# test; `make demo` runs the main job on a built-in sample; `make bench`
+# measures against partclone + zstd.
+VERSION   := 0.1.0
+PREFIX    ?= /usr/local
+DESTDIR   ?=
+BUILD     ?= build
+PKGS      := libparted blkid libzstd json-c libxxhash zlib
+
+# Debian packages: to build, to test, to demo.  `make deps` installs the
+# missing ones (idempotent; a no-op when all are present).
+DEB_BUILD := build-essential pkg-config libparted-dev libblkid-dev libzstd-dev \
+             libjson-c-dev libxxhash-dev zlib1g-dev
+DEB_TEST  := parted fdisk dosfstools mtools e2fsprogs zstd util-linux time \
+             partclone qemu-utils xxd
+
+CC        ?= gcc
+OPT       ?= -O2 -g
+WARN      := -Wall -Wextra -Werror
+BASE_CFLAGS = -std=gnu11 $(OPT) $(WARN) -Iinclude -D_GNU_SOURCE \
+              -D_FILE_OFFSET_BITS=64 -DIMAGER_VERSION='"$(VERSION)"' -pthread \
+              $(shell pkg-config --cflags $(PKGS) 2>/dev/null)
+LDLIBS    = $(shell pkg-config --libs $(PKGS) 2>/dev/null) -pthread
+SAN_FLAGS := -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=all
+
+CMD_SRC    := imager/main.c imager/commands.c $(wildcard imager/cmd-*.c)
+ENGINE_SRC := $(filter-out $(CMD_SRC),$(wildcard imager/*.c)) $(wildcard fsplugins/*.c)
+UNIT_SRC   := $(wildcard tests/unit/test-*.c)
+HEADERS    := $(wildcard include/imager/*.h) $(wildcard imager/*.h)
+
+ENGINE_OBJ := $(ENGINE_SRC:%.c=$(BUILD)/obj/%.o)
+CMD_OBJ    := $(CMD_SRC:%.c=$(BUILD)/obj/%.o)
+SAN_ENGINE_OBJ := $(ENGINE_SRC:%.c=$(BUILD)/san/%.o)
+UNITS      := $(UNIT_SRC:tests/unit/%.c=$(BUILD)/unit/%)
+SAN_UNITS  := $(UNIT_SRC:tests/unit/%.c=$(BUILD)/unit-san/%)
+
+.PHONY: all deps check unit unit-san suites demo bench install clean
+all: $(BUILD)/imager
+
+$(BUILD)/obj/%.o: %.c $(HEADERS)
+	@mkdir -p $(dir $@)
+	$(CC) $(BASE_CFLAGS) $(CFLAGS) -c -o $@ $<
+$(BUILD)/san/%.o: %.c $(HEADERS)
+	@mkdir -p $(dir $@)
+	$(CC) $(BASE_CFLAGS) $(SAN_FLAGS) $(CFLAGS) -c -o $@ $<
+
+$(BUILD)/libimager.a: $(ENGINE_OBJ)
+	@rm -f $@
+	ar rcs $@ $^
+$(BUILD)/libimager-san.a: $(SAN_ENGINE_OBJ)
+	@rm -f $@
+	ar rcs $@ $^
+
+$(BUILD)/imager: $(CMD_OBJ) $(BUILD)/libimager.a
+	$(CC) $(BASE_CFLAGS) $(CFLAGS) -o $@ $(CMD_OBJ) $(BUILD)/libimager.a $(LDLIBS) $(LDFLAGS)
+
+$(BUILD)/unit/%: tests/unit/%.c tests/unit/unit.h $(BUILD)/libimager.a
+	@mkdir -p $(dir $@)
+	$(CC) $(BASE_CFLAGS) $(CFLAGS) -Itests/unit -o $@ $< $(BUILD)/libimager.a $(LDLIBS)
+$(BUILD)/unit-san/%: tests/unit/%.c tests/unit/unit.h $(BUILD)/libimager-san.a
+	@mkdir -p $(dir $@)
+	$(CC) $(BASE_CFLAGS) $(SAN_FLAGS) $(CFLAGS) -Itests/unit -o $@ $< $(BUILD)/libimager-san.a $(LDLIBS)
+
+deps:
+	@sh tests/lib/deps.sh $(DEB_BUILD) $(DEB_TEST)
+
+unit: $(UNITS)
+	@sh tests/lib/run-units.sh $(UNITS)
+unit-san: $(SAN_UNITS)
+	@ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1 \
+	  sh tests/lib/run-units.sh $(SAN_UNITS)
+
+# The suites drive the built binary against disks made by the real tools.
+suites: $(BUILD)/imager
+	@IMAGER=$(abspath $(BUILD)/imager) bash tests/run $(TESTS)
+
+# Everything, with one closing "N passed, N failed, N skipped" line.
+check: deps
+	@$(MAKE) --no-print-directory all $(UNITS) $(SAN_UNITS)
+	@IMAGER=$(abspath $(BUILD)/imager) UNITS="$(UNITS) $(SAN_UNITS)" bash tests/run $(TESTS)
+
+demo: deps
+	@$(MAKE) --no-print-directory all
+	@IMAGER=$(abspath $(BUILD)/imager) bash tests/demo.sh
+
+bench: deps
+	@$(MAKE) --no-print-directory all
+	@IMAGER=$(abspath $(BUILD)/imager) bash tests/bench/bench.sh
+
+install: $(BUILD)/imager
+	install -d $(DESTDIR)$(PREFIX)/bin $(DESTDIR)$(PREFIX)/share/man/man1
+	install -m 755 $(BUILD)/imager $(DESTDIR)$(PREFIX)/bin/imager
+	install -m 644 imager.1 $(DESTDIR)$(PREFIX)/share/man/man1/imager.1
+
+clean:
+	rm -rf $(BUILD)

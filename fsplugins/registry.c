@@ -1,0 +1,25 @@
+/* SPDX-License-Identifier: GPL-2.0-or-later */
+/*
+ * The ordered list of filesystem plugins.
+ *
+ * Order matters only when libblkid does not recognise a partition and the
+ * engine falls back to the plugins' own magics: then the first plugin whose
+ * magic matches and whose probe() accepts wins.  Formats with strong,
+ * checksummed or well-placed magics come first (ext at 0x438, swap at the
+ * end of the first page), FAT last of the real ones because its "magic"
+ * (0x55AA and a jump instruction) is weak and also found on partition
+ * tables.  raw is last: it takes anything.
+ */
+#include "imager/fsplugin.h"
+
+extern const struct fs_plugin fs_plugin_ext;
+extern const struct fs_plugin fs_plugin_swap;
+extern const struct fs_plugin fs_plugin_fat;
+
+const struct fs_plugin *const fs_plugins[] = {
+	&fs_plugin_ext,
+	&fs_plugin_swap,
+	&fs_plugin_fat,
+	&fs_plugin_raw,
+	NULL,
+};

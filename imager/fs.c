@@ -1,0 +1,358 @@
+/* SPDX-License-Identifier: GPL-2.0-or-later */
+/*
+ * The engine side of the plugin contract (include/imager/fsplugin.h):
+ * bounds-checked reads for plugins, the used-block bitmap they fill, and
+ * choosing the plugin for a partition.
+ */
+#include "imager/fs.h"
+
+#include <blkid.h>
+#include <errno.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+struct fs_map_entry {
+	struct fs_map_entry *next;
+	uint64_t offset;
+	size_t len;
+	unsigned char data[];
+};
+
+struct fs_ctx {
+	int fd;
+	uint64_t base;           /* filesystem start within fd */
+	uint64_t size;           /* bytes available to the filesystem */
+	bool forced;
+	bool geometry_set;
+	uint32_t block_size;
+	uint64_t block_count;
+	struct bitmap used;
+	struct fs_map_entry *maps;
+	size_t mapped_total;
+	int err_code;
+	char err_msg[512];
+	char warning[512];
+};
+
+uint64_t fs_device_size(const struct fs_ctx *ctx) { return ctx->size; }
+bool fs_forced(const struct fs_ctx *ctx) { return ctx->forced; }
+
+static bool in_bounds(const struct fs_ctx *ctx, uint64_t offset, uint64_t len)
+{
+	return offset <= ctx->size && len <= ctx->size - offset;
+}
+
+static int read_fully(int fd, void *buf, size_t len, uint64_t off)
+{
+	unsigned char *p = buf;
+
+	while (len) {
+		ssize_t n = pread(fd, p, len, (off_t)off);
+		if (n < 0) {
+			if (errno == EINTR)
+				continue;
+			return -EIO;
+		}
+		if (n == 0)
+			return -EIO;  /* shorter than it claims to be */
+		p += n;
+		len -= (size_t)n;
+		off += (uint64_t)n;
+	}
+	return 0;
+}
+
+int fs_read(struct fs_ctx *ctx, uint64_t offset, void *buf, size_t len)
+{
+	if (!in_bounds(ctx, offset, len))
+		return -EINVAL;
+	return read_fully(ctx->fd, buf, len, ctx->base + offset);
+}
+
+const void *fs_map(struct fs_ctx *ctx, uint64_t offset, size_t len, int *err)
+{
+	struct fs_map_entry *m;
+	int r;
+
+	for (m = ctx->maps; m; m = m->next)
+		if (m->offset <= offset && offset - m->offset <= m->len &&
+		    len <= m->len - (offset - m->offset))
+			return m->data + (offset - m->offset);
+	if (len > FS_MAP_MAX || !in_bounds(ctx, offset, len) ||
+	    len > FS_MAP_TOTAL_MAX - ctx->mapped_total) {
+		*err = -EINVAL;
+		return NULL;
+	}
+	m = malloc(sizeof(*m) + len);
+	if (!m) {
+		*err = -ENOMEM;
+		return NULL;
+	}
+	r = read_fully(ctx->fd, m->data, len, ctx->base + offset);
+	if (r < 0) {
+		free(m);
+		*err = r;
+		return NULL;
+	}
+	m->offset = offset;
+	m->len = len;
+	m->next = ctx->maps;
+	ctx->maps = m;
+	ctx->mapped_total += len;
+	return m->data;
+}
+
+int fs_set_geometry(struct fs_ctx *ctx, uint32_t block_size, uint64_t block_count)
+{
+	int r;
+
+	if (ctx->geometry_set || block_size < 512 || block_size > (1u << 20) ||
+	    (block_size & (block_size - 1)) || block_count == 0 ||
+	    block_count > ctx->size / block_size)
+		return -EINVAL;
+	r = bitmap_init(&ctx->used, block_count);
+	if (r < 0)
+		return r;
+	ctx->block_size = block_size;
+	ctx->block_count = block_count;
+	ctx->geometry_set = true;
+	return 0;
+}
+
+int fs_mark_used(struct fs_ctx *ctx, uint64_t first, uint64_t count)
+{
+	if (!ctx->geometry_set)
+		return -EINVAL;
+	return bitmap_set_range(&ctx->used, first, count);
+}
+
+bool fs_is_used(const struct fs_ctx *ctx, uint64_t n)
+{
+	return ctx->geometry_set && bitmap_test(&ctx->used, n);
+}
+
+int fs_error(struct fs_ctx *ctx, int err, const char *fmt, ...)
+{
+	va_list ap;
+
+	if (ctx->err_msg[0])
+		return err;
+	va_start(ap, fmt);
+	vsnprintf(ctx->err_msg, sizeof(ctx->err_msg), fmt, ap);
+	va_end(ap);
+	ctx->err_code = err;
+	return err;
+}
+
+void fs_warn(struct fs_ctx *ctx, const char *fmt, ...)
+{
+	va_list ap;
+
+	if (ctx->warning[0])
+		return;
+	va_start(ap, fmt);
+	vsnprintf(ctx->warning, sizeof(ctx->warning), fmt, ap);
+	va_end(ap);
+}
+
+static void ctx_release(struct fs_ctx *ctx)
+{
+	while (ctx->maps) {
+		struct fs_map_entry *next = ctx->maps->next;
+		free(ctx->maps);
+		ctx->maps = next;
+	}
+	bitmap_free(&ctx->used);
+}
+
+static bool magics_match(struct fs_ctx *ctx, const struct fs_plugin *p)
+{
+	const struct fs_magic *m;
+
+	if (!p->magics || !p->magics[0].magic)
+		return true;
+	for (m = p->magics; m->magic; m++) {
+		unsigned char buf[64];
+		if (m->len > sizeof(buf) || !in_bounds(ctx, m->offset, m->len))
+			continue;
+		if (fs_read(ctx, m->offset, buf, m->len) == 0 &&
+		    memcmp(buf, m->magic, m->len) == 0)
+			return true;
+	}
+	return false;
+}
+
+static bool handles_type(const struct fs_plugin *p, const char *type)
+{
+	if (!p->blkid_types || !type[0])
+		return false;
+	for (const char *const *t = p->blkid_types; *t; t++)
+		if (strcmp(*t, type) == 0)
+			return true;
+	return false;
+}
+
+const struct fs_plugin *fs_plugin_by_name(const char *name)
+{
+	for (const struct fs_plugin *const *p = fs_plugins; *p; p++)
+		if (strcmp((*p)->name, name) == 0)
+			return *p;
+	return NULL;
+}
+
+int fs_identify(int fd, uint64_t offset, uint64_t size, struct fs_info *out)
+{
+	blkid_probe pr = blkid_new_probe();
+	const char *v;
+
+	out->type[0] = out->uuid[0] = out->label[0] = '\0';
+	if (!pr)
+		return -ENOMEM;
+	if (blkid_probe_set_device(pr, fd, (blkid_loff_t)offset, (blkid_loff_t)size) != 0) {
+		blkid_free_probe(pr);
+		return -EIO;
+	}
+	blkid_probe_enable_superblocks(pr, 1);
+	blkid_probe_set_superblocks_flags(pr, BLKID_SUBLKS_TYPE | BLKID_SUBLKS_UUID |
+					  BLKID_SUBLKS_LABEL);
+	blkid_probe_enable_partitions(pr, 0);
+	if (blkid_do_safeprobe(pr) == 0) {
+		if (blkid_probe_lookup_value(pr, "TYPE", &v, NULL) == 0)
+			snprintf(out->type, sizeof(out->type), "%s", v);
+		if (blkid_probe_lookup_value(pr, "UUID", &v, NULL) == 0)
+			snprintf(out->uuid, sizeof(out->uuid), "%s", v);
+		if (blkid_probe_lookup_value(pr, "LABEL", &v, NULL) == 0)
+			snprintf(out->label, sizeof(out->label), "%s", v);
+	}
+	blkid_free_probe(pr);
+	return 0;
+}
+
+static int run_plugin(const struct fs_plugin *p, struct fs_ctx *ctx,
+		      struct fs_info *out, struct im_err *err)
+{
+	void *priv = NULL;
+	int r;
+
+	if (p->priv_size) {
+		priv = calloc(1, p->priv_size);
+		if (!priv)
+			return im_errf(err, IM_EXIT_INTERNAL, -ENOMEM, "out of memory");
+	}
+	r = p->open(ctx, priv);
+	if (r >= 0 && !ctx->geometry_set)
+		r = fs_error(ctx, -EINVAL, "plugin %s declared no geometry", p->name);
+	if (r >= 0)
+		r = p->used_blocks(ctx, priv);
+	if (p->close)
+		p->close(ctx, priv);
+	free(priv);
+	if (r < 0) {
+		const char *why = ctx->err_msg[0] ? ctx->err_msg : strerror(-r);
+		int cls = r == -EUCLEAN ? IM_EXIT_FSCK :
+			  r == -ENOMEM ? IM_EXIT_INTERNAL :
+			  r == -ENOTSUP ? IM_EXIT_UNSUPP :
+			  r == -EIO ? IM_EXIT_IO : IM_EXIT_SOURCE;
+		if (r == -EUCLEAN)
+			return im_errf(err, cls, r, "%s: %s; run fsck, or use --force to copy it as it is",
+				       p->name, why);
+		return im_errf(err, cls, r, "%s: %s", p->name, why);
+	}
+	out->plugin = p;
+	out->block_size = ctx->block_size;
+	out->block_count = ctx->block_count;
+	out->used = ctx->used;                /* hand the bitmap over */
+	ctx->used.words = NULL;
+	ctx->used.nbits = 0;
+	out->used_blocks = bitmap_count(&out->used);
+	snprintf(out->warning, sizeof(out->warning), "%s", ctx->warning);
+	return 0;
+}
+
+static void ctx_init(struct fs_ctx *ctx, int fd, uint64_t offset, uint64_t size, bool force)
+{
+	memset(ctx, 0, sizeof(*ctx));
+	ctx->fd = fd;
+	ctx->base = offset;
+	ctx->size = size;
+	ctx->forced = force;
+}
+
+int fs_examine_with(const struct fs_plugin *plugin, int fd, uint64_t offset,
+		    uint64_t size, bool force, struct fs_info *out,
+		    struct im_err *err)
+{
+	struct fs_ctx ctx;
+	int r;
+
+	ctx_init(&ctx, fd, offset, size, force);
+	if (size < plugin->min_size) {
+		r = im_errf(err, IM_EXIT_SOURCE, -EINVAL,
+			    "%s: %llu bytes is smaller than the smallest filesystem",
+			    plugin->name, (unsigned long long)size);
+	} else {
+		r = run_plugin(plugin, &ctx, out, err);
+	}
+	ctx_release(&ctx);
+	return r;
+}
+
+int fs_examine(int fd, uint64_t offset, uint64_t size, bool force,
+	       struct fs_info *out, struct im_err *err)
+{
+	const struct fs_plugin *chosen = NULL;
+	struct fs_ctx ctx;
+	int r;
+
+	memset(out, 0, sizeof(*out));
+	fs_identify(fd, offset, size, out);
+	ctx_init(&ctx, fd, offset, size, force);
+
+	/* libblkid's answer first; it knows far more formats than we do. */
+	for (const struct fs_plugin *const *p = fs_plugins; *p && !chosen; p++)
+		if (handles_type(*p, out->type) && size >= (*p)->min_size &&
+		    magics_match(&ctx, *p))
+			chosen = *p;
+	/* Unknown to libblkid: the descriptors' magics, in registry order
+	 * (the raw fallback has none and so is never chosen here). */
+	if (!chosen && !out->type[0])
+		for (const struct fs_plugin *const *p = fs_plugins; *p && !chosen; p++)
+			if ((*p)->magics && (*p)->magics[0].magic &&
+			    size >= (*p)->min_size && magics_match(&ctx, *p))
+				chosen = *p;
+	if (chosen && chosen->probe) {
+		r = chosen->probe(&ctx);
+		if (r < 0) {
+			ctx_release(&ctx);
+			return im_errf(err, IM_EXIT_IO, r, "%s: reading the superblock: %s",
+				       chosen->name, strerror(-r));
+		}
+		if (r == 1) {
+			snprintf(out->warning, sizeof(out->warning),
+				 "%s superblock failed its checks; copied as raw data",
+				 chosen->name);
+			chosen = NULL;
+		}
+	}
+	ctx_release(&ctx);
+	if (!chosen)
+		chosen = &fs_plugin_raw;
+	ctx_init(&ctx, fd, offset, size, force);
+	{
+		char warning[sizeof(out->warning)];
+		memcpy(warning, out->warning, sizeof(warning));
+		r = run_plugin(chosen, &ctx, out, err);
+		if (r == 0 && !out->warning[0])
+			memcpy(out->warning, warning, sizeof(warning));
+	}
+	ctx_release(&ctx);
+	return r;
+}
+
+void fs_info_free(struct fs_info *info)
+{
+	bitmap_free(&info->used);
+}

@@ -1,0 +1,50 @@
+/* SPDX-License-Identifier: GPL-2.0-or-later */
+/*
+ * The engine's side of filesystems: detect what a partition holds (libblkid,
+ * then the plugin registry) and obtain its used-block bitmap.
+ */
+#ifndef IMAGER_FS_H
+#define IMAGER_FS_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "imager/bitmap.h"
+#include "imager/error.h"
+#include "imager/fsplugin.h"
+
+struct fs_info {
+	const struct fs_plugin *plugin;  /* the plugin that produced the bitmap */
+	char type[32];                   /* libblkid TYPE, "" when unknown */
+	char uuid[64];
+	char label[256];
+	uint32_t block_size;             /* bitmap unit, bytes */
+	uint64_t block_count;            /* blocks the filesystem spans */
+	uint64_t used_blocks;            /* set bits in `used` */
+	struct bitmap used;              /* owned; fs_info_free() releases it */
+	char warning[512];               /* first warning of the plugin, or "" */
+};
+
+/* Identify only (libblkid): type, UUID, label of the bytes [offset,
+ * offset+size) of fd.  Fields stay "" when nothing is found.  Never fails
+ * hard: returns 0, or a negative errno when fd cannot be probed at all. */
+int fs_identify(int fd, uint64_t offset, uint64_t size, struct fs_info *out);
+
+/* Identify and compute the used-block bitmap of [offset, offset+size) of fd.
+ * The plugin is chosen by libblkid's TYPE, then the plugins' magics, then
+ * the raw fallback.  force: go on despite an unclean filesystem.
+ * Returns 0 or a negative errno with err filled (IM_EXIT_FSCK for an
+ * unclean or inconsistent filesystem, IM_EXIT_SOURCE for a corrupt one). */
+int fs_examine(int fd, uint64_t offset, uint64_t size, bool force,
+	       struct fs_info *out, struct im_err *err);
+
+/* Run one named plugin (tests, and the manifest's recorded plugin). */
+int fs_examine_with(const struct fs_plugin *plugin, int fd, uint64_t offset,
+		    uint64_t size, bool force, struct fs_info *out,
+		    struct im_err *err);
+
+const struct fs_plugin *fs_plugin_by_name(const char *name);
+
+void fs_info_free(struct fs_info *info);
+
+#endif
