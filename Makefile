@@ -16,14 +16,14 @@ DEB_TEST  := parted fdisk dosfstools mtools e2fsprogs zstd util-linux time \
 
 CC        ?= gcc
 OPT       ?= -O2 -g
-WARN      := -Wall -Wextra -Werror
+WARN      := -Wall -Wextra -Werror -Wno-format-truncation
 BASE_CFLAGS = -std=gnu11 $(OPT) $(WARN) -Iinclude -D_GNU_SOURCE \
               -D_FILE_OFFSET_BITS=64 -DIMAGER_VERSION='"$(VERSION)"' -pthread \
               $(shell pkg-config --cflags $(PKGS) 2>/dev/null)
 LDLIBS    = $(shell pkg-config --libs $(PKGS) 2>/dev/null) -pthread
 SAN_FLAGS := -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=all
 
-CMD_SRC    := imager/main.c imager/commands.c $(wildcard imager/cmd-*.c)
+CMD_SRC    := imager/main.c imager/commands.c imager/cli.c $(wildcard imager/cmd-*.c)
 ENGINE_SRC := $(filter-out $(CMD_SRC),$(wildcard imager/*.c)) $(wildcard fsplugins/*.c)
 UNIT_SRC   := $(wildcard tests/unit/test-*.c)
 HEADERS    := $(wildcard include/imager/*.h) $(wildcard imager/*.h)

@@ -1,0 +1,168 @@
+/* SPDX-License-Identifier: GPL-2.0-or-later */
+/* Helpers shared by command code: messages, parsing, progress. */
+#include <ctype.h>
+#include <errno.h>
+#include <stdarg.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "commands.h"
+
+void cli_error(const char *cmd, const char *fmt, ...)
+{
+	va_list ap;
+
+	fprintf(stderr, "imager%s%s: ", cmd ? " " : "", cmd ? cmd : "");
+	va_start(ap, fmt);
+	vfprintf(stderr, fmt, ap);
+	va_end(ap);
+	fputc('\n', stderr);
+}
+
+int cli_fail(const char *cmd, const struct im_err *err)
+{
+	cli_error(cmd, "%s", err->msg[0] ? err->msg : "failed");
+	return im_err_exit(err);
+}
+
+int cli_usage(const char *cmd, const char *fmt, ...)
+{
+	va_list ap;
+
+	fprintf(stderr, "imager %s: ", cmd);
+	va_start(ap, fmt);
+	vfprintf(stderr, fmt, ap);
+	va_end(ap);
+	fprintf(stderr, "\nTry 'imager %s --help'.\n", cmd);
+	return IM_EXIT_USAGE;
+}
+
+int cli_help(const char *cmd, FILE *out)
+{
+	const struct command *c = command_find(cmd);
+
+	if (!c)
+		return IM_EXIT_USAGE;
+	fprintf(out, "usage: imager %s %s\n\n%s.\n", c->name, c->usage, c->summary);
+	fprintf(out, "\nSee imager(1) for every option; exit codes are listed there.\n");
+	return IM_EXIT_OK;
+}
+
+int cli_finish_stdout(const char *cmd, int rc)
+{
+	if (fflush(stdout) != 0 || ferror(stdout)) {
+		cli_error(cmd, "cannot write to standard output: %s", strerror(errno));
+		return rc ? rc : IM_EXIT_IO;
+	}
+	return rc;
+}
+
+int cli_parse_size(const char *s, uint64_t *out)
+{
+	char *end;
+	unsigned long long v;
+	unsigned shift = 0;
+
+	if (!s || !isdigit((unsigned char)*s))
+		return -EINVAL;
+	errno = 0;
+	v = strtoull(s, &end, 10);
+	if (errno)
+		return -EINVAL;
+	switch (toupper((unsigned char)*end)) {
+	case '\0': break;
+	case 'K': shift = 10; break;
+	case 'M': shift = 20; break;
+	case 'G': shift = 30; break;
+	case 'T': shift = 40; break;
+	case 'P': shift = 50; break;
+	default: return -EINVAL;
+	}
+	if (*end) {
+		end++;
+		if (!strcasecmp(end, "iB") || !strcasecmp(end, "B"))
+			end += strlen(end);
+		if (*end)
+			return -EINVAL;
+	}
+	if (shift && v > (~0ull >> shift))
+		return -EINVAL;
+	*out = (uint64_t)v << shift;
+	return 0;
+}
+
+int cli_parse_uint(const char *s, unsigned min, unsigned max, unsigned *out)
+{
+	char *end;
+	unsigned long v;
+
+	if (!s || !isdigit((unsigned char)*s))
+		return -EINVAL;
+	errno = 0;
+	v = strtoul(s, &end, 10);
+	if (errno || *end || v < min || v > max)
+		return -EINVAL;
+	*out = (unsigned)v;
+	return 0;
+}
+
+void cli_human(uint64_t bytes, char *out, size_t len)
+{
+	static const char *const units[] = { "B", "KiB", "MiB", "GiB", "TiB", "PiB" };
+	double v = (double)bytes;
+	size_t u = 0;
+
+	while (v >= 1024 && u + 1 < sizeof(units) / sizeof(units[0])) {
+		v /= 1024;
+		u++;
+	}
+	snprintf(out, len, u ? "%.1f %s" : "%.0f %s", v, units[u]);
+}
+
+double cli_now(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
+}
+
+void cli_progress_init(struct cli_progress *p, bool allowed)
+{
+	memset(p, 0, sizeof(*p));
+	p->enabled = allowed && isatty(STDERR_FILENO);
+	p->start = cli_now();
+}
+
+void cli_progress_cb(void *opaque, const char *phase, uint64_t done, uint64_t total)
+{
+	struct cli_progress *p = opaque;
+	double now, rate, elapsed;
+	char d[32], t[32], r[32], eta[32] = "--:--";
+
+	if (!p->enabled)
+		return;
+	now = cli_now();
+	if (p->drawn && now - p->last_draw < 0.25 && done < total)
+		return;   /* at most four redraws a second */
+	p->last_draw = now;
+	p->drawn = true;
+	elapsed = now - p->start;
+	rate = elapsed > 0 ? (double)done / elapsed : 0;
+	cli_human(done, d, sizeof(d));
+	cli_human(total, t, sizeof(t));
+	cli_human((uint64_t)rate, r, sizeof(r));
+	if (rate > 0 && total >= done) {
+		unsigned s = (unsigned)((double)(total - done) / rate);
+		snprintf(eta, sizeof(eta), "%u:%02u:%02u", s / 3600, s / 60 % 60, s % 60);
+	}
+	fprintf(stderr, "\r%-8s %10s / %-10s %5.1f%%  %10s/s  ETA %s ", phase, d, t,
+		total ? 100.0 * (double)done / (double)total : 100.0, r, eta);
+}
+
+void cli_progress_end(struct cli_progress *p)
+{
+	if (p->enabled && p->drawn)
+		fputc('\n', stderr);
+}

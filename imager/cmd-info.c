@@ -1,0 +1,156 @@
+/* SPDX-License-Identifier: GPL-2.0-or-later */
+/* imager info DIR|DISK */
+#include <errno.h>
+#include <getopt.h>
+#include <json-c/json.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#include "commands.h"
+
+static void print_json(json_object *root)
+{
+	puts(json_object_to_json_string_ext(root, JSON_C_TO_STRING_PRETTY |
+					    JSON_C_TO_STRING_NOSLASHESCAPE));
+	json_object_put(root);
+}
+
+static int info_image(const char *dir, bool json, struct cli *cli)
+{
+	struct img_manifest m;
+	struct im_err err = { 0 };
+	int r = img_manifest_read(&m, dir, &err);
+
+	(void)cli;
+	if (r < 0) {
+		bool unfinished = r == -ENOENT && err.exit_class == IM_EXIT_DAMAGED;
+		if (json) {
+			json_object *root = json_object_new_object();
+			json_object_object_add(root, "image", json_object_new_string(dir));
+			json_object_object_add(root, "status", json_object_new_string(
+						       unfinished ? "unfinished" : "damaged"));
+			json_object_object_add(root, "error", json_object_new_string(err.msg));
+			print_json(root);
+			cli_finish_stdout("info", 0);
+		}
+		return cli_fail("info", &err);
+	}
+	if (json) {
+		json_object *root = img_manifest_to_json(&m);
+		json_object_object_add(root, "status", json_object_new_string("complete"));
+		print_json(root);
+	} else {
+		char size[32];
+		uint64_t stored = 0;
+		cli_human(m.disk_size, size, sizeof(size));
+		printf("image %s: complete\n  saved %s by imager %s from %s\n  disk %s (%llu bytes), sector %u, table %s\n",
+		       dir, m.created, m.tool_version, m.source, size,
+		       (unsigned long long)m.disk_size, m.logical_sector_size, m.table);
+		for (size_t i = 0; i < m.nareas; i++)
+			printf("  boot area %-10s %10llu bytes at %llu\n", m.areas[i].name,
+			       (unsigned long long)m.areas[i].length, (unsigned long long)m.areas[i].offset);
+		for (size_t i = 0; i < m.nparts; i++) {
+			const struct img_part *p = &m.parts[i];
+			char psize[32], used[32], img[32];
+			cli_human(p->size, psize, sizeof(psize));
+			cli_human(p->used_blocks * p->block_size, used, sizeof(used));
+			cli_human(p->stream_size, img, sizeof(img));
+			printf("  partition %u: %s at %llu, %s (%s) %s%s%s%s, used %s, stored in %s (%s, %llu frames)\n",
+			       p->number, psize, (unsigned long long)p->start,
+			       p->filesystem[0] ? p->filesystem : "unknown", p->plugin,
+			       p->label[0] ? "label " : "", p->label, p->label[0] ? " " : "",
+			       p->uuid, used, p->stream, img, (unsigned long long)p->frames);
+			stored += p->stream_size;
+		}
+		cli_human(stored, size, sizeof(size));
+		printf("  streams total %s\n", size);
+	}
+	img_manifest_free(&m);
+	return cli_finish_stdout("info", IM_EXIT_OK);
+}
+
+static int info_disk(const char *name, bool json, struct cli *cli)
+{
+	struct disk_info *info = calloc(1, sizeof(*info));
+	struct im_err err = { 0 };
+	int r;
+
+	if (!info)
+		return IM_EXIT_INTERNAL;
+	r = im_disk_info(&cli->roots, name, info, &err);
+	if (r < 0) {
+		free(info);
+		return cli_fail("info", &err);
+	}
+	if (json) {
+		json_object *root = json_object_new_object(), *parts = json_object_new_array();
+		json_object_object_add(root, "path", json_object_new_string(info->path));
+		json_object_object_add(root, "size", json_object_new_uint64(info->size));
+		json_object_object_add(root, "logical_sector_size", json_object_new_int((int)info->lss));
+		json_object_object_add(root, "table", json_object_new_string(info->table));
+		for (size_t i = 0; i < info->nparts; i++) {
+			const struct disk_part_info *p = &info->parts[i];
+			json_object *o = json_object_new_object();
+			json_object_object_add(o, "number", json_object_new_int((int)p->part.number));
+			json_object_object_add(o, "start", json_object_new_uint64(p->part.start));
+			json_object_object_add(o, "size", json_object_new_uint64(p->part.size));
+			json_object_object_add(o, "kind", json_object_new_string(p->part.kind));
+			json_object_object_add(o, "filesystem", json_object_new_string(p->fstype));
+			json_object_object_add(o, "uuid", json_object_new_string(p->uuid));
+			json_object_object_add(o, "label", json_object_new_string(p->label));
+			json_object_object_add(o, "plugin", json_object_new_string(p->plugin));
+			json_object_object_add(o, "block_size", json_object_new_int((int)p->block_size));
+			json_object_object_add(o, "used_blocks", json_object_new_uint64(p->used_blocks));
+			if (p->error[0])
+				json_object_object_add(o, "error", json_object_new_string(p->error));
+			json_object_array_add(parts, o);
+		}
+		json_object_object_add(root, "partitions", parts);
+		print_json(root);
+	} else {
+		char size[32];
+		cli_human(info->size, size, sizeof(size));
+		printf("%s: %s (%llu bytes), sector %u, table %s\n", info->path, size,
+		       (unsigned long long)info->size, info->lss, info->table);
+		for (size_t i = 0; i < info->nparts; i++) {
+			const struct disk_part_info *p = &info->parts[i];
+			char psize[32], used[32];
+			cli_human(p->part.size, psize, sizeof(psize));
+			cli_human(p->used_blocks * p->block_size, used, sizeof(used));
+			printf("  partition %u (%s): %s at %llu, %s%s%s%s%s",
+			       p->part.number, p->part.kind, psize, (unsigned long long)p->part.start,
+			       p->fstype[0] ? p->fstype : "unknown", p->label[0] ? " label " : "",
+			       p->label, p->uuid[0] ? " uuid " : "", p->uuid);
+			if (p->error[0])
+				printf(", %s\n", p->error);
+			else
+				printf(", used %s (plugin %s)\n", used, p->plugin);
+		}
+	}
+	free(info);
+	return cli_finish_stdout("info", IM_EXIT_OK);
+}
+
+int cmd_info(int argc, char **argv, struct cli *cli)
+{
+	static const struct option opts[] = {
+		{ "json", no_argument, NULL, 'j' },
+		{ NULL, 0, NULL, 0 },
+	};
+	bool json = false;
+	struct stat st;
+	int c;
+
+	while ((c = getopt_long(argc, argv, "", opts, NULL)) != -1) {
+		if (c == 'j')
+			json = true;
+		else
+			return cli_usage("info", "unknown option");
+	}
+	if (argc - optind != 1)
+		return cli_usage("info", "needs an image folder or a disk");
+	if (stat(argv[optind], &st) == 0 && S_ISDIR(st.st_mode))
+		return info_image(argv[optind], json, cli);
+	return info_disk(argv[optind], json, cli);
+}

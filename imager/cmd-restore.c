@@ -1,0 +1,71 @@
+/* SPDX-License-Identifier: GPL-2.0-or-later */
+/* imager restore DIR TARGET */
+#include <getopt.h>
+#include <json-c/json.h>
+#include <string.h>
+
+#include "commands.h"
+
+int cmd_restore(int argc, char **argv, struct cli *cli)
+{
+	static const struct option opts[] = {
+		{ "size", required_argument, NULL, 's' },
+		{ "threads", required_argument, NULL, 't' },
+		{ "force", no_argument, NULL, 'f' },
+		{ "json", no_argument, NULL, 'j' },
+		{ "no-progress", no_argument, NULL, 'P' },
+		{ NULL, 0, NULL, 0 },
+	};
+	struct restore_opts o = { 0 };
+	struct restore_stats st;
+	struct cli_progress prog;
+	struct im_err err = { 0 };
+	bool json = false, progress = true;
+	double t0;
+	int c, r;
+
+	while ((c = getopt_long(argc, argv, "", opts, NULL)) != -1) {
+		switch (c) {
+		case 's':
+			if (cli_parse_size(optarg, &o.size) < 0 || !o.size)
+				return cli_usage("restore", "--size takes a size such as 20G or 512MiB");
+			break;
+		case 't':
+			if (cli_parse_uint(optarg, 1, 256, &o.threads) < 0)
+				return cli_usage("restore", "--threads takes 1..256");
+			break;
+		case 'f': o.force = true; break;
+		case 'j': json = true; break;
+		case 'P': progress = false; break;
+		default: return cli_usage("restore", "unknown option");
+		}
+	}
+	if (argc - optind != 2)
+		return cli_usage("restore", "needs DIR and TARGET");
+	cli_progress_init(&prog, progress && cli->verbose >= 0);
+	o.progress.fn = cli_progress_cb;
+	o.progress.opaque = &prog;
+	t0 = cli_now();
+	r = im_restore(&cli->roots, argv[optind], argv[optind + 1], &o, &st, &err);
+	cli_progress_end(&prog);
+	if (r < 0)
+		return cli_fail("restore", &err);
+	if (json) {
+		json_object *root = json_object_new_object();
+		json_object_object_add(root, "image", json_object_new_string(argv[optind]));
+		json_object_object_add(root, "target", json_object_new_string(argv[optind + 1]));
+		json_object_object_add(root, "target_size", json_object_new_uint64(st.target_size));
+		json_object_object_add(root, "created", json_object_new_boolean(st.created));
+		json_object_object_add(root, "bytes_written", json_object_new_uint64(st.bytes_written));
+		json_object_object_add(root, "seconds", json_object_new_double(cli_now() - t0));
+		puts(json_object_to_json_string_ext(root, JSON_C_TO_STRING_PRETTY |
+						    JSON_C_TO_STRING_NOSLASHESCAPE));
+		json_object_put(root);
+	} else if (cli->verbose >= 0) {
+		char a[32];
+		cli_human(st.bytes_written, a, sizeof(a));
+		printf("restored %s to %s: %s of data, %.1f s\n", argv[optind], argv[optind + 1], a,
+		       cli_now() - t0);
+	}
+	return cli_finish_stdout("restore", IM_EXIT_OK);
+}

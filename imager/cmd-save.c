@@ -1,0 +1,94 @@
+/* SPDX-License-Identifier: GPL-2.0-or-later */
+/* imager save SOURCE DIR */
+#include <getopt.h>
+#include <json-c/json.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "commands.h"
+
+int cmd_save(int argc, char **argv, struct cli *cli)
+{
+	static const struct option opts[] = {
+		{ "level", required_argument, NULL, 'l' },
+		{ "threads", required_argument, NULL, 't' },
+		{ "force", no_argument, NULL, 'f' },
+		{ "json", no_argument, NULL, 'j' },
+		{ "no-progress", no_argument, NULL, 'P' },
+		{ NULL, 0, NULL, 0 },
+	};
+	struct save_opts o = { .level = 3 };
+	struct cli_progress prog;
+	struct img_manifest m;
+	struct save_stats st;
+	struct im_err err = { 0 };
+	bool json = false, progress = true;
+	unsigned level = 3;
+	double t0;
+	int c, r;
+
+	while ((c = getopt_long(argc, argv, "", opts, NULL)) != -1) {
+		switch (c) {
+		case 'l':
+			if (cli_parse_uint(optarg, 1, 19, &level) < 0)
+				return cli_usage("save", "--level takes 1..19");
+			o.level = (int)level;
+			break;
+		case 't':
+			if (cli_parse_uint(optarg, 1, 256, &o.threads) < 0)
+				return cli_usage("save", "--threads takes 1..256");
+			break;
+		case 'f': o.force = true; break;
+		case 'j': json = true; break;
+		case 'P': progress = false; break;
+		default: return cli_usage("save", "unknown option");
+		}
+	}
+	if (argc - optind != 2)
+		return cli_usage("save", "needs SOURCE and DIR");
+	cli_progress_init(&prog, progress && cli->verbose >= 0);
+	o.progress.fn = cli_progress_cb;
+	o.progress.opaque = &prog;
+	t0 = cli_now();
+	r = im_save(&cli->roots, argv[optind], argv[optind + 1], &o, &m, &st, &err);
+	cli_progress_end(&prog);
+	if (r < 0)
+		return cli_fail("save", &err);
+	for (size_t i = 0; i < st.nwarnings && cli->verbose >= 0; i++)
+		cli_error("save", "warning: %s", st.warnings[i]);
+	if (json) {
+		json_object *root = json_object_new_object(), *parts = json_object_new_array();
+		json_object_object_add(root, "image", json_object_new_string(argv[optind + 1]));
+		json_object_object_add(root, "source", json_object_new_string(m.source));
+		json_object_object_add(root, "disk_size", json_object_new_uint64(m.disk_size));
+		json_object_object_add(root, "table", json_object_new_string(m.table));
+		for (size_t i = 0; i < m.nparts; i++) {
+			const struct img_part *p = &m.parts[i];
+			json_object *po = json_object_new_object();
+			json_object_object_add(po, "number", json_object_new_int((int)p->number));
+			json_object_object_add(po, "filesystem", json_object_new_string(p->filesystem));
+			json_object_object_add(po, "plugin", json_object_new_string(p->plugin));
+			json_object_object_add(po, "block_size", json_object_new_int((int)p->block_size));
+			json_object_object_add(po, "used_blocks", json_object_new_uint64(p->used_blocks));
+			json_object_object_add(po, "zero_blocks", json_object_new_uint64(p->zero_blocks));
+			json_object_object_add(po, "stored_bytes", json_object_new_uint64(p->data_bytes));
+			json_object_object_add(po, "stream_size", json_object_new_uint64(p->stream_size));
+			json_object_array_add(parts, po);
+		}
+		json_object_object_add(root, "partitions", parts);
+		json_object_object_add(root, "bytes_read", json_object_new_uint64(st.bytes_read));
+		json_object_object_add(root, "image_size", json_object_new_uint64(st.image_bytes));
+		json_object_object_add(root, "seconds", json_object_new_double(cli_now() - t0));
+		puts(json_object_to_json_string_ext(root, JSON_C_TO_STRING_PRETTY |
+						    JSON_C_TO_STRING_NOSLASHESCAPE));
+		json_object_put(root);
+	} else if (cli->verbose >= 0) {
+		char a[32], b[32];
+		cli_human(st.bytes_read, a, sizeof(a));
+		cli_human(st.image_bytes, b, sizeof(b));
+		printf("saved %s (%s table, %zu partition%s): read %s, image %s, %.1f s\n",
+		       m.source, m.table, m.nparts, m.nparts == 1 ? "" : "s", a, b, cli_now() - t0);
+	}
+	img_manifest_free(&m);
+	return cli_finish_stdout("save", IM_EXIT_OK);
+}

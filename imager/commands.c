@@ -1,0 +1,29 @@
+/* SPDX-License-Identifier: GPL-2.0-or-later */
+/* The table of commands, sorted by name.  Help is generated from it. */
+#include <string.h>
+
+#include "commands.h"
+
+const struct command commands[] = {
+	{ "info", cmd_info, 0, "DIR|DISK [--json]",
+	  "describe an image folder, or a disk or image file and its filesystems" },
+	{ "list", cmd_list, 0, "[--json]",
+	  "list the disks of this machine: bus (virtio or not), size, partitions" },
+	{ "restore", cmd_restore, CMD_NEEDS_ROOT,
+	  "DIR TARGET [--size SIZE] [--threads N] [--force] [--json] [--no-progress]",
+	  "write an image folder onto a disk or image file" },
+	{ "save", cmd_save, CMD_NEEDS_ROOT,
+	  "SOURCE DIR [--level N] [--threads N] [--force] [--json] [--no-progress]",
+	  "save the used blocks of a disk, partition or image file into a folder" },
+	{ "verify", cmd_verify, 0, "DIR [--threads N] [--json] [--no-progress]",
+	  "check every frame and checksum of an image folder" },
+};
+const size_t ncommands = sizeof(commands) / sizeof(commands[0]);
+
+const struct command *command_find(const char *name)
+{
+	for (size_t i = 0; i < ncommands; i++)
+		if (!strcmp(commands[i].name, name))
+			return &commands[i];
+	return NULL;
+}

@@ -1,0 +1,87 @@
+/* SPDX-License-Identifier: GPL-2.0-or-later */
+/*
+ * The imager command: one file per subcommand, one sorted table.
+ *
+ * Add-a-command checklist (as git's builtin.h):
+ *  1. Write imager/cmd-NAME.c with
+ *       int cmd_NAME(int argc, char **argv, struct cli *cli);
+ *     It parses its own options (getopt_long, argv[0] is the command name),
+ *     calls the engine, cleans up through a single exit path and returns an
+ *     exit code from enum im_exit (include/imager/error.h).
+ *  2. Declare it below.
+ *  3. Add its row to the table in commands.c (sorted by name): handler,
+ *     flags for shared preconditions, usage line, one-line summary.  `imager
+ *     --help` and `imager NAME --help` are generated from the row.
+ *  4. Document it in README.md (with an example) and imager.1.
+ *  5. Test it under tests/ts/.
+ *  The engine never prints and never exits: all output is made here.
+ */
+#ifndef IMAGER_COMMANDS_H
+#define IMAGER_COMMANDS_H
+
+#include <stdbool.h>
+#include <stdint.h>
+#include <stdio.h>
+
+#include "imager/disk.h"
+#include "imager/error.h"
+#include "imager/job.h"
+
+/* Settings from the global options, shared by all commands. */
+struct cli {
+	struct disk_roots roots;
+	int verbose;               /* -v: more detail on stderr; -q: errors only (-1) */
+};
+
+struct command {
+	const char *name;
+	int (*fn)(int argc, char **argv, struct cli *cli);
+	unsigned flags;
+	const char *usage;         /* after "imager NAME " */
+	const char *summary;
+};
+#define CMD_NEEDS_ROOT 1u      /* warn (not fail) when not root: devices may be unreadable */
+
+extern const struct command commands[];
+extern const size_t ncommands;
+const struct command *command_find(const char *name);
+
+int cmd_info(int argc, char **argv, struct cli *cli);
+int cmd_list(int argc, char **argv, struct cli *cli);
+int cmd_restore(int argc, char **argv, struct cli *cli);
+int cmd_save(int argc, char **argv, struct cli *cli);
+int cmd_verify(int argc, char **argv, struct cli *cli);
+
+/* ---- helpers for command code (cli.c) ---- */
+
+/* Print "imager NAME: message" to stderr. */
+void cli_error(const char *cmd, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+/* Report an engine error and return its exit code. */
+int cli_fail(const char *cmd, const struct im_err *err);
+/* Usage error: message, a hint, and IM_EXIT_USAGE. */
+int cli_usage(const char *cmd, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+/* Print the command's help from its table row. */
+int cli_help(const char *cmd, FILE *out);
+/* Flush stdout and report a write failure (a closed pipe must not pass for
+ * success).  Returns rc, or IM_EXIT_IO when stdout could not be written. */
+int cli_finish_stdout(const char *cmd, int rc);
+/* Parse "8G", "512MiB", "1000000" (bytes).  Returns 0 or -EINVAL. */
+int cli_parse_size(const char *s, uint64_t *out);
+/* Parse an unsigned integer within [min, max].  Returns 0 or -EINVAL. */
+int cli_parse_uint(const char *s, unsigned min, unsigned max, unsigned *out);
+/* "1.5 GiB" */
+void cli_human(uint64_t bytes, char *out, size_t len);
+
+/* Progress on stderr: on when stderr is a terminal and not disabled; at
+ * most a few redraws a second, with bytes, rate and ETA. */
+struct cli_progress {
+	bool enabled;
+	double start, last_draw;
+	bool drawn;
+};
+void cli_progress_init(struct cli_progress *p, bool allowed);
+void cli_progress_cb(void *opaque, const char *phase, uint64_t done, uint64_t total);
+void cli_progress_end(struct cli_progress *p);
+double cli_now(void);
+
+#endif

@@ -1,0 +1,121 @@
+/* SPDX-License-Identifier: GPL-2.0-or-later */
+/* Reading frames back: shared by restore and verify. */
+#include "frames.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <string.h>
+#include <xxhash.h>
+
+#include "util.h"
+
+int frame_decode(ZSTD_DCtx *dctx, const struct img_frame *f, const void *comp,
+		 void *raw, size_t raw_cap, char *what, size_t whatlen)
+{
+	unsigned long long content;
+	size_t n;
+
+	if (XXH3_64bits(comp, f->comp_size) != f->comp_xxh3) {
+		snprintf(what, whatlen, "compressed data checksum mismatch");
+		return -EBADMSG;
+	}
+	content = ZSTD_getFrameContentSize(comp, f->comp_size);
+	if (content != f->raw_size || f->raw_size > raw_cap) {
+		snprintf(what, whatlen, "frame header disagrees with the index");
+		return -EBADMSG;
+	}
+	n = ZSTD_decompressDCtx(dctx, raw, raw_cap, comp, f->comp_size);
+	if (ZSTD_isError(n)) {
+		snprintf(what, whatlen, "cannot decompress: %s", ZSTD_getErrorName(n));
+		return -EBADMSG;
+	}
+	if (n != f->raw_size || XXH3_64bits(raw, n) != f->raw_xxh3) {
+		snprintf(what, whatlen, "data checksum mismatch");
+		return -EBADMSG;
+	}
+	return 0;
+}
+
+int frame_span(const struct img_index *ix, const struct img_frame *f, uint64_t part_start,
+	       uint64_t *off, uint64_t *len)
+{
+	const struct img_extent *first, *last;
+
+	if (!f->nextents) {
+		*off = part_start;
+		*len = 0;
+		return 0;
+	}
+	first = &ix->extents[f->first_extent];
+	last = &ix->extents[f->first_extent + f->nextents - 1];
+	*off = part_start + first->start * ix->block_size;
+	*len = (last->start + last->count - first->start) * ix->block_size;
+	return 0;
+}
+
+int image_check_part_files(const char *dir, const struct img_part *p, struct img_index *ix,
+			   struct im_err *err)
+{
+	char path[4200];
+	uint64_t size, h;
+	struct stat st;
+	int r;
+
+	snprintf(path, sizeof(path), "%s/%s", dir, p->index);
+	r = img_hash_file(path, &size, &h);
+	if (r < 0)
+		return im_errf(err, IM_EXIT_DAMAGED, r, "partition %u: %s: %s", p->number, path,
+			       r == -ENOENT ? "missing" : strerror(-r));
+	if (size != p->index_size || h != p->index_xxh3)
+		return im_errf(err, IM_EXIT_DAMAGED, -EBADMSG,
+			       "partition %u: %s does not match the manifest (damaged or replaced)",
+			       p->number, p->index);
+	r = img_index_read(ix, path, p->block_count, err);
+	if (r < 0) {
+		im_err_prefix(err, "partition %u: ", p->number);
+		return r;
+	}
+	if (ix->block_size != p->block_size || ix->nframes != p->frames ||
+	    ix->stream_size != p->stream_size ||
+	    ix->data_blocks + ix->zero_blocks != p->used_blocks || ix->zero_blocks != p->zero_blocks) {
+		img_index_free(ix);
+		return im_errf(err, IM_EXIT_DAMAGED, -EBADMSG,
+			       "partition %u: the index and the manifest disagree", p->number);
+	}
+	snprintf(path, sizeof(path), "%s/%s", dir, p->stream);
+	if (stat(path, &st) < 0) {
+		img_index_free(ix);
+		return im_errf(err, IM_EXIT_DAMAGED, -errno, "partition %u: %s: %s", p->number,
+			       path, strerror(errno));
+	}
+	if ((uint64_t)st.st_size != p->stream_size) {
+		img_index_free(ix);
+		return im_errf(err, IM_EXIT_DAMAGED, -EBADMSG,
+			       "partition %u: %s is %llu bytes, the manifest says %llu (%s)",
+			       p->number, p->stream, (unsigned long long)st.st_size,
+			       (unsigned long long)p->stream_size,
+			       (uint64_t)st.st_size < p->stream_size ? "truncated" : "extra data");
+	}
+	return 0;
+}
+
+int image_read_area(const char *dir, const struct img_area *a, unsigned char **buf,
+		    struct im_err *err)
+{
+	char path[4200];
+	size_t len;
+	int r;
+
+	snprintf(path, sizeof(path), "%s/%s", dir, a->file);
+	r = read_whole_file(path, buf, &len, a->length);
+	if (r < 0)
+		return im_errf(err, IM_EXIT_DAMAGED, r, "boot area %s: %s: %s", a->name, path,
+			       r == -EFBIG ? "larger than the manifest says" : strerror(-r));
+	if (len != a->length || XXH3_64bits(*buf, len) != a->xxh3) {
+		free(*buf);
+		*buf = NULL;
+		return im_errf(err, IM_EXIT_DAMAGED, -EBADMSG,
+			       "boot area %s (%s) is damaged: checksum or size mismatch", a->name, a->file);
+	}
+	return 0;
+}

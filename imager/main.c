@@ -1,0 +1,87 @@
+/* SPDX-License-Identifier: GPL-2.0-or-later */
+/* imager: global options, then the command from the table. */
+#include <getopt.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "commands.h"
+
+static void usage(FILE *out)
+{
+	fprintf(out,
+		"usage: imager [--sysfs-root DIR] [--dev-root DIR] [-v|-q] COMMAND [ARGS]\n"
+		"       imager --version | --help | COMMAND --help\n\n"
+		"Disk imaging and P2V, virtio-aware.  Commands:\n");
+	for (size_t i = 0; i < ncommands; i++)
+		fprintf(out, "  %-8s %s\n", commands[i].name, commands[i].summary);
+	fprintf(out,
+		"\nExit codes: 0 ok, 1 usage, 2 source unusable, 3 image damaged or unfinished,\n"
+		"4 target refused, 5 filesystem needs fsck, 6 I/O error, 7 unsupported, 8 internal.\n"
+		"See imager(1).\n");
+}
+
+int main(int argc, char **argv)
+{
+	static const struct option opts[] = {
+		{ "sysfs-root", required_argument, NULL, 'S' },
+		{ "dev-root", required_argument, NULL, 'D' },
+		{ "verbose", no_argument, NULL, 'v' },
+		{ "quiet", no_argument, NULL, 'q' },
+		{ "version", no_argument, NULL, 'V' },
+		{ "help", no_argument, NULL, 'h' },
+		{ NULL, 0, NULL, 0 },
+	};
+	struct cli cli = { 0 };
+	const struct command *cmd;
+	int c;
+
+	disk_roots_default(&cli.roots);
+	/* '+': stop at the command name; the rest belongs to the command. */
+	while ((c = getopt_long(argc, argv, "+vqhV", opts, NULL)) != -1) {
+		switch (c) {
+		case 'S': snprintf(cli.roots.sysfs, sizeof(cli.roots.sysfs), "%s", optarg); break;
+		case 'D': snprintf(cli.roots.dev, sizeof(cli.roots.dev), "%s", optarg); break;
+		case 'v': cli.verbose++; break;
+		case 'q': cli.verbose = -1; break;
+		case 'V':
+			printf("imager %s\n", IMAGER_VERSION);
+			return cli_finish_stdout(NULL, IM_EXIT_OK);
+		case 'h':
+			usage(stdout);
+			return cli_finish_stdout(NULL, IM_EXIT_OK);
+		default:
+			usage(stderr);
+			return IM_EXIT_USAGE;
+		}
+	}
+	if (optind >= argc) {
+		usage(stderr);
+		return IM_EXIT_USAGE;
+	}
+	if (!strcmp(argv[optind], "help")) {
+		if (optind + 1 < argc && command_find(argv[optind + 1]))
+			return cli_finish_stdout(NULL, cli_help(argv[optind + 1], stdout));
+		usage(stdout);
+		return cli_finish_stdout(NULL, IM_EXIT_OK);
+	}
+	cmd = command_find(argv[optind]);
+	if (!cmd) {
+		fprintf(stderr, "imager: '%s' is not a command; see 'imager --help'\n", argv[optind]);
+		return IM_EXIT_USAGE;
+	}
+	for (int i = optind + 1; i < argc; i++)
+		if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h"))
+			return cli_finish_stdout(cmd->name, cli_help(cmd->name, stdout));
+		else if (!strcmp(argv[i], "--"))
+			break;
+	if ((cmd->flags & CMD_NEEDS_ROOT) && geteuid() != 0 && cli.verbose >= 0)
+		fprintf(stderr, "imager %s: not running as root: block devices may be unreadable\n",
+			cmd->name);
+	{
+		int first = optind;
+		optind = 0;   /* getopt starts afresh for the command's own options */
+		return cmd->fn(argc - first, argv + first, &cli);
+	}
+}

@@ -1,0 +1,408 @@
+/* SPDX-License-Identifier: GPL-2.0-or-later */
+/* manifest.json: written with json-c, read back as hostile input. */
+#include "imager/image.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <json-c/json.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+#include <xxhash.h>
+
+#include "util.h"
+
+void img_hash_hex(uint64_t h, char out[17])
+{
+	snprintf(out, 17, "%016" PRIx64, h);
+}
+
+int img_hash_parse(const char *s, uint64_t *h)
+{
+	char *end;
+
+	if (!s || strlen(s) != 16)
+		return -EINVAL;
+	for (const char *p = s; *p; p++)
+		if (!((*p >= '0' && *p <= '9') || (*p >= 'a' && *p <= 'f')))
+			return -EINVAL;
+	*h = strtoull(s, &end, 16);
+	return 0;
+}
+
+int img_hash_file(const char *path, uint64_t *size, uint64_t *xxh3)
+{
+	static const size_t chunk = 1u << 20;
+	XXH3_state_t *st = XXH3_createState();
+	unsigned char *buf = malloc(chunk);
+	uint64_t total = 0;
+	int fd = open(path, O_RDONLY | O_CLOEXEC), r = 0;
+
+	if (fd < 0 || !st || !buf) {
+		r = fd < 0 ? -errno : -ENOMEM;
+		goto out;
+	}
+	XXH3_64bits_reset(st);
+	for (;;) {
+		ssize_t n = read(fd, buf, chunk);
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n < 0) {
+			r = -errno;
+			goto out;
+		}
+		if (n == 0)
+			break;
+		XXH3_64bits_update(st, buf, (size_t)n);
+		total += (uint64_t)n;
+	}
+	*size = total;
+	*xxh3 = XXH3_64bits_digest(st);
+out:
+	if (fd >= 0)
+		close(fd);
+	XXH3_freeState(st);
+	free(buf);
+	return r;
+}
+
+void img_manifest_free(struct img_manifest *m)
+{
+	free(m->areas);
+	free(m->parts);
+	m->areas = NULL;
+	m->parts = NULL;
+	m->nareas = m->nparts = 0;
+}
+
+static void add_str(json_object *o, const char *k, const char *v)
+{
+	json_object_object_add(o, k, json_object_new_string(v));
+}
+static void add_u64(json_object *o, const char *k, uint64_t v)
+{
+	json_object_object_add(o, k, json_object_new_uint64(v));
+}
+static void add_hash(json_object *o, const char *k, uint64_t v)
+{
+	char hex[17];
+	img_hash_hex(v, hex);
+	add_str(o, k, hex);
+}
+
+struct json_object *img_manifest_to_json(const struct img_manifest *m)
+{
+	json_object *root = json_object_new_object(), *disk, *table, *areas, *parts;
+
+	add_str(root, "format", IMG_FORMAT_NAME);
+	json_object_object_add(root, "format_version", json_object_new_int(IMG_FORMAT_VERSION));
+	add_str(root, "tool_version", m->tool_version);
+	add_str(root, "created", m->created);
+	disk = json_object_new_object();
+	add_str(disk, "source", m->source);
+	add_u64(disk, "size", m->disk_size);
+	add_u64(disk, "logical_sector_size", m->logical_sector_size);
+	add_u64(disk, "physical_sector_size", m->physical_sector_size);
+	json_object_object_add(root, "disk", disk);
+	table = json_object_new_object();
+	add_str(table, "type", m->table);
+	json_object_object_add(root, "table", table);
+	areas = json_object_new_array();
+	for (size_t i = 0; i < m->nareas; i++) {
+		const struct img_area *a = &m->areas[i];
+		json_object *o = json_object_new_object();
+		add_str(o, "name", a->name);
+		add_u64(o, "offset", a->offset);
+		add_u64(o, "length", a->length);
+		add_str(o, "file", a->file);
+		add_hash(o, "xxh3", a->xxh3);
+		json_object_array_add(areas, o);
+	}
+	json_object_object_add(root, "boot_areas", areas);
+	parts = json_object_new_array();
+	for (size_t i = 0; i < m->nparts; i++) {
+		const struct img_part *p = &m->parts[i];
+		json_object *o = json_object_new_object();
+		add_u64(o, "number", p->number);
+		add_u64(o, "start", p->start);
+		add_u64(o, "size", p->size);
+		add_str(o, "kind", p->kind);
+		add_str(o, "gpt_name", p->gpt_name);
+		add_str(o, "filesystem", p->filesystem);
+		add_str(o, "plugin", p->plugin);
+		add_str(o, "uuid", p->uuid);
+		add_str(o, "label", p->label);
+		add_u64(o, "block_size", p->block_size);
+		add_u64(o, "block_count", p->block_count);
+		add_u64(o, "used_blocks", p->used_blocks);
+		add_u64(o, "zero_blocks", p->zero_blocks);
+		add_str(o, "stream", p->stream);
+		add_u64(o, "stream_size", p->stream_size);
+		add_hash(o, "stream_xxh3", p->stream_xxh3);
+		add_str(o, "index", p->index);
+		add_u64(o, "index_size", p->index_size);
+		add_hash(o, "index_xxh3", p->index_xxh3);
+		add_u64(o, "frames", p->frames);
+		add_u64(o, "data_bytes", p->data_bytes);
+		json_object_array_add(parts, o);
+	}
+	json_object_object_add(root, "partitions", parts);
+	return root;
+}
+
+int img_manifest_write(const struct img_manifest *m, const char *dir, struct im_err *err)
+{
+	json_object *root = img_manifest_to_json(m);
+	char path[4096];
+	const char *text;
+	int r;
+
+	if (path_join(path, sizeof(path), dir, IMG_MANIFEST) < 0) {
+		json_object_put(root);
+		return im_errf(err, IM_EXIT_USAGE, -ENAMETOOLONG, "%s: path too long", dir);
+	}
+	text = json_object_to_json_string_ext(root, JSON_C_TO_STRING_PRETTY |
+					      JSON_C_TO_STRING_NOSLASHESCAPE);
+	r = write_file_atomic(path, text, strlen(text));
+	json_object_put(root);
+	if (r < 0)
+		return im_errf(err, IM_EXIT_IO, r, "writing %s: %s", path, strerror(-r));
+	return 0;
+}
+
+/* ---- reading: every field checked ---- */
+
+struct reader {
+	const char *path;
+	struct im_err *err;
+	int r;
+};
+
+static json_object *get(struct reader *rd, json_object *o, const char *key, json_type type)
+{
+	json_object *v;
+
+	if (rd->r < 0)
+		return NULL;
+	if (!json_object_object_get_ex(o, key, &v) || !json_object_is_type(v, type)) {
+		rd->r = im_errf(rd->err, IM_EXIT_DAMAGED, -EBADMSG,
+				"%s: field \"%s\" is missing or of the wrong type", rd->path, key);
+		return NULL;
+	}
+	return v;
+}
+
+static void get_str(struct reader *rd, json_object *o, const char *key, char *out, size_t len)
+{
+	json_object *v = get(rd, o, key, json_type_string);
+	if (!v)
+		return;
+	if ((size_t)json_object_get_string_len(v) >= len) {
+		rd->r = im_errf(rd->err, IM_EXIT_DAMAGED, -EBADMSG, "%s: field \"%s\" is too long",
+				rd->path, key);
+		return;
+	}
+	snprintf(out, len, "%s", json_object_get_string(v));
+}
+
+static uint64_t get_u64(struct reader *rd, json_object *o, const char *key, uint64_t max)
+{
+	json_object *v = get(rd, o, key, json_type_int);
+	uint64_t u;
+
+	if (!v)
+		return 0;
+	/* json-c keeps negative numbers as int64; uint64 getter clamps them to 0. */
+	if (json_object_get_int64(v) < 0) {
+		rd->r = im_errf(rd->err, IM_EXIT_DAMAGED, -EBADMSG, "%s: field \"%s\" is negative",
+				rd->path, key);
+		return 0;
+	}
+	u = json_object_get_uint64(v);
+	if (u > max) {
+		rd->r = im_errf(rd->err, IM_EXIT_DAMAGED, -EBADMSG,
+				"%s: field \"%s\" = %llu is out of range", rd->path, key,
+				(unsigned long long)u);
+		return 0;
+	}
+	return u;
+}
+
+static void get_hash(struct reader *rd, json_object *o, const char *key, uint64_t *h)
+{
+	char hex[32] = "";
+	get_str(rd, o, key, hex, sizeof(hex));
+	if (rd->r == 0 && img_hash_parse(hex, h) < 0)
+		rd->r = im_errf(rd->err, IM_EXIT_DAMAGED, -EBADMSG, "%s: field \"%s\" is not a hash",
+				rd->path, key);
+}
+
+/* A file name inside the image folder: plain, no path. */
+static void check_name(struct reader *rd, const char *name)
+{
+	if (rd->r < 0)
+		return;
+	if (!name[0] || strchr(name, '/') || !strcmp(name, ".") || !strcmp(name, "..") ||
+	    name[0] == '.')
+		rd->r = im_errf(rd->err, IM_EXIT_DAMAGED, -EBADMSG,
+				"%s: file name \"%s\" is not a plain name", rd->path, name);
+}
+
+#define MAX_DISK (1ull << 56)   /* 64 PiB: anything larger is a lie */
+
+int img_manifest_read(struct img_manifest *m, const char *dir, struct im_err *err)
+{
+	struct reader rd = { .err = err };
+	char path[4096];
+	unsigned char *text = NULL;
+	size_t len;
+	json_object *root = NULL, *o, *arr;
+	json_tokener *tok;
+	char fmt[64] = "";
+	int r;
+
+	memset(m, 0, sizeof(*m));
+	if (path_join(path, sizeof(path), dir, IMG_MANIFEST) < 0)
+		return im_errf(err, IM_EXIT_USAGE, -ENAMETOOLONG, "%s: path too long", dir);
+	rd.path = path;
+	r = read_whole_file(path, &text, &len, 64u << 20);
+	if (r == -ENOENT) {
+		if (access(dir, F_OK) < 0)
+			return im_errf(err, IM_EXIT_SOURCE, -ENOENT, "%s: no such image folder", dir);
+		return im_errf(err, IM_EXIT_DAMAGED, -ENOENT,
+			       "%s: unfinished image (no %s: the save did not complete)", dir,
+			       IMG_MANIFEST);
+	}
+	if (r < 0)
+		return im_errf(err, IM_EXIT_DAMAGED, r, "%s: %s", path, strerror(-r));
+	tok = json_tokener_new_ex(64);
+	if (tok) {
+		root = json_tokener_parse_ex(tok, (const char *)text, (int)len);
+		if (json_tokener_get_error(tok) != json_tokener_success || tok->char_offset != (int)len) {
+			json_object_put(root);
+			root = NULL;
+		}
+		json_tokener_free(tok);
+	}
+	free(text);
+	if (!root || !json_object_is_type(root, json_type_object)) {
+		json_object_put(root);
+		return im_errf(err, IM_EXIT_DAMAGED, -EBADMSG, "%s: not valid JSON", path);
+	}
+
+	get_str(&rd, root, "format", fmt, sizeof(fmt));
+	if (rd.r == 0 && strcmp(fmt, IMG_FORMAT_NAME))
+		rd.r = im_errf(err, IM_EXIT_DAMAGED, -EBADMSG, "%s: not an imager image", path);
+	if (rd.r == 0 && get_u64(&rd, root, "format_version", 1000) != IMG_FORMAT_VERSION && rd.r == 0)
+		rd.r = im_errf(err, IM_EXIT_UNSUPP, -ENOTSUP, "%s: image format version not supported", path);
+	get_str(&rd, root, "tool_version", m->tool_version, sizeof(m->tool_version));
+	get_str(&rd, root, "created", m->created, sizeof(m->created));
+	if ((o = get(&rd, root, "disk", json_type_object))) {
+		get_str(&rd, o, "source", m->source, sizeof(m->source));
+		m->disk_size = get_u64(&rd, o, "size", MAX_DISK);
+		m->logical_sector_size = (unsigned)get_u64(&rd, o, "logical_sector_size", 65536);
+		m->physical_sector_size = (unsigned)get_u64(&rd, o, "physical_sector_size", 1u << 20);
+	}
+	if ((o = get(&rd, root, "table", json_type_object)))
+		get_str(&rd, o, "type", m->table, sizeof(m->table));
+	if (rd.r == 0 && strcmp(m->table, "msdos") && strcmp(m->table, "gpt") && strcmp(m->table, "none"))
+		rd.r = im_errf(err, IM_EXIT_DAMAGED, -EBADMSG, "%s: unknown table type \"%s\"", path, m->table);
+	if (rd.r == 0 && (m->logical_sector_size < 512 || (m->logical_sector_size & (m->logical_sector_size - 1))))
+		rd.r = im_errf(err, IM_EXIT_DAMAGED, -EBADMSG, "%s: bad sector size", path);
+
+	if ((arr = get(&rd, root, "boot_areas", json_type_array))) {
+		size_t n = json_object_array_length(arr);
+		if (n > 4096)
+			rd.r = im_errf(err, IM_EXIT_DAMAGED, -EBADMSG, "%s: too many boot areas", path);
+		else if (n && !(m->areas = calloc(n, sizeof(*m->areas))))
+			rd.r = im_errf(err, IM_EXIT_INTERNAL, -ENOMEM, "out of memory");
+		for (size_t i = 0; i < n && rd.r == 0; i++) {
+			struct img_area *a = &m->areas[i];
+			o = json_object_array_get_idx(arr, i);
+			if (!json_object_is_type(o, json_type_object)) {
+				rd.r = im_errf(err, IM_EXIT_DAMAGED, -EBADMSG, "%s: bad boot area", path);
+				break;
+			}
+			get_str(&rd, o, "name", a->name, sizeof(a->name));
+			a->offset = get_u64(&rd, o, "offset", MAX_DISK);
+			a->length = get_u64(&rd, o, "length", 1ull << 30);
+			get_str(&rd, o, "file", a->file, sizeof(a->file));
+			get_hash(&rd, o, "xxh3", &a->xxh3);
+			check_name(&rd, a->file);
+			if (rd.r == 0 && (a->offset > m->disk_size || a->length > m->disk_size - a->offset))
+				rd.r = im_errf(err, IM_EXIT_DAMAGED, -EBADMSG,
+					       "%s: boot area %s lies outside the disk", path, a->name);
+			m->nareas = i + 1;
+		}
+	}
+	if ((arr = get(&rd, root, "partitions", json_type_array))) {
+		size_t n = json_object_array_length(arr);
+		if (n > 4096)
+			rd.r = im_errf(err, IM_EXIT_DAMAGED, -EBADMSG, "%s: too many partitions", path);
+		else if (n && !(m->parts = calloc(n, sizeof(*m->parts))))
+			rd.r = im_errf(err, IM_EXIT_INTERNAL, -ENOMEM, "out of memory");
+		for (size_t i = 0; i < n && rd.r == 0; i++) {
+			struct img_part *p = &m->parts[i];
+			o = json_object_array_get_idx(arr, i);
+			if (!json_object_is_type(o, json_type_object)) {
+				rd.r = im_errf(err, IM_EXIT_DAMAGED, -EBADMSG, "%s: bad partition", path);
+				break;
+			}
+			p->number = (unsigned)get_u64(&rd, o, "number", 1u << 20);
+			p->start = get_u64(&rd, o, "start", MAX_DISK);
+			p->size = get_u64(&rd, o, "size", MAX_DISK);
+			get_str(&rd, o, "kind", p->kind, sizeof(p->kind));
+			get_str(&rd, o, "gpt_name", p->gpt_name, sizeof(p->gpt_name));
+			get_str(&rd, o, "filesystem", p->filesystem, sizeof(p->filesystem));
+			get_str(&rd, o, "plugin", p->plugin, sizeof(p->plugin));
+			get_str(&rd, o, "uuid", p->uuid, sizeof(p->uuid));
+			get_str(&rd, o, "label", p->label, sizeof(p->label));
+			p->block_size = (uint32_t)get_u64(&rd, o, "block_size", 1u << 20);
+			p->block_count = get_u64(&rd, o, "block_count", MAX_DISK);
+			p->used_blocks = get_u64(&rd, o, "used_blocks", MAX_DISK);
+			p->zero_blocks = get_u64(&rd, o, "zero_blocks", MAX_DISK);
+			get_str(&rd, o, "stream", p->stream, sizeof(p->stream));
+			p->stream_size = get_u64(&rd, o, "stream_size", MAX_DISK);
+			get_hash(&rd, o, "stream_xxh3", &p->stream_xxh3);
+			get_str(&rd, o, "index", p->index, sizeof(p->index));
+			p->index_size = get_u64(&rd, o, "index_size", 1ull << 34);
+			get_hash(&rd, o, "index_xxh3", &p->index_xxh3);
+			p->frames = get_u64(&rd, o, "frames", MAX_DISK);
+			p->data_bytes = get_u64(&rd, o, "data_bytes", MAX_DISK);
+			check_name(&rd, p->stream);
+			check_name(&rd, p->index);
+			if (rd.r < 0)
+				break;
+			m->nparts = i + 1;
+			if (p->start > m->disk_size || p->size > m->disk_size - p->start)
+				rd.r = im_errf(err, IM_EXIT_DAMAGED, -EBADMSG,
+					       "%s: partition %u (%llu bytes at %llu) lies outside the %llu-byte disk",
+					       path, p->number, (unsigned long long)p->size,
+					       (unsigned long long)p->start, (unsigned long long)m->disk_size);
+			else if (p->block_size < 512 || (p->block_size & (p->block_size - 1)) ||
+				 p->block_count > p->size / p->block_size)
+				rd.r = im_errf(err, IM_EXIT_DAMAGED, -EBADMSG,
+					       "%s: partition %u: %llu blocks of %u bytes do not fit in it",
+					       path, p->number, (unsigned long long)p->block_count, p->block_size);
+			else if (p->used_blocks > p->block_count || p->zero_blocks > p->used_blocks ||
+				 p->data_bytes != (p->used_blocks - p->zero_blocks) * p->block_size)
+				rd.r = im_errf(err, IM_EXIT_DAMAGED, -EBADMSG,
+					       "%s: partition %u: block counts are not consistent",
+					       path, p->number);
+			for (size_t k = 0; k < i && rd.r == 0; k++) {
+				const struct img_part *q = &m->parts[k];
+				if (q->number == p->number || !strcmp(q->stream, p->stream) ||
+				    (p->start < q->start + q->size && q->start < p->start + p->size))
+					rd.r = im_errf(err, IM_EXIT_DAMAGED, -EBADMSG,
+						       "%s: partitions %u and %u overlap or share files",
+						       path, q->number, p->number);
+			}
+		}
+	}
+	json_object_put(root);
+	if (rd.r < 0)
+		img_manifest_free(m);
+	return rd.r;
+}

@@ -1,0 +1,359 @@
+/* SPDX-License-Identifier: GPL-2.0-or-later */
+#include "imager/ptable.h"
+
+#include <errno.h>
+#include <parted/parted.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+#include <zlib.h>
+
+/* libparted reports problems through one process-wide callback.  We keep
+ * the message of the current call in a thread-local buffer (libparted
+ * offers no per-call context) and answer every question with "ignore" or
+ * "cancel": the engine never prompts. */
+static _Thread_local char parted_msg[512];
+
+static PedExceptionOption parted_handler(PedException *ex)
+{
+	if (!parted_msg[0] && ex->type >= PED_EXCEPTION_ERROR)
+		snprintf(parted_msg, sizeof(parted_msg), "%s", ex->message);
+	if (ex->options & PED_EXCEPTION_IGNORE)
+		return PED_EXCEPTION_IGNORE;
+	if (ex->options & PED_EXCEPTION_CANCEL)
+		return PED_EXCEPTION_CANCEL;
+	return PED_EXCEPTION_UNHANDLED;
+}
+
+static int add_area(struct ptable *pt, const char *name, uint64_t off, uint64_t len)
+{
+	if (!len)
+		return 0;
+	if (pt->nareas >= PT_MAX_AREAS)
+		return -E2BIG;
+	snprintf(pt->areas[pt->nareas].name, sizeof(pt->areas[0].name), "%s", name);
+	pt->areas[pt->nareas].offset = off;
+	pt->areas[pt->nareas].length = len;
+	pt->nareas++;
+	return 0;
+}
+
+static uint64_t le64(const unsigned char *p)
+{
+	uint64_t v = 0;
+	for (int i = 7; i >= 0; i--)
+		v = v << 8 | p[i];
+	return v;
+}
+static uint32_t le32(const unsigned char *p)
+{
+	return (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24;
+}
+static void put_le64(unsigned char *p, uint64_t v)
+{
+	for (int i = 0; i < 8; i++, v >>= 8)
+		p[i] = (unsigned char)v;
+}
+static void put_le32(unsigned char *p, uint32_t v)
+{
+	for (int i = 0; i < 4; i++, v >>= 8)
+		p[i] = (unsigned char)v;
+}
+
+struct gpt_geom {
+	uint64_t alternate_lba, entries_lba, first_usable, last_usable;
+	uint32_t num_entries, entry_size, header_size;
+	uint64_t entries_sectors;
+};
+
+/* Parse and check the primary GPT header (LBA 1).  Hostile input: every
+ * field is range-checked against the disk.  Returns 0 or -EINVAL. */
+static int gpt_header_parse(const unsigned char *h, unsigned lss, uint64_t disk_size,
+			    struct gpt_geom *g)
+{
+	unsigned char copy[512];
+	uint64_t sectors = disk_size / lss;
+
+	if (memcmp(h, "EFI PART", 8))
+		return -EINVAL;
+	g->header_size = le32(h + 12);
+	if (g->header_size < 92 || g->header_size > 512 || g->header_size > lss)
+		return -EINVAL;
+	memcpy(copy, h, g->header_size);
+	memset(copy + 16, 0, 4);
+	if ((uint32_t)crc32(0, copy, g->header_size) != le32(h + 16))
+		return -EINVAL;
+	g->alternate_lba = le64(h + 32);
+	g->first_usable = le64(h + 40);
+	g->last_usable = le64(h + 48);
+	g->entries_lba = le64(h + 72);
+	g->num_entries = le32(h + 80);
+	g->entry_size = le32(h + 84);
+	if (g->entry_size < 128 || g->entry_size > 4096 || (g->entry_size & 7) ||
+	    g->num_entries == 0 || g->num_entries > 65536)
+		return -EINVAL;
+	g->entries_sectors = ((uint64_t)g->num_entries * g->entry_size + lss - 1) / lss;
+	if (g->alternate_lba >= sectors || g->alternate_lba <= g->entries_sectors ||
+	    g->entries_lba >= sectors || g->entries_lba + g->entries_sectors > sectors)
+		return -EINVAL;
+	return 0;
+}
+
+static int read_at(int fd, void *buf, size_t len, uint64_t off)
+{
+	size_t done = 0;
+	while (done < len) {
+		ssize_t n = pread(fd, (char *)buf + done, len - done, (off_t)(off + done));
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n <= 0)
+			return n < 0 ? -errno : -EIO;
+		done += (size_t)n;
+	}
+	return 0;
+}
+
+static int write_at(int fd, const void *buf, size_t len, uint64_t off)
+{
+	size_t done = 0;
+	while (done < len) {
+		ssize_t n = pwrite(fd, (const char *)buf + done, len - done, (off_t)(off + done));
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n <= 0)
+			return n < 0 ? -errno : -EIO;
+		done += (size_t)n;
+	}
+	return 0;
+}
+
+/* Where the backup GPT lives, from the primary header; the last 33
+ * sectors when the header cannot be trusted. */
+static void gpt_backup_area(const char *path, uint64_t size, unsigned lss,
+			    uint64_t *off, uint64_t *len)
+{
+	unsigned char h[4096];
+	struct gpt_geom g;
+	FILE *f = fopen(path, "rbe");
+	bool ok = false;
+
+	if (f) {
+		ok = lss <= sizeof(h) && read_at(fileno(f), h, lss, lss) == 0 &&
+		     gpt_header_parse(h, lss, size, &g) == 0;
+		fclose(f);
+	}
+	if (ok) {
+		*off = (g.alternate_lba - g.entries_sectors) * lss;
+		*len = (g.entries_sectors + 1) * lss;
+	} else {
+		*len = 33ull * lss;
+		*off = size > *len ? size - *len : 0;
+		*len = size - *off;
+	}
+}
+
+static int cmp_u64(const void *a, const void *b)
+{
+	const uint64_t *x = a, *y = b;
+	return (x[0] > y[0]) - (x[0] < y[0]);
+}
+
+int ptable_read(const char *path, uint64_t size, unsigned lss, struct ptable *pt,
+		struct im_err *err)
+{
+	PedDevice *dev;
+	PedDiskType *type;
+	PedDisk *disk;
+	PedPartition *p;
+	uint64_t ext_start = 0, ext_end = 0, first_start = UINT64_MAX;
+	uint64_t (*spans)[2] = NULL;   /* data partitions, sorted, for gaps */
+	size_t nspans = 0;
+	int r = 0;
+
+	memset(pt, 0, sizeof(*pt));
+	pt->disk_size = size;
+	pt->sector_size = lss ? lss : 512;
+	parted_msg[0] = '\0';
+	ped_exception_set_handler(parted_handler);
+	dev = ped_device_get(path);
+	if (!dev)
+		return im_errf(err, IM_EXIT_SOURCE, -EIO, "%s: libparted cannot open it: %s", path,
+			       parted_msg[0] ? parted_msg : "unknown error");
+	type = ped_disk_probe(dev);
+	if (!type || !strcmp(type->name, "loop")) {
+		/* No table: a whole-disk filesystem (or nothing at all). */
+		snprintf(pt->type, sizeof(pt->type), "none");
+		pt->nparts = 1;
+		pt->parts[0].number = 0;
+		pt->parts[0].start = 0;
+		pt->parts[0].size = size;
+		snprintf(pt->parts[0].kind, sizeof(pt->parts[0].kind), "whole-disk");
+		ped_device_destroy(dev);
+		return 0;
+	}
+	if (strcmp(type->name, "msdos") && strcmp(type->name, "gpt")) {
+		ped_device_destroy(dev);
+		return im_errf(err, IM_EXIT_UNSUPP, -ENOTSUP,
+			       "%s: partition table type \"%s\" is not supported (msdos and gpt are)",
+			       path, type->name);
+	}
+	snprintf(pt->type, sizeof(pt->type), "%s", type->name);
+	pt->sector_size = (unsigned)dev->sector_size;
+	disk = ped_disk_new(dev);
+	if (!disk) {
+		ped_device_destroy(dev);
+		return im_errf(err, IM_EXIT_SOURCE, -EINVAL, "%s: unreadable %s partition table: %s",
+			       path, type->name, parted_msg[0] ? parted_msg : "libparted refused it");
+	}
+	spans = calloc(PT_MAX_PARTS, sizeof(*spans));
+	if (!spans) {
+		r = im_errf(err, IM_EXIT_INTERNAL, -ENOMEM, "out of memory");
+		goto out;
+	}
+	for (p = ped_disk_next_partition(disk, NULL); p; p = ped_disk_next_partition(disk, p)) {
+		uint64_t start, len;
+		struct pt_part *pp;
+
+		if (p->num < 1 || !ped_partition_is_active(p))
+			continue;
+		start = (uint64_t)p->geom.start * (uint64_t)dev->sector_size;
+		len = (uint64_t)p->geom.length * (uint64_t)dev->sector_size;
+		if (start >= size || len > size - start) {
+			r = im_errf(err, IM_EXIT_SOURCE, -EINVAL,
+				    "%s: partition %d lies outside the disk", path, p->num);
+			goto out;
+		}
+		if (p->type & PED_PARTITION_EXTENDED) {
+			ext_start = start;
+			ext_end = start + len;
+			continue;
+		}
+		if (pt->nparts >= PT_MAX_PARTS) {
+			r = im_errf(err, IM_EXIT_UNSUPP, -E2BIG, "%s: more than %d partitions",
+				    path, PT_MAX_PARTS);
+			goto out;
+		}
+		pp = &pt->parts[pt->nparts++];
+		pp->number = (unsigned)p->num;
+		pp->start = start;
+		pp->size = len;
+		snprintf(pp->kind, sizeof(pp->kind), "%s", !strcmp(type->name, "gpt") ? "gpt" :
+			 (p->type & PED_PARTITION_LOGICAL) ? "logical" : "primary");
+		if (ped_disk_type_check_feature(type, PED_DISK_TYPE_PARTITION_NAME)) {
+			const char *name = ped_partition_get_name(p);
+			snprintf(pp->name, sizeof(pp->name), "%s", name ? name : "");
+		}
+		spans[nspans][0] = start;
+		spans[nspans][1] = start + len;
+		nspans++;
+		if (start < first_start)
+			first_start = start;
+	}
+	qsort(spans, nspans, sizeof(*spans), cmp_u64);
+
+	/* The head: boot code, table, and the gap GRUB's core image uses. */
+	if (first_start == UINT64_MAX)
+		first_start = size < (1u << 20) ? size : (1u << 20);
+	if (ext_start && ext_start < first_start)
+		first_start = ext_start + pt->sector_size;   /* the first EBR too */
+	r = add_area(pt, "head", 0, first_start < PT_HEAD_MAX ? first_start : PT_HEAD_MAX);
+	/* Gaps inside the extended partition hold the EBR chain. */
+	if (r == 0 && ext_end) {
+		uint64_t pos = ext_start;
+		for (size_t i = 0; i <= nspans && r == 0; i++) {
+			uint64_t gap_end = i < nspans ? spans[i][0] : ext_end;
+			if (gap_end > ext_end)
+				gap_end = ext_end;
+			if (gap_end > pos && pos >= ext_start) {
+				char name[32];
+				snprintf(name, sizeof(name), "ebr-%zu", i);
+				if (gap_end - pos <= 2 * PT_EBR_KEEP) {
+					r = add_area(pt, name, pos, gap_end - pos);
+				} else {
+					r = add_area(pt, name, pos, PT_EBR_KEEP);
+					if (r == 0)
+						r = add_area(pt, name, gap_end - PT_EBR_KEEP, PT_EBR_KEEP);
+				}
+			}
+			if (i < nspans && spans[i][1] > pos)
+				pos = spans[i][1];
+		}
+	}
+	if (r == 0 && !strcmp(pt->type, "gpt")) {
+		uint64_t off, len;
+		gpt_backup_area(path, size, pt->sector_size, &off, &len);
+		r = add_area(pt, "gpt-backup", off, len);
+	}
+	if (r < 0)
+		r = im_errf(err, IM_EXIT_UNSUPP, r, "%s: too many boot areas", path);
+out:
+	free(spans);
+	ped_disk_destroy(disk);
+	ped_device_destroy(dev);
+	return r;
+}
+
+int ptable_gpt_relocate_backup(int fd, uint64_t new_size, unsigned lss, struct im_err *err)
+{
+	unsigned char hdr[4096], backup[4096], mbr[512];
+	unsigned char *entries = NULL;
+	struct gpt_geom g;
+	uint64_t last = new_size / lss - 1, bentries;
+	size_t elen;
+	int r;
+
+	if (lss > sizeof(hdr) || lss < 512)
+		return im_errf(err, IM_EXIT_UNSUPP, -EINVAL, "sector size %u not supported", lss);
+	r = read_at(fd, hdr, lss, lss);
+	if (r < 0)
+		return im_errf(err, IM_EXIT_IO, r, "reading the GPT header back: %s", strerror(-r));
+	if (gpt_header_parse(hdr, lss, new_size, &g) < 0)
+		return im_errf(err, IM_EXIT_DAMAGED, -EINVAL, "the restored GPT header is not valid");
+	if (g.alternate_lba == last)
+		return 0;
+	elen = (size_t)(g.entries_sectors * lss);
+	entries = malloc(elen);
+	if (!entries)
+		return im_errf(err, IM_EXIT_INTERNAL, -ENOMEM, "out of memory");
+	r = read_at(fd, entries, elen, g.entries_lba * lss);
+	if (r < 0) {
+		free(entries);
+		return im_errf(err, IM_EXIT_IO, r, "reading the GPT entries back: %s", strerror(-r));
+	}
+	bentries = last - g.entries_sectors;
+	/* Primary: new alternate and last usable LBA. */
+	put_le64(hdr + 32, last);
+	put_le64(hdr + 48, bentries - 1);
+	memset(hdr + 16, 0, 4);
+	put_le32(hdr + 16, (uint32_t)crc32(0, hdr, g.header_size));
+	/* Backup: the primary seen from the other end. */
+	memcpy(backup, hdr, lss);
+	put_le64(backup + 24, last);
+	put_le64(backup + 32, 1);
+	put_le64(backup + 72, bentries);
+	memset(backup + 16, 0, 4);
+	put_le32(backup + 16, (uint32_t)crc32(0, backup, g.header_size));
+	r = write_at(fd, entries, elen, bentries * lss);
+	if (r == 0)
+		r = write_at(fd, backup, lss, last * lss);
+	if (r == 0)
+		r = write_at(fd, hdr, lss, lss);
+	/* The protective MBR covers the whole disk, as far as 32 bits reach. */
+	if (r == 0 && (r = read_at(fd, mbr, sizeof(mbr), 0)) == 0 &&
+	    mbr[510] == 0x55 && mbr[511] == 0xAA) {
+		for (int i = 0; i < 4; i++) {
+			unsigned char *e = mbr + 446 + 16 * i;
+			if (e[4] == 0xEE) {
+				uint64_t n = new_size / lss - le32(e + 8);
+				put_le32(e + 12, n > 0xFFFFFFFFu ? 0xFFFFFFFFu : (uint32_t)n);
+				r = write_at(fd, mbr, sizeof(mbr), 0);
+				break;
+			}
+		}
+	}
+	free(entries);
+	if (r < 0)
+		return im_errf(err, IM_EXIT_IO, r, "writing the relocated GPT: %s", strerror(-r));
+	return 0;
+}

@@ -1,0 +1,165 @@
+/* SPDX-License-Identifier: GPL-2.0-or-later */
+#include "util.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+int pread_full(int fd, void *buf, size_t len, uint64_t off)
+{
+	size_t done = 0;
+	while (done < len) {
+		ssize_t n = pread(fd, (char *)buf + done, len - done, (off_t)(off + done));
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n < 0)
+			return -errno;
+		if (n == 0)
+			return -EIO;
+		done += (size_t)n;
+	}
+	return 0;
+}
+
+int pwrite_full(int fd, const void *buf, size_t len, uint64_t off)
+{
+	size_t done = 0;
+	while (done < len) {
+		ssize_t n = pwrite(fd, (const char *)buf + done, len - done, (off_t)(off + done));
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n < 0)
+			return -errno;
+		if (n == 0)
+			return -ENOSPC;
+		done += (size_t)n;
+	}
+	return 0;
+}
+
+int write_full(int fd, const void *buf, size_t len)
+{
+	size_t done = 0;
+	while (done < len) {
+		ssize_t n = write(fd, (const char *)buf + done, len - done);
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n < 0)
+			return -errno;
+		if (n == 0)
+			return -ENOSPC;
+		done += (size_t)n;
+	}
+	return 0;
+}
+
+int fsync_dir(const char *dir)
+{
+	int fd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC), r = 0;
+	if (fd < 0)
+		return -errno;
+	if (fsync(fd) < 0)
+		r = -errno;
+	close(fd);
+	return r;
+}
+
+int path_join(char *out, size_t outlen, const char *dir, const char *name)
+{
+	int n = snprintf(out, outlen, "%s/%s", dir, name);
+	return n < 0 || (size_t)n >= outlen ? -ENAMETOOLONG : 0;
+}
+
+int write_file_atomic(const char *path, const void *buf, size_t len)
+{
+	char tmp[4096], dir[4096];
+	char *slash;
+	int fd, r;
+
+	if (snprintf(tmp, sizeof(tmp), "%s.tmp", path) >= (int)sizeof(tmp))
+		return -ENAMETOOLONG;
+	fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+	if (fd < 0)
+		return -errno;
+	r = write_full(fd, buf, len);
+	if (r == 0 && fsync(fd) < 0)
+		r = -errno;
+	if (close(fd) < 0 && r == 0)
+		r = -errno;
+	if (r == 0 && rename(tmp, path) < 0)
+		r = -errno;
+	if (r < 0) {
+		unlink(tmp);
+		return r;
+	}
+	snprintf(dir, sizeof(dir), "%s", path);
+	slash = strrchr(dir, '/');
+	if (slash)
+		*slash = '\0';
+	else
+		strcpy(dir, ".");
+	return fsync_dir(dir);
+}
+
+int read_whole_file(const char *path, unsigned char **buf, size_t *len, uint64_t max)
+{
+	struct stat st;
+	unsigned char *b;
+	int fd = open(path, O_RDONLY | O_CLOEXEC), r;
+
+	if (fd < 0)
+		return -errno;
+	if (fstat(fd, &st) < 0 || !S_ISREG(st.st_mode)) {
+		r = S_ISREG(st.st_mode) ? -errno : -EINVAL;
+		close(fd);
+		return r;
+	}
+	if ((uint64_t)st.st_size > max) {
+		close(fd);
+		return -EFBIG;
+	}
+	b = malloc((size_t)st.st_size + 1);
+	if (!b) {
+		close(fd);
+		return -ENOMEM;
+	}
+	r = pread_full(fd, b, (size_t)st.st_size, 0);
+	close(fd);
+	if (r < 0) {
+		free(b);
+		return r;
+	}
+	b[st.st_size] = '\0';
+	*buf = b;
+	*len = (size_t)st.st_size;
+	return 0;
+}
+
+int buf_is_zero(const void *buf, size_t len)
+{
+	const unsigned char *p = buf;
+	const uint64_t *w;
+	size_t n;
+
+	while (len && ((uintptr_t)p & 7)) {
+		if (*p++)
+			return 0;
+		len--;
+	}
+	w = (const uint64_t *)(const void *)p;
+	for (n = len / 8; n >= 4; n -= 4, w += 4)
+		if (w[0] | w[1] | w[2] | w[3])
+			return 0;
+	for (; n; n--, w++)
+		if (*w)
+			return 0;
+	p = (const unsigned char *)w;
+	for (len &= 7; len; len--)
+		if (*p++)
+			return 0;
+	return 1;
+}

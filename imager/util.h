@@ -1,0 +1,46 @@
+/* SPDX-License-Identifier: GPL-2.0-or-later */
+/* Small helpers shared inside the engine (not part of the public API). */
+#ifndef IMAGER_UTIL_H
+#define IMAGER_UTIL_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+static inline uint16_t le16(const unsigned char *p) { return (uint16_t)(p[0] | p[1] << 8); }
+static inline uint32_t le32(const unsigned char *p)
+{
+	return (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24;
+}
+static inline uint64_t le64(const unsigned char *p) { return le32(p) | (uint64_t)le32(p + 4) << 32; }
+static inline void put_le32(unsigned char *p, uint32_t v)
+{
+	p[0] = (unsigned char)v; p[1] = (unsigned char)(v >> 8);
+	p[2] = (unsigned char)(v >> 16); p[3] = (unsigned char)(v >> 24);
+}
+static inline void put_le64(unsigned char *p, uint64_t v)
+{
+	put_le32(p, (uint32_t)v);
+	put_le32(p + 4, (uint32_t)(v >> 32));
+}
+
+/* pread/pwrite the whole length, retrying short transfers and EINTR.
+ * Return 0, -EIO at end of file, or -errno. */
+int pread_full(int fd, void *buf, size_t len, uint64_t off);
+int pwrite_full(int fd, const void *buf, size_t len, uint64_t off);
+/* write() the whole length to a stream position. */
+int write_full(int fd, const void *buf, size_t len);
+
+/* Write a file atomically: path.tmp, fsync, rename over path, fsync the
+ * folder.  Returns 0 or -errno. */
+int write_file_atomic(const char *path, const void *buf, size_t len);
+/* fsync the folder holding entries we created or renamed. */
+int fsync_dir(const char *dir);
+/* Read a whole file of at most max bytes (-EFBIG beyond).  *buf is
+ * malloc'ed (NUL-terminated for convenience).  Returns 0 or -errno. */
+int read_whole_file(const char *path, unsigned char **buf, size_t *len, uint64_t max);
+/* Is the buffer all zero bytes? */
+int buf_is_zero(const void *buf, size_t len);
+/* Join dir and name into out.  Returns 0 or -ENAMETOOLONG. */
+int path_join(char *out, size_t outlen, const char *dir, const char *name);
+
+#endif

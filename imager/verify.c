@@ -1,0 +1,185 @@
+/* SPDX-License-Identifier: GPL-2.0-or-later */
+/* imager verify: every boot area, index and frame, damage named precisely. */
+#include "imager/job.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+#include <zstd.h>
+
+#include "frames.h"
+#include "util.h"
+#include "imager/pipeline.h"
+
+struct vmeta {
+	uint64_t frame;
+	bool read_failed;
+	char what[160];
+};
+
+struct vjob {
+	const struct img_part *p;
+	const struct img_index *ix;
+	int fd;
+	uint64_t next_frame;
+	struct verify_report *rep;
+	uint64_t *done, total;
+	const struct im_progress *progress;
+};
+
+static int add_damage(struct verify_report *rep, const struct img_part *p, const char *file,
+		      int64_t frame, uint64_t off, uint64_t len, const char *what)
+{
+	struct verify_damage *d = realloc(rep->damage, (rep->ndamage + 1) * sizeof(*d));
+	if (!d)
+		return -ENOMEM;
+	rep->damage = d;
+	d += rep->ndamage++;
+	memset(d, 0, sizeof(*d));
+	d->partition = p ? p->number : 0;
+	snprintf(d->file, sizeof(d->file), "%s", file);
+	d->frame = frame;
+	d->disk_offset = off;
+	d->length = len;
+	snprintf(d->what, sizeof(d->what), "%s", what);
+	return 0;
+}
+
+static int v_produce(void *ctx, struct pipe_slot *s, struct im_err *err)
+{
+	struct vjob *j = ctx;
+	struct vmeta *m = s->meta;
+	const struct img_frame *f;
+	int r;
+
+	(void)err;
+	if (j->next_frame >= j->ix->nframes)
+		return 0;
+	f = &j->ix->frames[j->next_frame];
+	m->frame = j->next_frame++;
+	m->read_failed = false;
+	r = pread_full(j->fd, s->a, f->comp_size, f->comp_offset);
+	if (r < 0) {
+		m->read_failed = true;
+		snprintf(m->what, sizeof(m->what), "%s",
+			 r == -EIO ? "missing: the stream ends before it (truncated)" : strerror(-r));
+	}
+	return 1;
+}
+
+static void *v_init(void *ctx) { (void)ctx; return ZSTD_createDCtx(); }
+static void v_fini(void *ctx, void *ws) { (void)ctx; ZSTD_freeDCtx(ws); }
+
+static int v_work(void *ctx, void *ws, struct pipe_slot *s)
+{
+	struct vjob *j = ctx;
+	struct vmeta *m = s->meta;
+
+	if (!m->read_failed &&
+	    frame_decode(ws, &j->ix->frames[m->frame], s->a, s->b, s->b_cap, m->what,
+			 sizeof(m->what)) < 0)
+		m->read_failed = true;
+	return 0;   /* damage is a finding, not a failure */
+}
+
+static int v_consume(void *ctx, struct pipe_slot *s, struct im_err *err)
+{
+	struct vjob *j = ctx;
+	struct vmeta *m = s->meta;
+	const struct img_frame *f = &j->ix->frames[m->frame];
+	uint64_t off, len;
+
+	if (s->status < 0) {
+		*err = s->err;
+		return s->status;
+	}
+	j->rep->frames_checked++;
+	if (m->read_failed) {
+		frame_span(j->ix, f, j->p->start, &off, &len);
+		if (add_damage(j->rep, j->p, j->p->stream, (int64_t)m->frame, off, len, m->what) < 0)
+			return im_errf(err, IM_EXIT_INTERNAL, -ENOMEM, "out of memory");
+	}
+	*j->done += f->comp_size;
+	if (j->progress && j->progress->fn)
+		j->progress->fn(j->progress->opaque, "verify", *j->done, j->total);
+	return 0;
+}
+
+int im_verify(const char *dir, unsigned threads, const struct im_progress *progress,
+	      struct verify_report *rep, struct im_err *err)
+{
+	struct img_manifest m;
+	uint64_t total = 0, done = 0;
+	int r;
+
+	memset(rep, 0, sizeof(*rep));
+	r = img_manifest_read(&m, dir, err);
+	if (r < 0)
+		return r;
+	for (size_t i = 0; i < m.nparts; i++)
+		total += m.parts[i].stream_size;
+	for (size_t i = 0; i < m.nareas && r == 0; i++) {
+		struct im_err e = { 0 };
+		unsigned char *buf = NULL;
+		if (image_read_area(dir, &m.areas[i], &buf, &e) < 0)
+			r = add_damage(rep, NULL, m.areas[i].file, -1, m.areas[i].offset,
+				       m.areas[i].length, e.msg);
+		free(buf);
+	}
+	for (size_t i = 0; i < m.nparts && r == 0; i++) {
+		const struct img_part *p = &m.parts[i];
+		struct img_index ix;
+		struct im_err e = { 0 };
+		char path[4200];
+		struct vjob j = { .p = p, .ix = &ix, .rep = rep, .done = &done, .total = total,
+				  .progress = progress };
+		const struct pipe_ops ops = { .produce = v_produce, .work = v_work, .consume = v_consume,
+					      .worker_init = v_init, .worker_fini = v_fini };
+
+		if (image_check_part_files(dir, p, &ix, &e) < 0) {
+			/* Index unusable or the stream cut short: name what we can. */
+			const char *file = strstr(e.msg, p->stream) ? p->stream : p->index;
+			if (strstr(e.msg, "truncated") || strstr(e.msg, "extra data")) {
+				/* The index is fine: check the frames that are there. */
+				struct im_err e2 = { 0 };
+				char idx[4200];
+				snprintf(idx, sizeof(idx), "%s/%s", dir, p->index);
+				if (img_index_read(&ix, idx, p->block_count, &e2) < 0) {
+					r = add_damage(rep, p, file, -1, p->start, p->size, e.msg);
+					continue;
+				}
+				r = add_damage(rep, p, file, -1, p->start, p->size, e.msg);
+			} else {
+				r = add_damage(rep, p, file, -1, p->start, p->size, e.msg);
+				continue;
+			}
+		}
+		snprintf(path, sizeof(path), "%s/%s", dir, p->stream);
+		j.fd = open(path, O_RDONLY | O_CLOEXEC);
+		if (j.fd < 0) {
+			r = add_damage(rep, p, p->stream, -1, p->start, p->size, strerror(errno));
+			img_index_free(&ix);
+			continue;
+		}
+		{
+			size_t raw_cap = IMG_FRAME_BLOCKS_BYTES > p->block_size ? IMG_FRAME_BLOCKS_BYTES : p->block_size;
+			r = pipeline_run(&ops, &j, threads ? threads : pipeline_default_threads(),
+					 ZSTD_compressBound(raw_cap), raw_cap, sizeof(struct vmeta), err);
+		}
+		close(j.fd);
+		img_index_free(&ix);
+	}
+	if (r < 0 && !err->exit_class)
+		r = im_errf(err, IM_EXIT_INTERNAL, r, "out of memory");
+	img_manifest_free(&m);
+	return r < 0 ? r : 0;
+}
+
+void verify_report_free(struct verify_report *rep)
+{
+	free(rep->damage);
+	memset(rep, 0, sizeof(*rep));
+}

@@ -1,0 +1,109 @@
+/* SPDX-License-Identifier: GPL-2.0-or-later */
+/* The main jobs of the engine: save a disk to an image folder, restore an
+ * image folder to a disk, verify an image folder, describe a disk. */
+#ifndef IMAGER_JOB_H
+#define IMAGER_JOB_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "imager/disk.h"
+#include "imager/error.h"
+#include "imager/image.h"
+#include "imager/ptable.h"
+
+/* Progress: the engine calls fn with bytes done of total for the phase;
+ * the command decides whether and how often to draw. */
+struct im_progress {
+	void (*fn)(void *opaque, const char *phase, uint64_t done, uint64_t total);
+	void *opaque;
+};
+
+struct save_opts {
+	int level;                 /* zstd level, 1..19 */
+	unsigned threads;          /* compression workers; 0 = all cores */
+	bool force;                /* copy unclean or inconsistent filesystems */
+	struct im_progress progress;
+};
+
+struct save_stats {
+	uint64_t bytes_read;       /* from the source */
+	uint64_t image_bytes;      /* written into the folder */
+	char warnings[4][600];     /* plugin warnings worth telling */
+	size_t nwarnings;
+};
+
+/* Save SOURCE (a disk, a partition or an image file) into DIR (created; an
+ * existing DIR must be empty).  The manifest is written last; on failure the
+ * files written are removed and no manifest exists.  On success *m holds
+ * the manifest (free with img_manifest_free). */
+int im_save(const struct disk_roots *roots, const char *source, const char *dir,
+	    const struct save_opts *opts, struct img_manifest *m, struct save_stats *stats,
+	    struct im_err *err);
+
+struct restore_opts {
+	bool force;                /* write to a target that is in use */
+	uint64_t size;             /* size of a new image file; 0 = the source disk's */
+	unsigned threads;
+	struct im_progress progress;
+};
+
+struct restore_stats {
+	uint64_t bytes_written;
+	uint64_t target_size;
+	bool created;              /* the target file was created */
+};
+
+/* Restore DIR onto TARGET (block device or image file, created when absent).
+ * Everything that can be checked before writing is (manifest, indexes,
+ * stream sizes, boot areas, target size and use).  While data is written the
+ * target holds no partition table and no superblocks: those are written
+ * last, so a failed restore never looks complete.  A file created here is
+ * removed on failure. */
+int im_restore(const struct disk_roots *roots, const char *dir, const char *target,
+	       const struct restore_opts *opts, struct restore_stats *stats, struct im_err *err);
+
+struct verify_damage {
+	unsigned partition;
+	char file[64];
+	int64_t frame;             /* -1 when not about one frame */
+	uint64_t disk_offset, length;
+	char what[160];
+};
+
+struct verify_report {
+	uint64_t frames_checked;
+	size_t ndamage;
+	struct verify_damage *damage;
+};
+
+/* Check every boot area, index and frame of DIR.  Damage is reported in
+ * *rep, not as an error: the call fails only when the image cannot be
+ * examined at all (no manifest: IM_EXIT_DAMAGED). */
+int im_verify(const char *dir, unsigned threads, const struct im_progress *progress,
+	      struct verify_report *rep, struct im_err *err);
+void verify_report_free(struct verify_report *rep);
+
+/* What is on a disk or image file: its table, and for each partition the
+ * filesystem and, when a plugin can tell, the used blocks. */
+struct disk_part_info {
+	struct pt_part part;
+	char fstype[32], uuid[64], label[256], plugin[16];
+	uint32_t block_size;
+	uint64_t used_blocks;
+	char error[300];
+};
+struct disk_info {
+	char path[600];
+	uint64_t size;
+	unsigned lss;
+	char table[16];
+	size_t nparts;
+	struct disk_part_info parts[PT_MAX_PARTS];
+};
+int im_disk_info(const struct disk_roots *roots, const char *name, struct disk_info *info,
+		 struct im_err *err);
+
+
+#endif
