@@ -10,7 +10,9 @@ int bitmap_init(struct bitmap *b, uint64_t nbits)
 
 	b->nbits = 0;
 	b->words = NULL;
-	if (nwords > SIZE_MAX / sizeof(uint64_t))
+	/* 2^37 bits (a 16 GiB bitmap) covers 512 PiB in 4 KiB blocks: anything
+	 * larger comes from a lying superblock, not from a disk. */
+	if (nbits > (1ull << 37) || nwords > SIZE_MAX / sizeof(uint64_t))
 		return -ENOMEM;
 	b->words = calloc((size_t)nwords, sizeof(uint64_t));
 	if (!b->words)

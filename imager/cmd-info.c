@@ -11,7 +11,7 @@
 
 static void print_json(json_object *root)
 {
-	puts(json_object_to_json_string_ext(root, JSON_C_TO_STRING_PRETTY |
+	puts(json_object_to_json_string_ext(root, JSON_C_TO_STRING_PRETTY | JSON_C_TO_STRING_SPACED |
 					    JSON_C_TO_STRING_NOSLASHESCAPE));
 	json_object_put(root);
 }

@@ -66,7 +66,7 @@ int cmd_list(int argc, char **argv, struct cli *cli)
 		for (int i = 0; i < n; i++)
 			json_object_array_add(arr, disk_json(&disks[i]));
 		json_object_object_add(root, "disks", arr);
-		puts(json_object_to_json_string_ext(root, JSON_C_TO_STRING_PRETTY |
+		puts(json_object_to_json_string_ext(root, JSON_C_TO_STRING_PRETTY | JSON_C_TO_STRING_SPACED |
 						    JSON_C_TO_STRING_NOSLASHESCAPE));
 		json_object_put(root);
 	} else {

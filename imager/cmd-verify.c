@@ -46,7 +46,7 @@ int cmd_verify(int argc, char **argv, struct cli *cli)
 			json_object_object_add(root, "image", json_object_new_string(argv[optind]));
 			json_object_object_add(root, "ok", json_object_new_boolean(0));
 			json_object_object_add(root, "error", json_object_new_string(err.msg));
-			puts(json_object_to_json_string_ext(root, JSON_C_TO_STRING_PRETTY |
+			puts(json_object_to_json_string_ext(root, JSON_C_TO_STRING_PRETTY | JSON_C_TO_STRING_SPACED |
 							    JSON_C_TO_STRING_NOSLASHESCAPE));
 			json_object_put(root);
 			cli_finish_stdout("verify", 0);
@@ -71,7 +71,7 @@ int cmd_verify(int argc, char **argv, struct cli *cli)
 			json_object_array_add(arr, o);
 		}
 		json_object_object_add(root, "damage", arr);
-		puts(json_object_to_json_string_ext(root, JSON_C_TO_STRING_PRETTY |
+		puts(json_object_to_json_string_ext(root, JSON_C_TO_STRING_PRETTY | JSON_C_TO_STRING_SPACED |
 						    JSON_C_TO_STRING_NOSLASHESCAPE));
 		json_object_put(root);
 	} else {

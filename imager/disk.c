@@ -314,7 +314,8 @@ static int scan_partitions(const struct disk_roots *roots, const char *dir, stru
 		probe_fs(p->path, p);
 	}
 	closedir(dh);
-	qsort(d->parts, d->nparts, sizeof(*d->parts), cmp_part);
+	if (d->nparts)
+		qsort(d->parts, d->nparts, sizeof(*d->parts), cmp_part);
 	return 0;
 }
 
@@ -459,6 +460,10 @@ int disk_resolve(const struct disk_roots *roots, const char *name, struct disk_r
 			if (stat(name, &st) == 0 || !disk_name_known(name))
 				snprintf(ref->path, sizeof(ref->path), "%s", name);
 		}
+	}
+	{
+		size_t n = strlen(roots->dev);
+		ref->under_dev = !strncmp(ref->path, roots->dev, n) && ref->path[n] == '/';
 	}
 	if (stat(ref->path, &st) < 0) {
 		if (errno != ENOENT)

@@ -163,7 +163,7 @@ int img_manifest_write(const struct img_manifest *m, const char *dir, struct im_
 		json_object_put(root);
 		return im_errf(err, IM_EXIT_USAGE, -ENAMETOOLONG, "%s: path too long", dir);
 	}
-	text = json_object_to_json_string_ext(root, JSON_C_TO_STRING_PRETTY |
+	text = json_object_to_json_string_ext(root, JSON_C_TO_STRING_PRETTY | JSON_C_TO_STRING_SPACED |
 					      JSON_C_TO_STRING_NOSLASHESCAPE);
 	r = write_file_atomic(path, text, strlen(text));
 	json_object_put(root);

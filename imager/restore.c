@@ -170,7 +170,9 @@ static int parse_target(const struct disk_roots *roots, const char *target, stru
 {
 	int r = disk_resolve(roots, target, ref, err);
 	if (r < 0)
-		return r == -ENOENT ? im_errf(err, IM_EXIT_TARGET, r, "%s: not found", target) : r;
+		return r;
+	if (!ref->exists && ref->under_dev)
+		return im_errf(err, IM_EXIT_TARGET, -ENODEV, "%s: no such device", ref->path);
 	return 0;
 }
 

@@ -104,6 +104,7 @@ struct disk_ref {
 	uint64_t size;         /* bytes (0 for a file that does not exist yet) */
 	unsigned logical_sector_size;
 	bool exists;
+	bool under_dev;        /* the path names the dev root: a device, never a new file */
 };
 
 /* Resolve "/dev/vda", "vda", "nvme0n1p2" or a file path.  A bare name is
