@@ -253,7 +253,7 @@ int im_restore(const struct disk_roots *roots, const char *dir, const char *targ
 		goto out;
 	}
 	if (ref.exists) {
-		tfd = open(ref.path, O_WRONLY | O_CLOEXEC);
+		tfd = open(ref.path, O_RDWR | O_CLOEXEC);
 		if (tfd < 0) {
 			r = im_errf(err, IM_EXIT_TARGET, -errno, "%s: %s", ref.path, strerror(errno));
 			goto out;
@@ -265,7 +265,7 @@ int im_restore(const struct disk_roots *roots, const char *dir, const char *targ
 		}
 		stats->target_size = ref.size > need ? ref.size : need;
 	} else {
-		tfd = open(ref.path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
+		tfd = open(ref.path, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
 		if (tfd < 0) {
 			r = im_errf(err, IM_EXIT_TARGET, -errno, "cannot create %s: %s", ref.path,
 				    strerror(errno));
