@@ -31,10 +31,14 @@ int cli_usage(const char *cmd, const char *fmt, ...)
 {
 	va_list ap;
 
+	const struct command *c = command_find(cmd);
+
 	fprintf(stderr, "imager %s: ", cmd);
 	va_start(ap, fmt);
 	vfprintf(stderr, fmt, ap);
 	va_end(ap);
+	if (c)
+		fprintf(stderr, "\nusage: imager %s %s", c->name, c->usage);
 	fprintf(stderr, "\nTry 'imager %s --help'.\n", cmd);
 	return IM_EXIT_USAGE;
 }

@@ -10,6 +10,9 @@ int cmd_restore(int argc, char **argv, struct cli *cli)
 {
 	static const struct option opts[] = {
 		{ "size", required_argument, NULL, 's' },
+		{ "format", required_argument, NULL, 'F' },
+		{ "preallocation", required_argument, NULL, 'p' },
+		{ "cluster-size", required_argument, NULL, 'c' },
 		{ "threads", required_argument, NULL, 't' },
 		{ "force", no_argument, NULL, 'f' },
 		{ "json", no_argument, NULL, 'j' },
@@ -34,6 +37,22 @@ int cmd_restore(int argc, char **argv, struct cli *cli)
 			if (cli_parse_uint(optarg, 1, 256, &o.threads) < 0)
 				return cli_usage("restore", "--threads takes 1..256");
 			break;
+		case 'F':
+			if (strcmp(optarg, "raw") && strcmp(optarg, "qcow2"))
+				return cli_usage("restore", "--format takes raw or qcow2");
+			o.format = optarg;
+			break;
+		case 'p':
+			if (bk_prealloc_parse(optarg, &o.prealloc) < 0)
+				return cli_usage("restore", "--preallocation takes off, metadata, falloc or full");
+			break;
+		case 'c': {
+			uint64_t cs;
+			if (cli_parse_size(optarg, &cs) < 0 || cs < 512 || cs > (2u << 20) || (cs & (cs - 1)))
+				return cli_usage("restore", "--cluster-size takes a power of two from 512 to 2M");
+			o.cluster_size = (uint32_t)cs;
+			break;
+		}
 		case 'f': o.force = true; break;
 		case 'j': json = true; break;
 		case 'P': progress = false; break;

@@ -11,6 +11,7 @@ int cmd_save(int argc, char **argv, struct cli *cli)
 {
 	static const struct option opts[] = {
 		{ "level", required_argument, NULL, 'l' },
+		{ "format", required_argument, NULL, 'F' },
 		{ "threads", required_argument, NULL, 't' },
 		{ "force", no_argument, NULL, 'f' },
 		{ "json", no_argument, NULL, 'j' },
@@ -37,6 +38,11 @@ int cmd_save(int argc, char **argv, struct cli *cli)
 		case 't':
 			if (cli_parse_uint(optarg, 1, 256, &o.threads) < 0)
 				return cli_usage("save", "--threads takes 1..256");
+			break;
+		case 'F':
+			if (strcmp(optarg, "raw") && strcmp(optarg, "qcow2"))
+				return cli_usage("save", "--format takes raw or qcow2");
+			o.format = optarg;
 			break;
 		case 'f': o.force = true; break;
 		case 'j': json = true; break;

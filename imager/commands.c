@@ -5,15 +5,21 @@
 #include "commands.h"
 
 const struct command commands[] = {
+	{ "clone", cmd_clone, CMD_NEEDS_ROOT,
+	  "SOURCE TARGET [--format raw|qcow2] [--preallocation off|metadata|falloc|full]\n"
+	  "        [--cluster-size SIZE] [--size SIZE] [--source-format raw|qcow2] [--verify]\n"
+	  "        [--threads N] [--force] [--json] [--no-progress]",
+	  "copy a disk or image onto a disk or image in one pass, used blocks only" },
 	{ "info", cmd_info, 0, "DIR|DISK [--json]",
 	  "describe an image folder, or a disk or image file and its filesystems" },
 	{ "list", cmd_list, 0, "[--json]",
 	  "list the disks of this machine: bus (virtio or not), size, partitions" },
 	{ "restore", cmd_restore, CMD_NEEDS_ROOT,
-	  "DIR TARGET [--size SIZE] [--threads N] [--force] [--json] [--no-progress]",
+	  "DIR TARGET [--format raw|qcow2] [--preallocation off|metadata|falloc|full]\n"
+	  "        [--cluster-size SIZE] [--size SIZE] [--threads N] [--force] [--json] [--no-progress]",
 	  "write an image folder onto a disk or image file" },
 	{ "save", cmd_save, CMD_NEEDS_ROOT,
-	  "SOURCE DIR [--level N] [--threads N] [--force] [--json] [--no-progress]",
+	  "SOURCE DIR [--format raw|qcow2] [--level N] [--threads N] [--force] [--json] [--no-progress]",
 	  "save the used blocks of a disk, partition or image file into a folder" },
 	{ "verify", cmd_verify, 0, "DIR [--threads N] [--json] [--no-progress]",
 	  "check every frame and checksum of an image folder" },

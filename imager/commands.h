@@ -46,6 +46,7 @@ extern const struct command commands[];
 extern const size_t ncommands;
 const struct command *command_find(const char *name);
 
+int cmd_clone(int argc, char **argv, struct cli *cli);
 int cmd_info(int argc, char **argv, struct cli *cli);
 int cmd_list(int argc, char **argv, struct cli *cli);
 int cmd_restore(int argc, char **argv, struct cli *cli);

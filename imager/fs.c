@@ -12,7 +12,10 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <unistd.h>
+
+#include "util.h"
 
 struct fs_map_entry {
 	struct fs_map_entry *next;
@@ -22,7 +25,7 @@ struct fs_map_entry {
 };
 
 struct fs_ctx {
-	int fd;
+	const struct fs_source *src;
 	uint64_t base;           /* filesystem start within fd */
 	uint64_t size;           /* bytes available to the filesystem */
 	bool forced;
@@ -45,31 +48,23 @@ static bool in_bounds(const struct fs_ctx *ctx, uint64_t offset, uint64_t len)
 	return offset <= ctx->size && len <= ctx->size - offset;
 }
 
-static int read_fully(int fd, void *buf, size_t len, uint64_t off)
+static int fd_pread(void *opaque, void *buf, size_t len, uint64_t off)
 {
-	unsigned char *p = buf;
+	int r = pread_full(*(const int *)opaque, buf, len, off);
+	return r < 0 ? -EIO : 0;   /* a short read: shorter than it claims to be */
+}
 
-	while (len) {
-		ssize_t n = pread(fd, p, len, (off_t)off);
-		if (n < 0) {
-			if (errno == EINTR)
-				continue;
-			return -EIO;
-		}
-		if (n == 0)
-			return -EIO;  /* shorter than it claims to be */
-		p += n;
-		len -= (size_t)n;
-		off += (uint64_t)n;
-	}
-	return 0;
+static int read_fully(const struct fs_source *src, void *buf, size_t len, uint64_t off)
+{
+	int r = src->pread(src->opaque, buf, len, off);
+	return r < 0 ? -EIO : 0;
 }
 
 int fs_read(struct fs_ctx *ctx, uint64_t offset, void *buf, size_t len)
 {
 	if (!in_bounds(ctx, offset, len))
 		return -EINVAL;
-	return read_fully(ctx->fd, buf, len, ctx->base + offset);
+	return read_fully(ctx->src, buf, len, ctx->base + offset);
 }
 
 const void *fs_map(struct fs_ctx *ctx, uint64_t offset, size_t len, int *err)
@@ -91,7 +86,7 @@ const void *fs_map(struct fs_ctx *ctx, uint64_t offset, size_t len, int *err)
 		*err = -ENOMEM;
 		return NULL;
 	}
-	r = read_fully(ctx->fd, m->data, len, ctx->base + offset);
+	r = read_fully(ctx->src, m->data, len, ctx->base + offset);
 	if (r < 0) {
 		free(m);
 		*err = r;
@@ -272,10 +267,11 @@ static int run_plugin(const struct fs_plugin *p, struct fs_ctx *ctx,
 	return 0;
 }
 
-static void ctx_init(struct fs_ctx *ctx, int fd, uint64_t offset, uint64_t size, bool force)
+static void ctx_init(struct fs_ctx *ctx, const struct fs_source *src, uint64_t offset,
+		     uint64_t size, bool force)
 {
 	memset(ctx, 0, sizeof(*ctx));
-	ctx->fd = fd;
+	ctx->src = src;
 	ctx->base = offset;
 	ctx->size = size;
 	ctx->forced = force;
@@ -285,10 +281,11 @@ int fs_examine_with(const struct fs_plugin *plugin, int fd, uint64_t offset,
 		    uint64_t size, bool force, struct fs_info *out,
 		    struct im_err *err)
 {
+	struct fs_source src = { .pread = fd_pread, .opaque = &fd, .fd = fd };
 	struct fs_ctx ctx;
 	int r;
 
-	ctx_init(&ctx, fd, offset, size, force);
+	ctx_init(&ctx, &src, offset, size, force);
 	if (size < plugin->min_size) {
 		r = im_errf(err, IM_EXIT_SOURCE, -EINVAL,
 			    "%s: %llu bytes is smaller than the smallest filesystem",
@@ -303,13 +300,57 @@ int fs_examine_with(const struct fs_plugin *plugin, int fd, uint64_t offset,
 int fs_examine(int fd, uint64_t offset, uint64_t size, bool force,
 	       struct fs_info *out, struct im_err *err)
 {
+	struct fs_source src = { .pread = fd_pread, .opaque = &fd, .fd = fd };
+	return fs_examine_src(&src, offset, size, force, out, err);
+}
+
+/* libblkid wants a descriptor.  For a source without one, a sparse
+ * in-memory file of the partition's size holding its first MiB and last
+ * 256 KiB, where every signature libblkid knows lives. */
+static int identify_src(const struct fs_source *src, uint64_t offset, uint64_t size,
+			struct fs_info *out)
+{
+	const uint64_t head = 1u << 20, tail = 256u << 10;
+	unsigned char *buf;
+	int fd, r = 0;
+
+	if (src->fd >= 0)
+		return fs_identify(src->fd, offset, size, out);
+	fd = memfd_create("imager-probe", MFD_CLOEXEC);
+	if (fd < 0)
+		return -errno;
+	buf = malloc(head);
+	if (!buf || ftruncate(fd, (off_t)size) < 0) {
+		r = -ENOMEM;
+		goto out;
+	}
+	{
+		uint64_t n = size < head ? size : head;
+		if (read_fully(src, buf, n, offset) == 0)
+			pwrite_full(fd, buf, n, 0);
+		if (size > head) {
+			uint64_t t = size - head < tail ? size - head : tail;
+			if (read_fully(src, buf, t, offset + size - t) == 0)
+				pwrite_full(fd, buf, t, size - t);
+		}
+	}
+	r = fs_identify(fd, 0, size, out);
+out:
+	free(buf);
+	close(fd);
+	return r;
+}
+
+int fs_examine_src(const struct fs_source *src, uint64_t offset, uint64_t size, bool force,
+		   struct fs_info *out, struct im_err *err)
+{
 	const struct fs_plugin *chosen = NULL;
 	struct fs_ctx ctx;
 	int r;
 
 	memset(out, 0, sizeof(*out));
-	fs_identify(fd, offset, size, out);
-	ctx_init(&ctx, fd, offset, size, force);
+	identify_src(src, offset, size, out);
+	ctx_init(&ctx, src, offset, size, force);
 
 	/* libblkid's answer first; it knows far more formats than we do. */
 	for (const struct fs_plugin *const *p = fs_plugins; *p && !chosen; p++)
@@ -340,7 +381,7 @@ int fs_examine(int fd, uint64_t offset, uint64_t size, bool force,
 	ctx_release(&ctx);
 	if (!chosen)
 		chosen = &fs_plugin_raw;
-	ctx_init(&ctx, fd, offset, size, force);
+	ctx_init(&ctx, src, offset, size, force);
 	{
 		char warning[sizeof(out->warning)];
 		memcpy(warning, out->warning, sizeof(warning));

@@ -9,6 +9,8 @@
 #include <unistd.h>
 #include <zlib.h>
 
+#include "util.h"
+
 /* libparted reports problems through one process-wide callback.  We keep
  * the message of the current call in a thread-local buffer (libparted
  * offers no per-call context) and answer every question with "ignore" or
@@ -37,28 +39,6 @@ static int add_area(struct ptable *pt, const char *name, uint64_t off, uint64_t 
 	pt->areas[pt->nareas].length = len;
 	pt->nareas++;
 	return 0;
-}
-
-static uint64_t le64(const unsigned char *p)
-{
-	uint64_t v = 0;
-	for (int i = 7; i >= 0; i--)
-		v = v << 8 | p[i];
-	return v;
-}
-static uint32_t le32(const unsigned char *p)
-{
-	return (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24;
-}
-static void put_le64(unsigned char *p, uint64_t v)
-{
-	for (int i = 0; i < 8; i++, v >>= 8)
-		p[i] = (unsigned char)v;
-}
-static void put_le32(unsigned char *p, uint32_t v)
-{
-	for (int i = 0; i < 4; i++, v >>= 8)
-		p[i] = (unsigned char)v;
 }
 
 struct gpt_geom {
@@ -100,34 +80,6 @@ static int gpt_header_parse(const unsigned char *h, unsigned lss, uint64_t disk_
 	return 0;
 }
 
-static int read_at(int fd, void *buf, size_t len, uint64_t off)
-{
-	size_t done = 0;
-	while (done < len) {
-		ssize_t n = pread(fd, (char *)buf + done, len - done, (off_t)(off + done));
-		if (n < 0 && errno == EINTR)
-			continue;
-		if (n <= 0)
-			return n < 0 ? -errno : -EIO;
-		done += (size_t)n;
-	}
-	return 0;
-}
-
-static int write_at(int fd, const void *buf, size_t len, uint64_t off)
-{
-	size_t done = 0;
-	while (done < len) {
-		ssize_t n = pwrite(fd, (const char *)buf + done, len - done, (off_t)(off + done));
-		if (n < 0 && errno == EINTR)
-			continue;
-		if (n <= 0)
-			return n < 0 ? -errno : -EIO;
-		done += (size_t)n;
-	}
-	return 0;
-}
-
 /* Where the backup GPT lives, from the primary header; the last 33
  * sectors when the header cannot be trusted. */
 static void gpt_backup_area(const char *path, uint64_t size, unsigned lss,
@@ -139,7 +91,7 @@ static void gpt_backup_area(const char *path, uint64_t size, unsigned lss,
 	bool ok = false;
 
 	if (f) {
-		ok = lss <= sizeof(h) && read_at(fileno(f), h, lss, lss) == 0 &&
+		ok = lss <= sizeof(h) && pread_full(fileno(f), h, lss, lss) == 0 &&
 		     gpt_header_parse(h, lss, size, &g) == 0;
 		fclose(f);
 	}
@@ -294,7 +246,7 @@ out:
 	return r;
 }
 
-int ptable_gpt_relocate_backup(int fd, uint64_t new_size, unsigned lss, struct im_err *err)
+int ptable_gpt_relocate_backup(struct bk *bk, uint64_t new_size, unsigned lss, struct im_err *err)
 {
 	unsigned char hdr[4096], backup[4096], mbr[512];
 	unsigned char *entries = NULL;
@@ -305,9 +257,9 @@ int ptable_gpt_relocate_backup(int fd, uint64_t new_size, unsigned lss, struct i
 
 	if (lss > sizeof(hdr) || lss < 512)
 		return im_errf(err, IM_EXIT_UNSUPP, -EINVAL, "sector size %u not supported", lss);
-	r = read_at(fd, hdr, lss, lss);
+	r = bk_pread(bk, hdr, lss, lss, err);
 	if (r < 0)
-		return im_errf(err, IM_EXIT_IO, r, "reading the GPT header back: %s", strerror(-r));
+		return r;
 	if (gpt_header_parse(hdr, lss, new_size, &g) < 0)
 		return im_errf(err, IM_EXIT_DAMAGED, -EINVAL, "the restored GPT header is not valid");
 	if (g.alternate_lba == last)
@@ -316,10 +268,10 @@ int ptable_gpt_relocate_backup(int fd, uint64_t new_size, unsigned lss, struct i
 	entries = malloc(elen);
 	if (!entries)
 		return im_errf(err, IM_EXIT_INTERNAL, -ENOMEM, "out of memory");
-	r = read_at(fd, entries, elen, g.entries_lba * lss);
+	r = bk_pread(bk, entries, elen, g.entries_lba * lss, err);
 	if (r < 0) {
 		free(entries);
-		return im_errf(err, IM_EXIT_IO, r, "reading the GPT entries back: %s", strerror(-r));
+		return r;
 	}
 	bentries = last - g.entries_sectors;
 	/* Primary: new alternate and last usable LBA. */
@@ -334,26 +286,105 @@ int ptable_gpt_relocate_backup(int fd, uint64_t new_size, unsigned lss, struct i
 	put_le64(backup + 72, bentries);
 	memset(backup + 16, 0, 4);
 	put_le32(backup + 16, (uint32_t)crc32(0, backup, g.header_size));
-	r = write_at(fd, entries, elen, bentries * lss);
+	r = bk_pwrite(bk, entries, elen, bentries * lss, err);
 	if (r == 0)
-		r = write_at(fd, backup, lss, last * lss);
+		r = bk_pwrite(bk, backup, lss, last * lss, err);
 	if (r == 0)
-		r = write_at(fd, hdr, lss, lss);
+		r = bk_pwrite(bk, hdr, lss, lss, err);
 	/* The protective MBR covers the whole disk, as far as 32 bits reach. */
-	if (r == 0 && (r = read_at(fd, mbr, sizeof(mbr), 0)) == 0 &&
+	if (r == 0 && (r = bk_pread(bk, mbr, sizeof(mbr), 0, err)) == 0 &&
 	    mbr[510] == 0x55 && mbr[511] == 0xAA) {
 		for (int i = 0; i < 4; i++) {
 			unsigned char *e = mbr + 446 + 16 * i;
 			if (e[4] == 0xEE) {
 				uint64_t n = new_size / lss - le32(e + 8);
 				put_le32(e + 12, n > 0xFFFFFFFFu ? 0xFFFFFFFFu : (uint32_t)n);
-				r = write_at(fd, mbr, sizeof(mbr), 0);
+				r = bk_pwrite(bk, mbr, sizeof(mbr), 0, err);
 				break;
 			}
 		}
 	}
 	free(entries);
-	if (r < 0)
-		return im_errf(err, IM_EXIT_IO, r, "writing the relocated GPT: %s", strerror(-r));
-	return 0;
+	return r;
+}
+
+/* Copy [off, off+len) of bk into the shadow file. */
+static int shadow_copy(struct bk *bk, int fd, uint64_t off, uint64_t len, unsigned char *buf,
+		       struct im_err *err)
+{
+	int r = bk_pread(bk, buf, len, off, err);
+	if (r == 0 && pwrite_full(fd, buf, len, off) < 0)
+		r = im_errf(err, IM_EXIT_IO, -EIO, "writing a temporary file: %s", strerror(errno));
+	return r;
+}
+
+static bool is_extended(unsigned char type)
+{
+	return type == 0x05 || type == 0x0f || type == 0x85;
+}
+
+int ptable_read_bk(struct bk *bk, struct ptable *pt, struct im_err *err)
+{
+	const uint64_t mib = 1u << 20;
+	char path[] = "/tmp/imager-table-XXXXXX";
+	unsigned char *buf;
+	uint64_t n;
+	int fd, r;
+
+	if (bk->raw_path[0])
+		return ptable_read(bk->raw_path, bk->size, bk->sector_size, pt, err);
+	if (bk->size < 512)
+		return im_errf(err, IM_EXIT_SOURCE, -EINVAL, "%s: too small to be a disk", bk->name);
+	buf = malloc(mib);
+	fd = mkstemp(path);
+	if (!buf || fd < 0) {
+		free(buf);
+		if (fd >= 0)
+			close(fd);
+		return im_errf(err, IM_EXIT_IO, -errno, "cannot make a temporary file in /tmp");
+	}
+	unlink(path);   /* libparted opens it through /proc/self/fd */
+	r = ftruncate(fd, (off_t)bk->size) < 0 ? im_errf(err, IM_EXIT_IO, -errno,
+		"cannot make a temporary file of %llu bytes", (unsigned long long)bk->size) : 0;
+	n = bk->size < mib ? bk->size : mib;
+	if (r == 0)
+		r = shadow_copy(bk, fd, 0, n, buf, err);
+	if (r == 0 && bk->size > mib)
+		r = shadow_copy(bk, fd, bk->size - mib, mib, buf, err);
+	/* Follow the EBR chain of an extended partition, bounded and checked. */
+	if (r == 0)
+		r = bk_pread(bk, buf, 512, 0, err);
+	if (r == 0 && buf[510] == 0x55 && buf[511] == 0xAA) {
+		for (int i = 0; i < 4 && r == 0; i++) {
+			const unsigned char *e = buf + 446 + 16 * i;
+			uint64_t ext = le32(e + 8), next = ext;
+			unsigned char sec[512];
+			if (!is_extended(e[4]) || !ext)
+				continue;
+			for (int hops = 0; hops < PT_MAX_PARTS && next * 512 + 512 <= bk->size; hops++) {
+				const unsigned char *link = sec + 446 + 16;
+				uint64_t following;
+				if (bk_pread(bk, sec, 512, next * 512, err) < 0 ||
+				    pwrite_full(fd, sec, 512, next * 512) < 0) {
+					r = -EIO;
+					break;
+				}
+				following = ext + le32(link + 8);
+				if (sec[510] != 0x55 || sec[511] != 0xAA || !is_extended(link[4]) ||
+				    !le32(link + 8) || following <= next)
+					break;   /* the end of the chain, or a loop */
+				next = following;
+			}
+		}
+	}
+	if (r == 0) {
+		char proc[64];
+		snprintf(proc, sizeof(proc), "/proc/self/fd/%d", fd);
+		r = ptable_read(proc, bk->size, bk->sector_size, pt, err);
+		if (r < 0)
+			im_err_prefix(err, "%s: ", bk->name);
+	}
+	close(fd);
+	free(buf);
+	return r;
 }

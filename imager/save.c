@@ -17,8 +17,10 @@
 #include <xxhash.h>
 #include <zstd.h>
 
+#include "imager/backend.h"
 #include "imager/fs.h"
 #include "imager/pipeline.h"
+#include "source.h"
 #include "util.h"
 
 /* Files this save created, so a failed save leaves nothing behind that
@@ -55,64 +57,23 @@ static void created_undo(struct created *c)
 
 /* ---- one partition through the pipeline ---- */
 
-struct save_meta {
-	uint32_t nin, nout;
-	struct img_frame frame;
-	struct img_extent ext[];   /* nin read runs, then nout output extents */
-};
-
 struct part_job {
-	int fd;
-	uint64_t base;             /* partition start */
-	const struct fs_info *fs;
+	struct used_reader rd;
 	uint32_t bs;
-	uint32_t max_ext;          /* blocks per frame: bound on extents */
 	int level;
-	/* producer cursor */
-	uint64_t run_pos, run_left;
 	/* consumer */
 	int out_fd;
 	uint64_t out_off;
 	XXH3_state_t *stream_hash;
 	struct img_index *ix;
 	uint64_t *bytes_done, bytes_total;
-	uint64_t *bytes_read;
 	const struct im_progress *progress;
 };
 
 static int save_produce(void *ctx, struct pipe_slot *s, struct im_err *err)
 {
 	struct part_job *j = ctx;
-	struct save_meta *m = s->meta;
-	size_t room = s->a_cap / j->bs;     /* blocks that fit */
-
-	m->nin = 0;
-	s->a_len = 0;
-	while (room) {
-		uint64_t n;
-		int r;
-		if (!j->run_left) {
-			j->run_left = bitmap_next_run(&j->fs->used, &j->run_pos);
-			if (!j->run_left)
-				break;
-		}
-		n = j->run_left < room ? j->run_left : room;
-		r = pread_full(j->fd, s->a + s->a_len, (size_t)(n * j->bs), j->base + j->run_pos * j->bs);
-		if (r < 0)
-			return im_errf(err, IM_EXIT_IO, r, "reading %llu bytes at offset %llu: %s",
-				       (unsigned long long)(n * j->bs),
-				       (unsigned long long)(j->base + j->run_pos * j->bs), strerror(-r));
-		m->ext[m->nin].start = j->run_pos;
-		m->ext[m->nin].count = (uint32_t)n;
-		m->ext[m->nin].flags = 0;
-		m->nin++;
-		s->a_len += (size_t)(n * j->bs);
-		*j->bytes_read += n * j->bs;
-		j->run_pos += n;
-		j->run_left -= n;
-		room -= n;
-	}
-	return s->a_len ? 1 : 0;
+	return used_read(&j->rd, s, err);
 }
 
 static void *save_worker_init(void *ctx)
@@ -136,36 +97,13 @@ static void save_worker_fini(void *ctx, void *ws)
 	ZSTD_freeCCtx(ws);
 }
 
-/* Split the read runs into data and all-zero extents, packing the data
- * together, then compress and hash it. */
+/* Zero blocks out, then compress and hash the data. */
 static int save_work(void *ctx, void *ws, struct pipe_slot *s)
 {
 	struct part_job *j = ctx;
-	struct save_meta *m = s->meta;
-	struct img_extent *out = m->ext + m->nin;
-	size_t src = 0, dst = 0, r;
+	struct used_meta *m = s->meta;
+	size_t dst = used_split_zeros(s, j->bs), r;
 
-	m->nout = 0;
-	for (uint32_t i = 0; i < m->nin; i++) {
-		for (uint32_t b = 0; b < m->ext[i].count; b++, src += j->bs) {
-			uint32_t flag = buf_is_zero(s->a + src, j->bs) ? IMG_EXT_ZERO : 0;
-			uint64_t blk = m->ext[i].start + b;
-			if (m->nout && out[m->nout - 1].flags == flag &&
-			    out[m->nout - 1].start + out[m->nout - 1].count == blk) {
-				out[m->nout - 1].count++;
-			} else {
-				out[m->nout].start = blk;
-				out[m->nout].count = 1;
-				out[m->nout].flags = flag;
-				m->nout++;
-			}
-			if (!flag) {
-				if (dst != src)
-					memmove(s->a + dst, s->a + src, j->bs);
-				dst += j->bs;
-			}
-		}
-	}
 	r = ZSTD_compress2(ws, s->b, s->b_cap, s->a, dst);
 	if (ZSTD_isError(r))
 		return im_errf(&s->err, IM_EXIT_INTERNAL, -EIO, "compression failed: %s",
@@ -182,7 +120,7 @@ static int save_work(void *ctx, void *ws, struct pipe_slot *s)
 static int save_consume(void *ctx, struct pipe_slot *s, struct im_err *err)
 {
 	struct part_job *j = ctx;
-	struct save_meta *m = s->meta;
+	struct used_meta *m = s->meta;
 	int r;
 
 	if (s->status < 0) {
@@ -205,16 +143,17 @@ static int save_consume(void *ctx, struct pipe_slot *s, struct im_err *err)
 	return 0;
 }
 
-static int save_partition(int fd, const struct pt_part *pp, const struct fs_info *fs,
+static int save_partition(struct bk *src, const struct pt_part *pp, const struct fs_info *fs,
 			  const struct save_opts *opts, struct created *cr, struct img_part *ip,
 			  uint64_t *bytes_done, uint64_t bytes_total, struct save_stats *stats,
 			  struct im_err *err)
 {
 	struct img_index ix;
 	struct part_job j = {
-		.fd = fd, .base = pp->start, .fs = fs, .bs = fs->block_size,
-		.level = opts->level, .bytes_done = bytes_done, .bytes_total = bytes_total,
-		.bytes_read = &stats->bytes_read, .progress = &opts->progress, .ix = &ix,
+		.rd = { .bk = src, .base = pp->start, .used = &fs->used, .bs = fs->block_size,
+			.bytes_read = &stats->bytes_read },
+		.bs = fs->block_size, .level = opts->level, .bytes_done = bytes_done,
+		.bytes_total = bytes_total, .progress = &opts->progress, .ix = &ix,
 	};
 	const struct pipe_ops ops = {
 		.produce = save_produce, .work = save_work, .consume = save_consume,
@@ -226,7 +165,6 @@ static int save_partition(int fd, const struct pt_part *pp, const struct fs_info
 
 	if (blocks_per_frame == 0)   /* blocks larger than a frame: one per frame */
 		blocks_per_frame = 1;
-	j.max_ext = (uint32_t)blocks_per_frame;
 	snprintf(ip->stream, sizeof(ip->stream), "part%u.zst", pp->number);
 	snprintf(ip->index, sizeof(ip->index), "part%u.idx", pp->number);
 	if (created_add(cr, ip->stream) < 0 || created_add(cr, ip->index) < 0)
@@ -245,7 +183,7 @@ static int save_partition(int fd, const struct pt_part *pp, const struct fs_info
 	r = pipeline_run(&ops, &j, opts->threads ? opts->threads : pipeline_default_threads(),
 			 blocks_per_frame * fs->block_size,
 			 ZSTD_compressBound(blocks_per_frame * fs->block_size),
-			 sizeof(struct save_meta) + 2 * blocks_per_frame * sizeof(struct img_extent),
+			 used_meta_size((uint32_t)blocks_per_frame),
 			 err);
 	if (r == 0 && fsync(j.out_fd) < 0)
 		r = im_errf(err, IM_EXIT_IO, -errno, "%s: %s", path, strerror(errno));
@@ -296,20 +234,15 @@ static int prepare_dir(struct created *cr, const char *dir, struct im_err *err)
 	return 0;
 }
 
-static int save_area(int fd, const struct pt_area *a, size_t i, struct created *cr,
+static int save_area(struct source *src, const struct pt_area *a, size_t i, struct created *cr,
 		     struct img_area *ia, struct im_err *err)
 {
-	unsigned char *buf = malloc(a->length ? a->length : 1);
+	unsigned char *buf;
 	char path[4200];
-	int r;
+	int r = source_read_area(src, a, &buf, err);
 
-	if (!buf)
-		return im_errf(err, IM_EXIT_INTERNAL, -ENOMEM, "out of memory");
-	r = pread_full(fd, buf, a->length, a->offset);
-	if (r < 0) {
-		free(buf);
-		return im_errf(err, IM_EXIT_IO, r, "reading boot area %s: %s", a->name, strerror(-r));
-	}
+	if (r < 0)
+		return r;
 	snprintf(ia->name, sizeof(ia->name), "%s", a->name);
 	snprintf(ia->file, sizeof(ia->file), "boot-%02zu-%s.bin", i, a->name);
 	ia->offset = a->offset;
@@ -329,74 +262,34 @@ int im_save(const struct disk_roots *roots, const char *source, const char *dir,
 	    const struct save_opts *opts, struct img_manifest *m, struct save_stats *stats,
 	    struct im_err *err)
 {
-	struct disk_ref ref;
-	struct ptable *pt = NULL;
-	struct fs_info *fs = NULL;
+	struct source src;
+	struct ptable *pt;
 	struct created cr = { 0 };
-	uint64_t total = 0, done = 0;
-	int fd = -1, r;
+	uint64_t done = 0;
+	int r;
 
 	memset(m, 0, sizeof(*m));
 	memset(stats, 0, sizeof(*stats));
-	r = disk_resolve(roots, source, &ref, err);
+	/* Every filesystem is examined before anything is written: an unclean
+	 * one stops the save while nothing has been spent. */
+	r = source_open(roots, source, opts->format, opts->force, &src, err);
 	if (r < 0)
 		return r;
-	if (!ref.exists)
-		return im_errf(err, IM_EXIT_SOURCE, -ENOENT, "%s: no such disk or file", source);
-	fd = open(ref.path, O_RDONLY | O_CLOEXEC);
-	if (fd < 0)
-		return im_errf(err, IM_EXIT_SOURCE, -errno, "%s: %s", ref.path, strerror(errno));
-	pt = calloc(1, sizeof(*pt));
-	if (!pt) {
+	pt = src.pt;
+	for (size_t i = 0; i < src.nwarnings; i++)
+		snprintf(stats->warnings[stats->nwarnings++], sizeof(stats->warnings[0]), "%s",
+			 src.warnings[i]);
+	m->parts = calloc(pt->nparts + 1, sizeof(*m->parts));
+	m->areas = calloc(pt->nareas + 1, sizeof(*m->areas));
+	if (!m->parts || !m->areas) {
 		r = im_errf(err, IM_EXIT_INTERNAL, -ENOMEM, "out of memory");
 		goto out;
 	}
-	if (ref.size < 512) {
-		r = im_errf(err, IM_EXIT_SOURCE, -EINVAL, "%s: %llu bytes is too small to be a disk",
-			    ref.path, (unsigned long long)ref.size);
-		goto out;
-	}
-	if (ref.kind == DISK_KIND_PARTITION) {
-		/* One filesystem: saved like a disk without a table. */
-		snprintf(pt->type, sizeof(pt->type), "none");
-		pt->disk_size = ref.size;
-		pt->sector_size = ref.logical_sector_size;
-		pt->nparts = 1;
-		pt->parts[0].size = ref.size;
-		snprintf(pt->parts[0].kind, sizeof(pt->parts[0].kind), "whole-disk");
-	} else {
-		r = ptable_read(ref.path, ref.size, ref.logical_sector_size, pt, err);
-		if (r < 0)
-			goto out;
-	}
-
-	/* Examine every filesystem before writing anything: an unclean one
-	 * stops the save while nothing has been spent. */
-	fs = calloc(pt->nparts ? pt->nparts : 1, sizeof(*fs));
-	m->parts = calloc(pt->nparts ? pt->nparts : 1, sizeof(*m->parts));
-	m->areas = calloc(pt->nareas ? pt->nareas : 1, sizeof(*m->areas));
-	if (!fs || !m->parts || !m->areas) {
-		r = im_errf(err, IM_EXIT_INTERNAL, -ENOMEM, "out of memory");
-		goto out;
-	}
-	for (size_t i = 0; i < pt->nparts; i++) {
-		const struct pt_part *pp = &pt->parts[i];
-		r = fs_examine(fd, pp->start, pp->size, opts->force, &fs[i], err);
-		if (r < 0) {
-			im_err_prefix(err, "partition %u: ", pp->number);
-			goto out;
-		}
-		if (fs[i].warning[0] && stats->nwarnings < 4)
-			snprintf(stats->warnings[stats->nwarnings++], sizeof(stats->warnings[0]),
-				 "partition %u: %s", pp->number, fs[i].warning);
-		total += fs[i].used_blocks * fs[i].block_size;
-	}
-
 	r = prepare_dir(&cr, dir, err);
 	if (r < 0)
 		goto out;
 	for (size_t i = 0; i < pt->nareas; i++) {
-		r = save_area(fd, &pt->areas[i], i, &cr, &m->areas[i], err);
+		r = save_area(&src, &pt->areas[i], i, &cr, &m->areas[i], err);
 		if (r < 0)
 			goto out;
 		m->nareas++;
@@ -405,20 +298,21 @@ int im_save(const struct disk_roots *roots, const char *source, const char *dir,
 	}
 	for (size_t i = 0; i < pt->nparts; i++) {
 		const struct pt_part *pp = &pt->parts[i];
+		const struct fs_info *fs = &src.fs[i];
 		struct img_part *ip = &m->parts[i];
 		ip->number = pp->number;
 		ip->start = pp->start;
 		ip->size = pp->size;
 		snprintf(ip->kind, sizeof(ip->kind), "%s", pp->kind);
 		snprintf(ip->gpt_name, sizeof(ip->gpt_name), "%s", pp->name);
-		snprintf(ip->filesystem, sizeof(ip->filesystem), "%s", fs[i].type);
-		snprintf(ip->plugin, sizeof(ip->plugin), "%s", fs[i].plugin->name);
-		snprintf(ip->uuid, sizeof(ip->uuid), "%s", fs[i].uuid);
-		snprintf(ip->label, sizeof(ip->label), "%s", fs[i].label);
-		ip->block_size = fs[i].block_size;
-		ip->block_count = fs[i].block_count;
-		ip->used_blocks = fs[i].used_blocks;
-		r = save_partition(fd, pp, &fs[i], opts, &cr, ip, &done, total, stats, err);
+		snprintf(ip->filesystem, sizeof(ip->filesystem), "%s", fs->type);
+		snprintf(ip->plugin, sizeof(ip->plugin), "%s", fs->plugin->name);
+		snprintf(ip->uuid, sizeof(ip->uuid), "%s", fs->uuid);
+		snprintf(ip->label, sizeof(ip->label), "%s", fs->label);
+		ip->block_size = fs->block_size;
+		ip->block_count = fs->block_count;
+		ip->used_blocks = fs->used_blocks;
+		r = save_partition(src.bk, pp, fs, opts, &cr, ip, &done, src.used_bytes, stats, err);
 		if (r < 0) {
 			im_err_prefix(err, "partition %u: ", pp->number);
 			goto out;
@@ -432,19 +326,20 @@ int im_save(const struct disk_roots *roots, const char *source, const char *dir,
 		gmtime_r(&now, &tm);
 		strftime(m->created, sizeof(m->created), "%Y-%m-%dT%H:%M:%SZ", &tm);
 	}
-	snprintf(m->source, sizeof(m->source), "%s", ref.path);
+	snprintf(m->source, sizeof(m->source), "%s", src.ref.path);
 	m->disk_size = pt->disk_size;
 	m->logical_sector_size = pt->sector_size;
 	m->physical_sector_size = pt->sector_size;
-	{
-		struct disk_desc *disks = NULL;
-		struct im_err ignored = { 0 };
-		int n = ref.kind == DISK_KIND_BLOCK ? disk_list(roots, &disks, &ignored) : 0;
-		for (int i = 0; i < n; i++)
-			if (!strcmp(disks[i].name, ref.name))
-				m->physical_sector_size = disks[i].physical_sector_size;
-		if (n > 0)
-			disk_list_free(disks, (size_t)n);
+	if (src.ref.kind == DISK_KIND_BLOCK) {
+		char attr[700], buf[32];
+		FILE *f;
+		snprintf(attr, sizeof(attr), "%s/block/%s/queue/physical_block_size", roots->sysfs,
+			 src.ref.name);
+		if ((f = fopen(attr, "re"))) {
+			if (fgets(buf, sizeof(buf), f) && atoi(buf) >= 512)
+				m->physical_sector_size = (unsigned)atoi(buf);
+			fclose(f);
+		}
 	}
 	snprintf(m->table, sizeof(m->table), "%s", pt->type);
 	/* Last, atomically: from here on the folder is an image. */
@@ -454,13 +349,7 @@ out:
 		created_undo(&cr);
 		img_manifest_free(m);
 	}
-	if (fs)
-		for (size_t i = 0; i < pt->nparts; i++)
-			fs_info_free(&fs[i]);
-	free(fs);
-	free(pt);
 	free(cr.names);
-	if (fd >= 0)
-		close(fd);
+	source_close(&src);
 	return r;
 }

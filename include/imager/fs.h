@@ -25,6 +25,16 @@ struct fs_info {
 	char warning[512];               /* first warning of the plugin, or "" */
 };
 
+/* Where a filesystem's bytes come from when it is not a plain descriptor
+ * (a qcow2 image, an NBD export): a read callback, and optionally a
+ * descriptor showing the same bytes for libblkid (-1: the engine gives
+ * libblkid a sparse in-memory copy of the regions it probes). */
+struct fs_source {
+	int (*pread)(void *opaque, void *buf, size_t len, uint64_t off);
+	void *opaque;
+	int fd;
+};
+
 /* Identify only (libblkid): type, UUID, label of the bytes [offset,
  * offset+size) of fd.  Fields stay "" when nothing is found.  Never fails
  * hard: returns 0, or a negative errno when fd cannot be probed at all. */
@@ -37,6 +47,10 @@ int fs_identify(int fd, uint64_t offset, uint64_t size, struct fs_info *out);
  * unclean or inconsistent filesystem, IM_EXIT_SOURCE for a corrupt one). */
 int fs_examine(int fd, uint64_t offset, uint64_t size, bool force,
 	       struct fs_info *out, struct im_err *err);
+
+/* As fs_examine(), for bytes read through a source. */
+int fs_examine_src(const struct fs_source *src, uint64_t offset, uint64_t size, bool force,
+		   struct fs_info *out, struct im_err *err);
 
 /* Run one named plugin (tests, and the manifest's recorded plugin). */
 int fs_examine_with(const struct fs_plugin *plugin, int fd, uint64_t offset,

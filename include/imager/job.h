@@ -8,6 +8,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "imager/backend.h"
 #include "imager/disk.h"
 #include "imager/error.h"
 #include "imager/image.h"
@@ -21,6 +22,7 @@ struct im_progress {
 };
 
 struct save_opts {
+	const char *format;        /* source container format; NULL = probe */
 	int level;                 /* zstd level, 1..19 */
 	unsigned threads;          /* compression workers; 0 = all cores */
 	bool force;                /* copy unclean or inconsistent filesystems */
@@ -45,6 +47,9 @@ int im_save(const struct disk_roots *roots, const char *source, const char *dir,
 struct restore_opts {
 	bool force;                /* write to a target that is in use */
 	uint64_t size;             /* size of a new image file; 0 = the source disk's */
+	const char *format;        /* target format: raw, qcow2; NULL = from the name */
+	enum bk_prealloc prealloc; /* for a new image file */
+	uint32_t cluster_size;     /* qcow2; 0 = 64 KiB */
 	unsigned threads;
 	struct im_progress progress;
 };
@@ -63,6 +68,32 @@ struct restore_stats {
  * removed on failure. */
 int im_restore(const struct disk_roots *roots, const char *dir, const char *target,
 	       const struct restore_opts *opts, struct restore_stats *stats, struct im_err *err);
+
+struct clone_opts {
+	const char *source_format;  /* NULL = probe */
+	const char *format;         /* target: raw, qcow2; NULL = from the name */
+	enum bk_prealloc prealloc;
+	uint32_t cluster_size;
+	uint64_t size;              /* a larger new target file; 0 = the source's size */
+	bool force;                 /* write to a target that is in use */
+	bool force_fs;              /* copy unclean or inconsistent filesystems */
+	bool verify;                /* read back and compare after the copy */
+	unsigned threads;
+	struct im_progress progress;
+};
+
+struct clone_stats {
+	uint64_t bytes_read, bytes_written, verified_bytes, target_size;
+	bool created;
+	char target_format[16];
+	char warnings[4][600];
+	size_t nwarnings;
+};
+
+/* Copy SOURCE (disk, partition, image file, NBD export) onto TARGET in one
+ * pass: used blocks only, the table and superblocks written last. */
+int im_clone(const struct disk_roots *roots, const char *source, const char *target,
+	     const struct clone_opts *opts, struct clone_stats *stats, struct im_err *err);
 
 struct verify_damage {
 	unsigned partition;

@@ -10,6 +10,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "imager/backend.h"
 #include "imager/error.h"
 
 /* The most of the gap before the first partition that is kept (GRUB's core
@@ -56,6 +57,12 @@ int ptable_read(const char *path, uint64_t size, unsigned lss, struct ptable *pt
  * move the backup header and entries to the target's end, and update the
  * primary header (alternate LBA, last usable LBA, CRCs) and the protective
  * MBR's size.  Partitions stay byte-identical.  Returns 0 or negative errno. */
-int ptable_gpt_relocate_backup(int fd, uint64_t new_size, unsigned lss, struct im_err *err);
+int ptable_gpt_relocate_backup(struct bk *bk, uint64_t new_size, unsigned lss, struct im_err *err);
+
+/* ptable_read() for any container: raw ones are read in place; for others
+ * (qcow2, NBD) libparted is shown a sparse temporary copy holding the
+ * regions a table lives in (the first and last MiB, and the EBR chain of an
+ * extended partition, followed here with every link checked). */
+int ptable_read_bk(struct bk *bk, struct ptable *pt, struct im_err *err);
 
 #endif

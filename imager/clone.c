@@ -1,0 +1,201 @@
+/* SPDX-License-Identifier: GPL-2.0-or-later */
+/*
+ * imager clone: disk or image to disk or image in one pass.  Used blocks are
+ * read in large runs, split into data and zeros on every core, and written
+ * while the next runs are read; no intermediate folder.
+ */
+#include "imager/job.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "imager/pipeline.h"
+#include "source.h"
+#include "util.h"
+
+struct cpart_job {
+	struct used_reader rd;
+	uint32_t bs;
+	size_t part_index;
+	struct writer *w;
+	uint64_t *bytes_done, bytes_total, *bytes_written;
+	const struct im_progress *progress;
+};
+
+static int clone_produce(void *ctx, struct pipe_slot *s, struct im_err *err)
+{
+	struct cpart_job *j = ctx;
+	return used_read(&j->rd, s, err);
+}
+
+static int clone_work(void *ctx, void *ws, struct pipe_slot *s)
+{
+	struct cpart_job *j = ctx;
+	struct used_meta *m = s->meta;
+	size_t n = used_split_zeros(s, j->bs);
+
+	(void)ws;
+	m->frame.raw_size = (uint32_t)n;
+	return 0;
+}
+
+static int clone_consume(void *ctx, struct pipe_slot *s, struct im_err *err)
+{
+	struct cpart_job *j = ctx;
+	struct used_meta *m = s->meta;
+	const struct img_extent *out = m->ext + m->nin;
+	const unsigned char *data = s->a;
+
+	if (s->status < 0) {
+		*err = s->err;
+		return s->status;
+	}
+	for (uint32_t i = 0; i < m->nout; i++) {
+		uint64_t len = (uint64_t)out[i].count * j->bs;
+		bool zero = out[i].flags & IMG_EXT_ZERO;
+		int r = writer_put(j->w, j->part_index, out[i].start * j->bs, len, zero ? NULL : data, err);
+		if (r < 0)
+			return r;
+		if (!zero) {
+			data += len;
+			*j->bytes_written += len;
+		}
+	}
+	for (uint32_t i = 0; i < m->nin; i++)
+		*j->bytes_done += (uint64_t)m->ext[i].count * j->bs;
+	if (j->progress->fn)
+		j->progress->fn(j->progress->opaque, "clone", *j->bytes_done, j->bytes_total);
+	return 0;
+}
+
+/* After the copy: every used block of the source read again and compared
+ * with the target, byte for byte. */
+static int verify_partition(struct source *src, struct bk *tgt, size_t i, struct im_err *err)
+{
+	const struct pt_part *pp = &src->pt->parts[i];
+	const struct fs_info *fs = &src->fs[i];
+	const size_t chunk = 4u << 20;
+	unsigned char *a = malloc(chunk), *b = malloc(chunk);
+	uint64_t pos = 0, len;
+	int r = 0;
+
+	if (!a || !b)
+		r = im_errf(err, IM_EXIT_INTERNAL, -ENOMEM, "out of memory");
+	while (r == 0 && (len = bitmap_next_run(&fs->used, &pos))) {
+		uint64_t off = pp->start + pos * fs->block_size, bytes = len * fs->block_size;
+		while (r == 0 && bytes) {
+			size_t n = bytes < chunk ? (size_t)bytes : chunk;
+			r = bk_pread(src->bk, a, n, off, err);
+			if (r == 0)
+				r = bk_pread(tgt, b, n, off, err);
+			if (r == 0 && memcmp(a, b, n))
+				r = im_errf(err, IM_EXIT_IO, -EIO,
+					    "verify: partition %u: the target differs from the source in the %zu bytes at %llu",
+					    pp->number, n, (unsigned long long)off);
+			off += n;
+			bytes -= n;
+		}
+		pos += len;
+	}
+	free(a);
+	free(b);
+	return r;
+}
+
+int im_clone(const struct disk_roots *roots, const char *source, const char *target,
+	     const struct clone_opts *opts, struct clone_stats *stats, struct im_err *err)
+{
+	struct writer_target_opts wo = { .format = opts->format, .prealloc = opts->prealloc,
+					 .cluster_size = opts->cluster_size, .size = opts->size,
+					 .force = opts->force };
+	struct source src;
+	struct writer w = { 0 };
+	struct ptable *pt;
+	unsigned char **areas = NULL;
+	uint64_t *starts = NULL, *sizes = NULL, *aoffs = NULL, *alens = NULL;
+	const char **anames = NULL;
+	uint64_t done = 0;
+	int r;
+
+	memset(stats, 0, sizeof(*stats));
+	r = source_open(roots, source, opts->source_format, opts->force_fs, &src, err);
+	if (r < 0)
+		return r;
+	pt = src.pt;
+	for (size_t i = 0; i < src.nwarnings; i++)
+		snprintf(stats->warnings[stats->nwarnings++], sizeof(stats->warnings[0]), "%s",
+			 src.warnings[i]);
+	areas = calloc(pt->nareas + 1, sizeof(*areas));
+	starts = calloc(pt->nparts + 1, sizeof(*starts));
+	sizes = calloc(pt->nparts + 1, sizeof(*sizes));
+	aoffs = calloc(pt->nareas + 1, sizeof(*aoffs));
+	alens = calloc(pt->nareas + 1, sizeof(*alens));
+	anames = calloc(pt->nareas + 1, sizeof(*anames));
+	if (!areas || !starts || !sizes || !aoffs || !alens || !anames) {
+		r = im_errf(err, IM_EXIT_INTERNAL, -ENOMEM, "out of memory");
+		goto out;
+	}
+	for (size_t i = 0; i < pt->nareas; i++) {
+		r = source_read_area(&src, &pt->areas[i], &areas[i], err);
+		if (r < 0)
+			goto out;
+		aoffs[i] = pt->areas[i].offset;
+		alens[i] = pt->areas[i].length;
+		anames[i] = pt->areas[i].name;
+		stats->bytes_read += alens[i];
+	}
+	for (size_t i = 0; i < pt->nparts; i++) {
+		starts[i] = pt->parts[i].start;
+		sizes[i] = pt->parts[i].size;
+	}
+	r = writer_open(&w, roots, target, pt->disk_size, pt->type, pt->sector_size, pt->nparts,
+			starts, sizes, pt->nareas, aoffs, alens, &wo, err);
+	if (r < 0)
+		goto out;
+	stats->target_size = w.tgt->size;
+	stats->created = w.created;
+	snprintf(stats->target_format, sizeof(stats->target_format), "%s", w.tgt->drv->name);
+
+	for (size_t i = 0; i < pt->nparts && r == 0; i++) {
+		const struct fs_info *fs = &src.fs[i];
+		uint64_t bpf = IMG_FRAME_BLOCKS_BYTES / fs->block_size ? IMG_FRAME_BLOCKS_BYTES / fs->block_size : 1;
+		struct cpart_job j = {
+			.rd = { .bk = src.bk, .base = pt->parts[i].start, .used = &fs->used,
+				.bs = fs->block_size, .bytes_read = &stats->bytes_read },
+			.bs = fs->block_size, .part_index = i, .w = &w,
+			.bytes_done = &done, .bytes_total = src.used_bytes,
+			.bytes_written = &stats->bytes_written, .progress = &opts->progress,
+		};
+		const struct pipe_ops ops = { .produce = clone_produce, .work = clone_work,
+					      .consume = clone_consume };
+		r = pipeline_run(&ops, &j, opts->threads ? opts->threads : pipeline_default_threads(),
+				 bpf * fs->block_size, 0, used_meta_size((uint32_t)bpf), err);
+		if (r < 0)
+			im_err_prefix(err, "partition %u: ", pt->parts[i].number);
+	}
+	if (r == 0)
+		r = writer_finish(&w, pt->nareas, anames, aoffs, alens, areas, err);
+	/* Once everything is in place (the heads were held back until now). */
+	for (size_t i = 0; r == 0 && opts->verify && i < pt->nparts; i++) {
+		r = verify_partition(&src, w.tgt, i, err);
+		stats->verified_bytes += src.fs[i].used_blocks * src.fs[i].block_size;
+	}
+out:
+	if (w.tgt || w.heads) {
+		int c = writer_close(&w, r == 0, err);
+		if (r == 0 && c < 0)
+			r = c;
+	}
+	for (size_t i = 0; areas && i < pt->nareas; i++)
+		free(areas[i]);
+	free(areas);
+	free(starts);
+	free(sizes);
+	free(aoffs);
+	free(alens);
+	free(anames);
+	source_close(&src);
+	return r;
+}

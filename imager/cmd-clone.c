@@ -1,0 +1,104 @@
+/* SPDX-License-Identifier: GPL-2.0-or-later */
+/* imager clone SOURCE TARGET */
+#include <getopt.h>
+#include <json-c/json.h>
+#include <string.h>
+
+#include "commands.h"
+
+int cmd_clone(int argc, char **argv, struct cli *cli)
+{
+	static const struct option opts[] = {
+		{ "format", required_argument, NULL, 'F' },
+		{ "source-format", required_argument, NULL, 'S' },
+		{ "preallocation", required_argument, NULL, 'p' },
+		{ "cluster-size", required_argument, NULL, 'c' },
+		{ "size", required_argument, NULL, 's' },
+		{ "threads", required_argument, NULL, 't' },
+		{ "force", no_argument, NULL, 'f' },
+		{ "verify", no_argument, NULL, 'V' },
+		{ "json", no_argument, NULL, 'j' },
+		{ "no-progress", no_argument, NULL, 'P' },
+		{ NULL, 0, NULL, 0 },
+	};
+	struct clone_opts o = { 0 };
+	struct clone_stats st;
+	struct cli_progress prog;
+	struct im_err err = { 0 };
+	bool json = false, progress = true;
+	double t0;
+	int c, r;
+
+	while ((c = getopt_long(argc, argv, "", opts, NULL)) != -1) {
+		switch (c) {
+		case 'F':
+		case 'S':
+			if (strcmp(optarg, "raw") && strcmp(optarg, "qcow2"))
+				return cli_usage("clone", "formats are raw and qcow2");
+			if (c == 'F')
+				o.format = optarg;
+			else
+				o.source_format = optarg;
+			break;
+		case 'p':
+			if (bk_prealloc_parse(optarg, &o.prealloc) < 0)
+				return cli_usage("clone", "--preallocation takes off, metadata, falloc or full");
+			break;
+		case 'c': {
+			uint64_t cs;
+			if (cli_parse_size(optarg, &cs) < 0 || cs < 512 || cs > (2u << 20) || (cs & (cs - 1)))
+				return cli_usage("clone", "--cluster-size takes a power of two from 512 to 2M");
+			o.cluster_size = (uint32_t)cs;
+			break;
+		}
+		case 's':
+			if (cli_parse_size(optarg, &o.size) < 0 || !o.size)
+				return cli_usage("clone", "--size takes a size such as 20G or 512MiB");
+			break;
+		case 't':
+			if (cli_parse_uint(optarg, 1, 256, &o.threads) < 0)
+				return cli_usage("clone", "--threads takes 1..256");
+			break;
+		case 'f': o.force = o.force_fs = true; break;
+		case 'V': o.verify = true; break;
+		case 'j': json = true; break;
+		case 'P': progress = false; break;
+		default: return cli_usage("clone", "unknown option");
+		}
+	}
+	if (argc - optind != 2)
+		return cli_usage("clone", "needs SOURCE and TARGET");
+	cli_progress_init(&prog, progress && cli->verbose >= 0);
+	o.progress.fn = cli_progress_cb;
+	o.progress.opaque = &prog;
+	t0 = cli_now();
+	r = im_clone(&cli->roots, argv[optind], argv[optind + 1], &o, &st, &err);
+	cli_progress_end(&prog);
+	if (r < 0)
+		return cli_fail("clone", &err);
+	for (size_t i = 0; i < st.nwarnings && cli->verbose >= 0; i++)
+		cli_error("clone", "warning: %s", st.warnings[i]);
+	if (json) {
+		json_object *root = json_object_new_object();
+		json_object_object_add(root, "source", json_object_new_string(argv[optind]));
+		json_object_object_add(root, "target", json_object_new_string(argv[optind + 1]));
+		json_object_object_add(root, "target_format", json_object_new_string(st.target_format));
+		json_object_object_add(root, "target_size", json_object_new_uint64(st.target_size));
+		json_object_object_add(root, "created", json_object_new_boolean(st.created));
+		json_object_object_add(root, "bytes_read", json_object_new_uint64(st.bytes_read));
+		json_object_object_add(root, "bytes_written", json_object_new_uint64(st.bytes_written));
+		json_object_object_add(root, "verified_bytes", json_object_new_uint64(st.verified_bytes));
+		json_object_object_add(root, "seconds", json_object_new_double(cli_now() - t0));
+		puts(json_object_to_json_string_ext(root, JSON_C_TO_STRING_PRETTY | JSON_C_TO_STRING_SPACED |
+						    JSON_C_TO_STRING_NOSLASHESCAPE));
+		json_object_put(root);
+	} else if (cli->verbose >= 0) {
+		char a[32], b[32];
+		cli_human(st.bytes_read, a, sizeof(a));
+		cli_human(st.bytes_written, b, sizeof(b));
+		printf("cloned %s to %s (%s): read %s, wrote %s%s, %.1f s\n", argv[optind],
+		       argv[optind + 1], st.target_format, a, b, o.verify ? ", verified" : "",
+		       cli_now() - t0);
+	}
+	return cli_finish_stdout("clone", IM_EXIT_OK);
+}

@@ -1,0 +1,186 @@
+/* SPDX-License-Identifier: GPL-2.0-or-later */
+/* The source side of save and clone: open, read the table, examine every
+ * filesystem, then read used blocks in large runs. */
+#include "source.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "util.h"
+
+static int src_pread(void *opaque, void *buf, size_t len, uint64_t off)
+{
+	struct im_err ignored = { 0 };
+	return bk_pread(opaque, buf, len, off, &ignored);
+}
+
+int source_open(const struct disk_roots *roots, const char *spec, const char *format,
+		bool force, struct source *s, struct im_err *err)
+{
+	struct ptable *pt;
+	int r;
+
+	memset(s, 0, sizeof(*s));
+	s->blkid_fd = -1;
+	s->ref.kind = DISK_KIND_FILE;
+	if (!bk_is_uri(spec)) {
+		r = disk_resolve(roots, spec, &s->ref, err);
+		if (r < 0)
+			return r;
+		if (!s->ref.exists)
+			return im_errf(err, IM_EXIT_SOURCE, -ENOENT, "%s: no such disk or file", spec);
+	} else {
+		snprintf(s->ref.path, sizeof(s->ref.path), "%s", spec);
+	}
+	r = bk_open(s->ref.path, format, 0, &s->bk, err);
+	if (r < 0)
+		return r;
+	if (s->bk->raw_path[0])
+		s->blkid_fd = open(s->bk->raw_path, O_RDONLY | O_CLOEXEC);
+	s->pt = pt = calloc(1, sizeof(*pt));
+	if (!pt) {
+		r = im_errf(err, IM_EXIT_INTERNAL, -ENOMEM, "out of memory");
+		goto fail;
+	}
+	if (s->bk->size < 512) {
+		r = im_errf(err, IM_EXIT_SOURCE, -EINVAL, "%s: %llu bytes is too small to be a disk",
+			    spec, (unsigned long long)s->bk->size);
+		goto fail;
+	}
+	if (s->ref.kind == DISK_KIND_PARTITION) {
+		/* One filesystem: handled like a disk without a table. */
+		snprintf(pt->type, sizeof(pt->type), "none");
+		pt->disk_size = s->bk->size;
+		pt->sector_size = s->bk->sector_size;
+		pt->nparts = 1;
+		pt->parts[0].size = s->bk->size;
+		snprintf(pt->parts[0].kind, sizeof(pt->parts[0].kind), "whole-disk");
+	} else if ((r = ptable_read_bk(s->bk, pt, err)) < 0) {
+		goto fail;
+	}
+	s->fs = calloc(pt->nparts ? pt->nparts : 1, sizeof(*s->fs));
+	if (!s->fs) {
+		r = im_errf(err, IM_EXIT_INTERNAL, -ENOMEM, "out of memory");
+		goto fail;
+	}
+	for (size_t i = 0; i < pt->nparts; i++) {
+		const struct pt_part *pp = &pt->parts[i];
+		struct fs_source fsrc = { .pread = src_pread, .opaque = s->bk, .fd = s->blkid_fd };
+		r = fs_examine_src(&fsrc, pp->start, pp->size, force, &s->fs[i], err);
+		if (r < 0) {
+			im_err_prefix(err, "partition %u: ", pp->number);
+			goto fail;
+		}
+		if (s->fs[i].warning[0] && s->nwarnings < 4)
+			snprintf(s->warnings[s->nwarnings++], sizeof(s->warnings[0]),
+				 "partition %u: %s", pp->number, s->fs[i].warning);
+		s->used_bytes += s->fs[i].used_blocks * s->fs[i].block_size;
+	}
+	return 0;
+fail:
+	source_close(s);
+	return r;
+}
+
+void source_close(struct source *s)
+{
+	if (s->fs && s->pt)
+		for (size_t i = 0; i < s->pt->nparts; i++)
+			fs_info_free(&s->fs[i]);
+	free(s->fs);
+	free(s->pt);
+	if (s->blkid_fd >= 0)
+		close(s->blkid_fd);
+	bk_close(s->bk, NULL);
+	memset(s, 0, sizeof(*s));
+	s->blkid_fd = -1;
+}
+
+int source_read_area(struct source *s, const struct pt_area *a, unsigned char **buf,
+		     struct im_err *err)
+{
+	int r;
+
+	*buf = malloc(a->length ? a->length : 1);
+	if (!*buf)
+		return im_errf(err, IM_EXIT_INTERNAL, -ENOMEM, "out of memory");
+	r = bk_pread(s->bk, *buf, a->length, a->offset, err);
+	if (r < 0) {
+		free(*buf);
+		*buf = NULL;
+	}
+	return r;
+}
+
+size_t used_meta_size(uint32_t blocks_per_slot)
+{
+	return sizeof(struct used_meta) + 2 * (size_t)blocks_per_slot * sizeof(struct img_extent);
+}
+
+int used_read(struct used_reader *u, struct pipe_slot *s, struct im_err *err)
+{
+	struct used_meta *m = s->meta;
+	size_t room = s->a_cap / u->bs;     /* blocks that fit */
+
+	m->nin = 0;
+	s->a_len = 0;
+	while (room) {
+		uint64_t n;
+		int r;
+		if (!u->run_left) {
+			u->run_left = bitmap_next_run(u->used, &u->run_pos);
+			if (!u->run_left)
+				break;
+		}
+		n = u->run_left < room ? u->run_left : room;
+		r = bk_pread(u->bk, s->a + s->a_len, (size_t)(n * u->bs), u->base + u->run_pos * u->bs,
+			     err);
+		if (r < 0)
+			return r;
+		m->ext[m->nin].start = u->run_pos;
+		m->ext[m->nin].count = (uint32_t)n;
+		m->ext[m->nin].flags = 0;
+		m->nin++;
+		s->a_len += (size_t)(n * u->bs);
+		if (u->bytes_read)
+			*u->bytes_read += n * u->bs;
+		u->run_pos += n;
+		u->run_left -= n;
+		room -= n;
+	}
+	return s->a_len ? 1 : 0;
+}
+
+size_t used_split_zeros(struct pipe_slot *s, uint32_t bs)
+{
+	struct used_meta *m = s->meta;
+	struct img_extent *out = m->ext + m->nin;
+	size_t src = 0, dst = 0;
+
+	m->nout = 0;
+	for (uint32_t i = 0; i < m->nin; i++) {
+		for (uint32_t b = 0; b < m->ext[i].count; b++, src += bs) {
+			uint32_t flag = buf_is_zero(s->a + src, bs) ? IMG_EXT_ZERO : 0;
+			uint64_t blk = m->ext[i].start + b;
+			if (m->nout && out[m->nout - 1].flags == flag &&
+			    out[m->nout - 1].start + out[m->nout - 1].count == blk) {
+				out[m->nout - 1].count++;
+			} else {
+				out[m->nout].start = blk;
+				out[m->nout].count = 1;
+				out[m->nout].flags = flag;
+				m->nout++;
+			}
+			if (!flag) {
+				if (dst != src)
+					memmove(s->a + dst, s->a + src, bs);
+				dst += bs;
+			}
+		}
+	}
+	return dst;
+}

@@ -1,0 +1,105 @@
+/* SPDX-License-Identifier: GPL-2.0-or-later */
+/* Engine-internal: the two ends every copying job shares.
+ *
+ * A source is a disk, partition, image file or NBD export opened as a
+ * container, with its table, boot areas and the used-block bitmap of each
+ * partition (save and clone).  A writer puts blocks on a target and holds
+ * back the partition table and the first bytes of every partition until the
+ * end, so an interrupted job never leaves a target that looks complete
+ * (restore and clone). */
+#ifndef IMAGER_SOURCE_H
+#define IMAGER_SOURCE_H
+
+#include "imager/backend.h"
+#include "imager/fs.h"
+#include "imager/job.h"
+#include "imager/pipeline.h"
+#include "imager/ptable.h"
+
+struct source {
+	struct bk *bk;
+	int blkid_fd;               /* raw containers: a descriptor for libblkid */
+	struct disk_ref ref;
+	struct ptable *pt;
+	struct fs_info *fs;         /* one per pt->parts */
+	uint64_t used_bytes;        /* sum over partitions */
+	char warnings[4][600];
+	size_t nwarnings;
+};
+
+/* Open, read the table, examine every filesystem (refusing unclean ones
+ * unless force).  Nothing is written anywhere. */
+int source_open(const struct disk_roots *roots, const char *spec, const char *format,
+		bool force, struct source *s, struct im_err *err);
+void source_close(struct source *s);
+/* Read one boot area (malloc'ed into *buf). */
+int source_read_area(struct source *s, const struct pt_area *a, unsigned char **buf,
+		     struct im_err *err);
+
+/* Pipeline pieces reading used blocks of one partition (save, clone). */
+struct used_reader {
+	struct bk *bk;
+	uint64_t base;              /* partition start */
+	const struct bitmap *used;
+	uint32_t bs;
+	uint64_t run_pos, run_left; /* cursor */
+	uint64_t *bytes_read;
+};
+/* Extents read into a slot, and the data/zero extents made of them. */
+struct used_meta {
+	uint32_t nin, nout;
+	struct img_frame frame;
+	struct img_extent ext[];    /* nin read runs, then nout output extents */
+};
+size_t used_meta_size(uint32_t blocks_per_slot);
+/* Fill slot->a with the next used blocks (at most a_cap bytes); 1 or 0 at the end. */
+int used_read(struct used_reader *u, struct pipe_slot *s, struct im_err *err);
+/* Split the slot's runs into data and all-zero extents, packing the data
+ * at the start of slot->a; returns the data bytes. */
+size_t used_split_zeros(struct pipe_slot *s, uint32_t bs);
+
+/* ---- the writer ---- */
+
+struct writer {
+	struct bk *tgt;
+	bool created;               /* a new file: removed if the job fails */
+	bool fresh;                 /* reads as zeros: zeros need not be written */
+	uint64_t source_size;       /* the source disk's size */
+	char table[16];
+	unsigned lss;
+	size_t nparts;
+	uint64_t *part_start, *part_head;  /* per partition: start, held-back length */
+	unsigned char **heads;
+};
+
+struct writer_target_opts {
+	const char *format;
+	enum bk_prealloc prealloc;
+	uint32_t cluster_size;
+	uint64_t size;              /* a larger new file; 0 = source size */
+	bool force;
+};
+
+/* Open or create the target for a disk of source_size bytes with the given
+ * table, partitions at starts[]/sizes[]; check size, use, kind.  Then hide
+ * the old table and superblocks (areas[] and partition heads) unless the
+ * target is fresh. */
+int writer_open(struct writer *w, const struct disk_roots *roots, const char *target,
+		uint64_t source_size, const char *table, unsigned lss, size_t nparts,
+		const uint64_t *starts, const uint64_t *sizes, size_t nareas,
+		const uint64_t *area_offs, const uint64_t *area_lens,
+		const struct writer_target_opts *o, struct im_err *err);
+/* Write len bytes (data, or zeros when data is NULL) at off inside
+ * partition i. */
+int writer_put(struct writer *w, size_t i, uint64_t off, uint64_t len, const void *data,
+	       struct im_err *err);
+/* Write the held-back heads, then each boot area (areas named gpt-backup
+ * are moved to the end of a larger target), flush. */
+int writer_finish(struct writer *w, size_t nareas, const char *const *names,
+		  const uint64_t *offs, const uint64_t *lens, unsigned char *const *data,
+		  struct im_err *err);
+/* Close; on failure (ok == false) remove a file the writer created.
+ * Returns the close result. */
+int writer_close(struct writer *w, bool ok, struct im_err *err);
+
+#endif

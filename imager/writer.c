@@ -1,0 +1,186 @@
+/* SPDX-License-Identifier: GPL-2.0-or-later */
+/*
+ * The target side of restore and clone.  The partition table and the first
+ * HEAD_ZONE bytes of every partition (where superblocks live) are held back
+ * and written last, so that an interrupted job never leaves a target that
+ * looks like a complete disk.
+ */
+#include "source.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#define HEAD_ZONE (64u << 10)
+
+static int open_target(struct writer *w, const struct disk_roots *roots, const char *target,
+		       const struct writer_target_opts *o, struct im_err *err)
+{
+	struct bk_create_opts co = { .size = w->source_size, .prealloc = o->prealloc,
+				     .cluster_size = o->cluster_size };
+	struct disk_ref ref;
+	char what[400];
+	int r;
+
+	if (o->size) {
+		if (o->size < w->source_size)
+			return im_errf(err, IM_EXIT_TARGET, -ENOSPC,
+				       "--size %llu is smaller than the source disk (%llu bytes)",
+				       (unsigned long long)o->size, (unsigned long long)w->source_size);
+		co.size = (o->size + 511) / 512 * 512;
+	}
+	if (bk_is_uri(target))
+		return bk_create(target, "nbd", &co, &w->tgt, err);
+	r = disk_resolve(roots, target, &ref, err);
+	if (r < 0)
+		return r;
+	if (!ref.exists && ref.under_dev)
+		return im_errf(err, IM_EXIT_TARGET, -ENODEV, "%s: no such device", ref.path);
+	if (!ref.exists) {
+		r = bk_create(ref.path, o->format, &co, &w->tgt, err);
+		w->created = r == 0;
+		return r;
+	}
+	if (o->size)
+		return im_errf(err, IM_EXIT_USAGE, -EINVAL,
+			       "--size applies to new image files; %s exists", ref.path);
+	if (ref.kind != DISK_KIND_FILE) {
+		if (o->format && strcmp(o->format, "raw"))
+			return im_errf(err, IM_EXIT_USAGE, -EINVAL,
+				       "%s is a block device: it holds raw data, not %s", ref.path,
+				       o->format);
+		if (ref.size < w->source_size)
+			return im_errf(err, IM_EXIT_TARGET, -ENOSPC,
+				       "%s is too small: %llu bytes, the source disk has %llu", ref.path,
+				       (unsigned long long)ref.size, (unsigned long long)w->source_size);
+		if (ref.kind == DISK_KIND_PARTITION && strcmp(w->table, "none"))
+			return im_errf(err, IM_EXIT_TARGET, -EINVAL,
+				       "%s is a partition, but the source is a whole disk with a %s table",
+				       ref.path, w->table);
+		r = disk_in_use(roots, ref.path, what, sizeof(what));
+		if (r > 0 && !o->force)
+			return im_errf(err, IM_EXIT_TARGET, -EBUSY,
+				       "%s is in use (%s); unmount it first, or --force", ref.path, what);
+		return bk_create(ref.path, "raw", &co, &w->tgt, err);
+	}
+	/* An existing image file is written in place. */
+	r = bk_open(ref.path, o->format, BK_OPEN_WRITE, &w->tgt, err);
+	if (r < 0)
+		return r;
+	if (w->tgt->size < w->source_size) {
+		r = im_errf(err, IM_EXIT_TARGET, -ENOSPC,
+			    "%s is too small: %llu bytes, the source disk has %llu", ref.path,
+			    (unsigned long long)w->tgt->size, (unsigned long long)w->source_size);
+		bk_close(w->tgt, err);
+		w->tgt = NULL;
+	}
+	return r;
+}
+
+int writer_open(struct writer *w, const struct disk_roots *roots, const char *target,
+		uint64_t source_size, const char *table, unsigned lss, size_t nparts,
+		const uint64_t *starts, const uint64_t *sizes, size_t nareas,
+		const uint64_t *area_offs, const uint64_t *area_lens,
+		const struct writer_target_opts *o, struct im_err *err)
+{
+	int r;
+
+	memset(w, 0, sizeof(*w));
+	w->source_size = source_size;
+	w->lss = lss;
+	w->nparts = nparts;
+	snprintf(w->table, sizeof(w->table), "%s", table);
+	w->part_start = calloc(nparts + 1, sizeof(uint64_t));
+	w->part_head = calloc(nparts + 1, sizeof(uint64_t));
+	w->heads = calloc(nparts + 1, sizeof(*w->heads));
+	if (!w->part_start || !w->part_head || !w->heads)
+		return im_errf(err, IM_EXIT_INTERNAL, -ENOMEM, "out of memory");
+	for (size_t i = 0; i < nparts; i++) {
+		w->part_start[i] = starts[i];
+		w->part_head[i] = sizes[i] < HEAD_ZONE ? sizes[i] : HEAD_ZONE;
+		if (!(w->heads[i] = calloc(1, HEAD_ZONE)))
+			return im_errf(err, IM_EXIT_INTERNAL, -ENOMEM, "out of memory");
+	}
+	r = open_target(w, roots, target, o, err);
+	if (r < 0)
+		return r;
+	w->fresh = w->tgt->zero_init;
+	/* Hide the old table and superblocks while the data goes in. */
+	if (!w->fresh) {
+		for (size_t i = 0; i < nareas && r == 0; i++)
+			r = bk_zero(w->tgt, area_offs[i], area_lens[i], err);
+		for (size_t i = 0; i < nparts && r == 0; i++)
+			r = bk_zero(w->tgt, starts[i], w->part_head[i], err);
+	}
+	return r;
+}
+
+int writer_put(struct writer *w, size_t i, uint64_t off, uint64_t len, const void *data,
+	       struct im_err *err)
+{
+	const unsigned char *d = data;
+
+	if (off < w->part_head[i]) {
+		uint64_t n = w->part_head[i] - off < len ? w->part_head[i] - off : len;
+		if (d)
+			memcpy(w->heads[i] + off, d, n);
+		else
+			memset(w->heads[i] + off, 0, n);
+		off += n;
+		len -= n;
+		if (d)
+			d += n;
+	}
+	if (!len)
+		return 0;
+	if (d)
+		return bk_pwrite(w->tgt, d, len, w->part_start[i] + off, err);
+	return w->fresh ? 0 : bk_zero(w->tgt, w->part_start[i] + off, len, err);
+}
+
+int writer_finish(struct writer *w, size_t nareas, const char *const *names,
+		  const uint64_t *offs, const uint64_t *lens, unsigned char *const *data,
+		  struct im_err *err)
+{
+	bool larger = w->tgt->size > w->source_size;
+	int r = 0;
+
+	for (size_t i = 0; i < w->nparts && r == 0; i++)
+		r = bk_pwrite(w->tgt, w->heads[i], w->part_head[i], w->part_start[i], err);
+	for (size_t i = 0; i < nareas && r == 0; i++) {
+		/* On a larger disk the GPT backup belongs at the new end. */
+		if (larger && !strcmp(names[i], "gpt-backup"))
+			continue;
+		r = bk_pwrite(w->tgt, data[i], lens[i], offs[i], err);
+	}
+	if (r == 0 && larger && !strcmp(w->table, "gpt"))
+		r = ptable_gpt_relocate_backup(w->tgt, w->tgt->size, w->lss, err);
+	if (r == 0)
+		r = bk_flush(w->tgt, err);
+	return r;
+}
+
+int writer_close(struct writer *w, bool ok, struct im_err *err)
+{
+	char path[sizeof(w->tgt->name)] = "";
+	int r = 0;
+
+	if (w->tgt) {
+		snprintf(path, sizeof(path), "%s", w->tgt->name);
+		/* Closing writes a container's last metadata: it can fail too. */
+		r = bk_close(w->tgt, ok ? err : NULL);
+		w->tgt = NULL;
+	}
+	if ((!ok || r < 0) && w->created)
+		unlink(path);
+	for (size_t i = 0; w->heads && i < w->nparts; i++)
+		free(w->heads[i]);
+	free(w->heads);
+	free(w->part_start);
+	free(w->part_head);
+	w->heads = NULL;
+	w->part_start = w->part_head = NULL;
+	return r;
+}

@@ -1,0 +1,155 @@
+/* SPDX-License-Identifier: GPL-2.0-or-later */
+/*
+ * The disk container contract: raw files and block devices, qcow2, NBD
+ * exports.  Modelled on QEMU's block drivers: a backend is a private state
+ * struct, static functions and one const `struct bk_driver`; the framework
+ * (imager/backend.c) allocates the private state and chooses the driver.
+ *
+ * Rules every driver follows:
+ *   - Offsets and lengths are in bytes of the *virtual* disk; callers never
+ *     pass a range beyond bk->size (the framework checks).
+ *   - Callbacks of one `struct bk` are never called concurrently (the
+ *     pipelines read from one thread and write from one thread).
+ *   - Every callback returns 0 (or a documented non-negative value) on
+ *     success, or a negative errno:
+ *       -EIO      the host file or server failed
+ *       -EBADMSG  the container's metadata is corrupt (a hostile or damaged
+ *                 image: every offset, size and count read from the file
+ *                 is validated before it is used)
+ *       -ENOTSUP  a feature the driver does not handle (backing files,
+ *                 encryption, an unknown incompatible feature bit)
+ *       -ENOSPC   the host ran out of space
+ *     and may explain itself with im_errf() on the `err` argument where one
+ *     is passed.  Drivers never print and never exit.
+ */
+#ifndef IMAGER_BACKEND_H
+#define IMAGER_BACKEND_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "imager/error.h"
+
+enum bk_prealloc {
+	BK_PREALLOC_OFF = 0,    /* sparse: only what is written takes space */
+	BK_PREALLOC_METADATA,   /* qcow2: all L2 tables and refcount blocks laid
+				 * out, every data cluster mapped (the file stays
+				 * sparse); raw: same as off */
+	BK_PREALLOC_FALLOC,     /* space reserved with fallocate() (zeros written
+				 * where the host filesystem refuses) */
+	BK_PREALLOC_FULL,       /* zeros written over the whole container */
+};
+
+const char *bk_prealloc_name(enum bk_prealloc p);
+/* "off", "metadata", "falloc", "full".  Returns 0 or -EINVAL. */
+int bk_prealloc_parse(const char *s, enum bk_prealloc *out);
+
+struct bk_create_opts {
+	uint64_t size;            /* virtual size in bytes, a multiple of 512 */
+	enum bk_prealloc prealloc;
+	uint32_t cluster_size;    /* qcow2: power of two in [512, 2 MiB]; 0 = 64 KiB */
+};
+
+/* Flags for open(). */
+#define BK_OPEN_WRITE 1u
+
+/* block_status() results. */
+#define BK_STATUS_DATA 1u     /* the range is allocated in the container */
+#define BK_STATUS_ZERO 2u     /* the range reads as zeros */
+
+struct bk;
+
+struct bk_driver {
+	const char *name;         /* "raw", "qcow2", "nbd" */
+	size_t priv_size;         /* bytes of private state, allocated zeroed */
+
+	/* How sure is the driver that a file starting with buf (len bytes:
+	 * 4096, or the whole file when shorter) is its format?  0 = not at
+	 * all, 100 = certain.  raw answers 1 for anything, so that it wins only
+	 * when nothing else does.  NULL for drivers reached by URI (nbd). */
+	int (*probe)(const unsigned char *buf, size_t len);
+
+	/* Create a new, empty container of o->size bytes at path (which must
+	 * not exist, except for a block device, which is used as it is) and
+	 * open it for writing.  Set bk->size, bk->sector_size and
+	 * bk->zero_init (true when every byte already reads as zero, so that
+	 * zeros need not be written).  NULL when the driver cannot create. */
+	int (*create)(struct bk *bk, const char *path, const struct bk_create_opts *o,
+		      struct im_err *err);
+
+	/* Open an existing container (path, or a URI for nbd).  Validate its
+	 * header, refuse what it cannot read correctly (-ENOTSUP with the
+	 * reason), set bk->size and bk->sector_size. */
+	int (*open)(struct bk *bk, const char *path, unsigned flags, struct im_err *err);
+
+	/* Read len bytes at off.  Unallocated and zero ranges read as zeros. */
+	int (*pread)(struct bk *bk, void *buf, size_t len, uint64_t off);
+
+	/* Write len bytes at off (opened with BK_OPEN_WRITE or created). */
+	int (*pwrite)(struct bk *bk, const void *buf, size_t len, uint64_t off);
+
+	/* Make [off, off+len) read as zeros.  Optional: NULL means the
+	 * framework writes buffers of zeros. */
+	int (*pwrite_zeroes)(struct bk *bk, uint64_t off, uint64_t len);
+
+	/* The status of the range starting at off: returns BK_STATUS_* flags
+	 * (>= 0) of its first part and sets *pnum to that part's length
+	 * (1 <= *pnum <= len).  Optional: NULL means everything is DATA. */
+	int (*block_status)(struct bk *bk, uint64_t off, uint64_t len, uint64_t *pnum);
+
+	/* Make everything written so far durable (metadata included). */
+	int (*flush)(struct bk *bk);
+
+	/* Write out what remains (qcow2 tables), release everything.  A
+	 * failure means the container is not complete.  Called exactly once
+	 * for every successful open() or create(). */
+	int (*close)(struct bk *bk);
+};
+
+struct bk {
+	const struct bk_driver *drv;
+	void *priv;               /* drv->priv_size bytes, owned by the framework */
+	uint64_t size;            /* virtual size, bytes */
+	unsigned sector_size;     /* logical sector size (512 for files) */
+	bool writable;
+	bool zero_init;           /* created, and reads as zeros everywhere */
+	bool is_block_device;     /* raw on a block device */
+	char name[600];           /* path or URI, for messages */
+	/* For raw containers: a path that libparted and libblkid can open to
+	 * see the virtual disk itself ("" for formats they cannot read). */
+	char raw_path[600];
+};
+
+/* ---- the framework ---- */
+
+/* Drivers, in probing order (nbd is reached by its URI only). */
+extern const struct bk_driver bk_raw, bk_qcow2, bk_nbd;
+
+/* Is this a URI a driver handles (nbd://, nbd+unix://)? */
+bool bk_is_uri(const char *spec);
+/* The driver for a format name, or NULL. */
+const struct bk_driver *bk_driver_by_name(const char *name);
+/* The format a new target's file name suggests (".qcow2" -> qcow2), or NULL. */
+const char *bk_format_from_name(const char *path);
+
+/* Open spec (a path or a URI).  format NULL: probe the first 4 KiB and take
+ * the driver with the highest score (URIs go to nbd). */
+int bk_open(const char *spec, const char *format, unsigned flags, struct bk **out,
+	    struct im_err *err);
+/* Create a container; format NULL: from the file name, else raw. */
+int bk_create(const char *spec, const char *format, const struct bk_create_opts *o,
+	      struct bk **out, struct im_err *err);
+
+/* Bounds-checked calls into the driver.  Errors are recorded in err with
+ * the container's name and the failing range. */
+int bk_pread(struct bk *bk, void *buf, size_t len, uint64_t off, struct im_err *err);
+int bk_pwrite(struct bk *bk, const void *buf, size_t len, uint64_t off, struct im_err *err);
+int bk_zero(struct bk *bk, uint64_t off, uint64_t len, struct im_err *err);
+int bk_block_status(struct bk *bk, uint64_t off, uint64_t len, uint64_t *pnum,
+		    struct im_err *err);
+int bk_flush(struct bk *bk, struct im_err *err);
+/* Close and free; NULL is allowed.  Returns the driver's close() result. */
+int bk_close(struct bk *bk, struct im_err *err);
+
+#endif
