@@ -7,6 +7,7 @@
 #include <string.h>
 #include <time.h>
 #include <unistd.h>
+#include <json-c/json.h>
 
 #include "commands.h"
 
@@ -169,4 +170,36 @@ void cli_progress_end(struct cli_progress *p)
 {
 	if (p->enabled && p->drawn)
 		fputc('\n', stderr);
+}
+
+void cli_print_grow(const struct grow_report *g)
+{
+	for (size_t i = 0; i < g->nparts; i++) {
+		const struct layout_part *p = &g->parts[i];
+		char a[32], b[32];
+		if (p->new_start == p->old_start && p->new_size == p->old_size)
+			continue;
+		cli_human(p->old_size, a, sizeof(a));
+		cli_human(p->new_size, b, sizeof(b));
+		printf("partition %u: %s at %llu -> %s at %llu%s%s%s\n", p->number, a,
+		       (unsigned long long)p->old_start, b, (unsigned long long)p->new_start,
+		       g->grown_fs[i][0] ? ", " : "", g->grown_fs[i], g->grown_fs[i][0] ? " grown" : "");
+	}
+}
+
+struct json_object *cli_grow_json(const struct grow_report *g)
+{
+	json_object *arr = json_object_new_array();
+	for (size_t i = 0; i < g->nparts; i++) {
+		const struct layout_part *p = &g->parts[i];
+		json_object *o = json_object_new_object();
+		json_object_object_add(o, "number", json_object_new_int((int)p->number));
+		json_object_object_add(o, "old_start", json_object_new_uint64(p->old_start));
+		json_object_object_add(o, "old_size", json_object_new_uint64(p->old_size));
+		json_object_object_add(o, "start", json_object_new_uint64(p->new_start));
+		json_object_object_add(o, "size", json_object_new_uint64(p->new_size));
+		json_object_object_add(o, "filesystem_grown", json_object_new_boolean(g->grown_fs[i][0] != 0));
+		json_object_array_add(arr, o);
+	}
+	return arr;
 }

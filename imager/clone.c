@@ -72,7 +72,8 @@ static int clone_consume(void *ctx, struct pipe_slot *s, struct im_err *err)
 
 /* After the copy: every used block of the source read again and compared
  * with the target, byte for byte. */
-static int verify_partition(struct source *src, struct bk *tgt, size_t i, struct im_err *err)
+static int verify_partition(struct source *src, struct bk *tgt, size_t i, uint64_t tgt_start,
+			    struct im_err *err)
 {
 	const struct pt_part *pp = &src->pt->parts[i];
 	const struct fs_info *fs = &src->fs[i];
@@ -89,7 +90,7 @@ static int verify_partition(struct source *src, struct bk *tgt, size_t i, struct
 			size_t n = bytes < chunk ? (size_t)bytes : chunk;
 			r = bk_pread(src->bk, a, n, off, err);
 			if (r == 0)
-				r = bk_pread(tgt, b, n, off, err);
+				r = bk_pread(tgt, b, n, off - pp->start + tgt_start, err);
 			if (r == 0 && memcmp(a, b, n))
 				r = im_errf(err, IM_EXIT_IO, -EIO,
 					    "verify: partition %u: the target differs from the source in the %zu bytes at %llu",
@@ -156,6 +157,17 @@ int im_clone(const struct disk_roots *roots, const char *source, const char *tar
 		goto out;
 	stats->target_size = w.tgt->size;
 	stats->created = w.created;
+	stats->grow.nparts = pt->nparts;
+	for (size_t i = 0; i < pt->nparts; i++) {
+		struct layout_part *lp = &stats->grow.parts[i];
+		lp->number = pt->parts[i].number;
+		snprintf(lp->kind, sizeof(lp->kind), "%s", pt->parts[i].kind);
+		lp->old_start = lp->new_start = pt->parts[i].start;
+		lp->old_size = lp->new_size = pt->parts[i].size;
+	}
+	r = writer_set_layout(&w, opts->grow, stats->grow.parts, err);
+	if (r < 0)
+		goto out;
 	snprintf(stats->target_format, sizeof(stats->target_format), "%s", w.tgt->drv->name);
 
 	for (size_t i = 0; i < pt->nparts && r == 0; i++) {
@@ -179,7 +191,7 @@ int im_clone(const struct disk_roots *roots, const char *source, const char *tar
 		r = writer_finish(&w, pt->nareas, anames, aoffs, alens, areas, err);
 	/* Once everything is in place (the heads were held back until now). */
 	for (size_t i = 0; r == 0 && opts->verify && i < pt->nparts; i++) {
-		r = verify_partition(&src, w.tgt, i, err);
+		r = verify_partition(&src, w.tgt, i, stats->grow.parts[i].new_start, err);
 		stats->verified_bytes += src.fs[i].used_blocks * src.fs[i].block_size;
 	}
 out:
@@ -187,6 +199,13 @@ out:
 		int c = writer_close(&w, r == 0, err);
 		if (r == 0 && c < 0)
 			r = c;
+	}
+	if (r == 0 && opts->grow != GROW_NONE) {
+		const char *fstypes[PT_MAX_PARTS];
+		for (size_t i = 0; i < pt->nparts; i++)
+			fstypes[i] = src.fs[i].type;
+		r = grow_filesystems(roots, target, stats->created ? opts->format : NULL,
+				     &stats->grow, fstypes, err);
 	}
 	for (size_t i = 0; areas && i < pt->nareas; i++)
 		free(areas[i]);

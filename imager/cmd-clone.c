@@ -15,6 +15,8 @@ int cmd_clone(int argc, char **argv, struct cli *cli)
 		{ "cluster-size", required_argument, NULL, 'c' },
 		{ "size", required_argument, NULL, 's' },
 		{ "threads", required_argument, NULL, 't' },
+		{ "grow-last", no_argument, NULL, 'G' },
+		{ "proportional", no_argument, NULL, 'R' },
 		{ "force", no_argument, NULL, 'f' },
 		{ "verify", no_argument, NULL, 'V' },
 		{ "json", no_argument, NULL, 'j' },
@@ -61,6 +63,12 @@ int cmd_clone(int argc, char **argv, struct cli *cli)
 			break;
 		case 'f': o.force = o.force_fs = true; break;
 		case 'V': o.verify = true; break;
+		case 'G':
+		case 'R':
+			if (o.grow != GROW_NONE)
+				return cli_usage("clone", "--grow-last and --proportional exclude each other");
+			o.grow = c == 'G' ? GROW_LAST : GROW_PROPORTIONAL;
+			break;
 		case 'j': json = true; break;
 		case 'P': progress = false; break;
 		default: return cli_usage("clone", "unknown option");
@@ -78,6 +86,8 @@ int cmd_clone(int argc, char **argv, struct cli *cli)
 		return cli_fail("clone", &err);
 	for (size_t i = 0; i < st.nwarnings && cli->verbose >= 0; i++)
 		cli_error("clone", "warning: %s", st.warnings[i]);
+	if (!json && cli->verbose >= 0)
+		cli_print_grow(&st.grow);
 	if (json) {
 		json_object *root = json_object_new_object();
 		json_object_object_add(root, "source", json_object_new_string(argv[optind]));
@@ -88,6 +98,7 @@ int cmd_clone(int argc, char **argv, struct cli *cli)
 		json_object_object_add(root, "bytes_read", json_object_new_uint64(st.bytes_read));
 		json_object_object_add(root, "bytes_written", json_object_new_uint64(st.bytes_written));
 		json_object_object_add(root, "verified_bytes", json_object_new_uint64(st.verified_bytes));
+		json_object_object_add(root, "partitions", cli_grow_json(&st.grow));
 		json_object_object_add(root, "seconds", json_object_new_double(cli_now() - t0));
 		puts(json_object_to_json_string_ext(root, JSON_C_TO_STRING_PRETTY | JSON_C_TO_STRING_SPACED |
 						    JSON_C_TO_STRING_NOSLASHESCAPE));

@@ -14,6 +14,8 @@ int cmd_restore(int argc, char **argv, struct cli *cli)
 		{ "preallocation", required_argument, NULL, 'p' },
 		{ "cluster-size", required_argument, NULL, 'c' },
 		{ "threads", required_argument, NULL, 't' },
+		{ "grow-last", no_argument, NULL, 'G' },
+		{ "proportional", no_argument, NULL, 'R' },
 		{ "force", no_argument, NULL, 'f' },
 		{ "json", no_argument, NULL, 'j' },
 		{ "no-progress", no_argument, NULL, 'P' },
@@ -54,6 +56,12 @@ int cmd_restore(int argc, char **argv, struct cli *cli)
 			break;
 		}
 		case 'f': o.force = true; break;
+		case 'G':
+		case 'R':
+			if (o.grow != GROW_NONE)
+				return cli_usage("restore", "--grow-last and --proportional exclude each other");
+			o.grow = c == 'G' ? GROW_LAST : GROW_PROPORTIONAL;
+			break;
 		case 'j': json = true; break;
 		case 'P': progress = false; break;
 		default: return cli_usage("restore", "unknown option");
@@ -69,6 +77,8 @@ int cmd_restore(int argc, char **argv, struct cli *cli)
 	cli_progress_end(&prog);
 	if (r < 0)
 		return cli_fail("restore", &err);
+	if (!json && cli->verbose >= 0)
+		cli_print_grow(&st.grow);
 	if (json) {
 		json_object *root = json_object_new_object();
 		json_object_object_add(root, "image", json_object_new_string(argv[optind]));
@@ -76,6 +86,7 @@ int cmd_restore(int argc, char **argv, struct cli *cli)
 		json_object_object_add(root, "target_size", json_object_new_uint64(st.target_size));
 		json_object_object_add(root, "created", json_object_new_boolean(st.created));
 		json_object_object_add(root, "bytes_written", json_object_new_uint64(st.bytes_written));
+		json_object_object_add(root, "partitions", cli_grow_json(&st.grow));
 		json_object_object_add(root, "seconds", json_object_new_double(cli_now() - t0));
 		puts(json_object_to_json_string_ext(root, JSON_C_TO_STRING_PRETTY | JSON_C_TO_STRING_SPACED |
 						    JSON_C_TO_STRING_NOSLASHESCAPE));

@@ -7,7 +7,8 @@
 const struct command commands[] = {
 	{ "clone", cmd_clone, CMD_NEEDS_ROOT,
 	  "SOURCE TARGET [--format raw|qcow2] [--preallocation off|metadata|falloc|full]\n"
-	  "        [--cluster-size SIZE] [--size SIZE] [--source-format raw|qcow2] [--verify]\n"
+	  "        [--cluster-size SIZE] [--size SIZE] [--grow-last|--proportional]\n"
+	  "        [--source-format raw|qcow2] [--verify]\n"
 	  "        [--threads N] [--force] [--json] [--no-progress]",
 	  "copy a disk or image onto a disk or image in one pass, used blocks only" },
 	{ "info", cmd_info, 0, "DIR|DISK [--json]",
@@ -16,7 +17,8 @@ const struct command commands[] = {
 	  "list the disks of this machine: bus (virtio or not), size, partitions" },
 	{ "restore", cmd_restore, CMD_NEEDS_ROOT,
 	  "DIR TARGET [--format raw|qcow2] [--preallocation off|metadata|falloc|full]\n"
-	  "        [--cluster-size SIZE] [--size SIZE] [--threads N] [--force] [--json] [--no-progress]",
+	  "        [--cluster-size SIZE] [--size SIZE] [--grow-last|--proportional]\n"
+	  "        [--threads N] [--force] [--json] [--no-progress]",
 	  "write an image folder onto a disk or image file" },
 	{ "save", cmd_save, CMD_NEEDS_ROOT,
 	  "SOURCE DIR [--format raw|qcow2] [--level N] [--threads N] [--force] [--json] [--no-progress]",

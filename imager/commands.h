@@ -73,6 +73,11 @@ int cli_parse_uint(const char *s, unsigned min, unsigned max, unsigned *out);
 /* "1.5 GiB" */
 void cli_human(uint64_t bytes, char *out, size_t len);
 
+/* What --grow-last / --proportional did, as lines on stdout or JSON. */
+void cli_print_grow(const struct grow_report *g);
+struct json_object;
+struct json_object *cli_grow_json(const struct grow_report *g);
+
 /* Progress on stderr: on when stderr is a terminal and not disabled; at
  * most a few redraws a second, with bytes, rate and ETA. */
 struct cli_progress {

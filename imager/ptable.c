@@ -203,6 +203,17 @@ int ptable_read(const char *path, uint64_t size, unsigned lss, struct ptable *pt
 			first_start = start;
 	}
 	qsort(spans, nspans, sizeof(*spans), cmp_u64);
+	if (nspans == 0) {
+		/* A table without partitions (or a filesystem whose boot sector
+		 * libparted took for an empty MBR): copy the whole disk, so that
+		 * nothing on it is dropped. */
+		snprintf(pt->type, sizeof(pt->type), "none");
+		pt->nparts = 1;
+		memset(&pt->parts[0], 0, sizeof(pt->parts[0]));
+		pt->parts[0].size = size;
+		snprintf(pt->parts[0].kind, sizeof(pt->parts[0].kind), "whole-disk");
+		goto out;
+	}
 
 	/* The head: boot code, table, and the gap GRUB's core image uses. */
 	if (first_start == UINT64_MAX)

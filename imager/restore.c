@@ -159,6 +159,20 @@ int im_restore(const struct disk_roots *roots, const char *dir, const char *targ
 		goto out;
 	stats->target_size = w.tgt->size;
 	stats->created = w.created;
+	stats->grow.nparts = m.nparts;
+	for (size_t i = 0; i < m.nparts && i < PT_MAX_PARTS; i++) {
+		struct layout_part *lp = &stats->grow.parts[i];
+		lp->number = m.parts[i].number;
+		snprintf(lp->kind, sizeof(lp->kind), "%s", m.parts[i].kind);
+		lp->old_start = lp->new_start = m.parts[i].start;
+		lp->old_size = lp->new_size = m.parts[i].size;
+	}
+	if (m.nparts > PT_MAX_PARTS)
+		r = im_errf(err, IM_EXIT_UNSUPP, -E2BIG, "too many partitions");
+	else
+		r = writer_set_layout(&w, opts->grow, stats->grow.parts, err);
+	if (r < 0)
+		goto out;
 
 	for (size_t i = 0; i < m.nparts; i++) {
 		const struct img_part *p = &m.parts[i];
@@ -193,6 +207,13 @@ out:
 		int c = writer_close(&w, r == 0, err);
 		if (r == 0 && c < 0)
 			r = c;
+	}
+	if (r == 0 && opts->grow != GROW_NONE) {
+		const char *fstypes[PT_MAX_PARTS];
+		for (size_t i = 0; i < m.nparts; i++)
+			fstypes[i] = m.parts[i].filesystem;
+		r = grow_filesystems(roots, target, stats->created ? opts->format : NULL,
+				     &stats->grow, fstypes, err);
 	}
 	for (size_t i = 0; ix && i < m.nparts; i++)
 		img_index_free(&ix[i]);

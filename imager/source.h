@@ -12,6 +12,7 @@
 
 #include "imager/backend.h"
 #include "imager/fs.h"
+#include "imager/layout.h"
 #include "imager/job.h"
 #include "imager/pipeline.h"
 #include "imager/ptable.h"
@@ -70,6 +71,8 @@ struct writer {
 	size_t nparts;
 	uint64_t *part_start, *part_head;  /* per partition: start, held-back length */
 	unsigned char **heads;
+	struct layout_part *layout;        /* per partition; NULL: copied as it is */
+	enum grow_mode grow;
 };
 
 struct writer_target_opts {
@@ -89,6 +92,12 @@ int writer_open(struct writer *w, const struct disk_roots *roots, const char *ta
 		const uint64_t *starts, const uint64_t *sizes, size_t nareas,
 		const uint64_t *area_offs, const uint64_t *area_lens,
 		const struct writer_target_opts *o, struct im_err *err);
+/* Lay the partitions out again for the target's size (--grow-last,
+ * --proportional): parts[] (one per partition, in the writer's order) gets
+ * the new starts and sizes, which later writes follow.  GROW_NONE keeps the
+ * layout.  Returns 0 or negative errno. */
+int writer_set_layout(struct writer *w, enum grow_mode mode, struct layout_part *parts,
+		      struct im_err *err);
 /* Write len bytes (data, or zeros when data is NULL) at off inside
  * partition i. */
 int writer_put(struct writer *w, size_t i, uint64_t off, uint64_t len, const void *data,
@@ -101,5 +110,13 @@ int writer_finish(struct writer *w, size_t nareas, const char *const *names,
 /* Close; on failure (ok == false) remove a file the writer created.
  * Returns the close result. */
 int writer_close(struct writer *w, bool ok, struct im_err *err);
+
+/* After a job that laid partitions out again: grow the ext filesystems of
+ * the partitions that grew (e2fsck -f, then resize2fs), on the target's
+ * partition devices when it is a block device the kernel has partitions
+ * for, else through libguestfs.  format: the target's, NULL to probe.
+ * Records in rep->grown_fs what was grown. */
+int grow_filesystems(const struct disk_roots *roots, const char *target, const char *format,
+		     struct grow_report *rep, const char *const *fstypes, struct im_err *err);
 
 #endif

@@ -117,6 +117,23 @@ int writer_open(struct writer *w, const struct disk_roots *roots, const char *ta
 	return r;
 }
 
+int writer_set_layout(struct writer *w, enum grow_mode mode, struct layout_part *parts,
+		      struct im_err *err)
+{
+	int r;
+
+	if (mode == GROW_NONE)
+		return 0;
+	r = layout_plan(mode, w->table, w->lss, w->source_size, w->tgt->size, parts, w->nparts, err);
+	if (r < 0)
+		return r;
+	w->layout = parts;
+	w->grow = mode;
+	for (size_t i = 0; i < w->nparts; i++)
+		w->part_start[i] = parts[i].new_start;
+	return 0;
+}
+
 int writer_put(struct writer *w, size_t i, uint64_t off, uint64_t len, const void *data,
 	       struct im_err *err)
 {
@@ -149,12 +166,21 @@ int writer_finish(struct writer *w, size_t nareas, const char *const *names,
 
 	for (size_t i = 0; i < w->nparts && r == 0; i++)
 		r = bk_pwrite(w->tgt, w->heads[i], w->part_head[i], w->part_start[i], err);
+	bool moved = w->layout && layout_changed(w->layout, w->nparts);
+
 	for (size_t i = 0; i < nareas && r == 0; i++) {
-		/* On a larger disk the GPT backup belongs at the new end. */
+		/* On a larger disk the GPT backup belongs at the new end; EBRs of
+		 * partitions that moved are rebuilt at their new places. */
 		if (larger && !strcmp(names[i], "gpt-backup"))
+			continue;
+		if (moved && w->grow == GROW_PROPORTIONAL && !strncmp(names[i], "ebr", 3))
 			continue;
 		r = bk_pwrite(w->tgt, data[i], lens[i], offs[i], err);
 	}
+	/* The new table before the GPT backup is made from the primary. */
+	if (r == 0 && moved)
+		r = layout_write_table(w->tgt, w->table, w->lss, w->layout, w->nparts, nareas, offs,
+				       lens, data, err);
 	if (r == 0 && larger && !strcmp(w->table, "gpt"))
 		r = ptable_gpt_relocate_backup(w->tgt, w->tgt->size, w->lss, err);
 	if (r == 0)

@@ -12,6 +12,7 @@
 #include "imager/disk.h"
 #include "imager/error.h"
 #include "imager/image.h"
+#include "imager/layout.h"
 #include "imager/ptable.h"
 
 /* Progress: the engine calls fn with bytes done of total for the phase;
@@ -50,14 +51,23 @@ struct restore_opts {
 	const char *format;        /* target format: raw, qcow2; NULL = from the name */
 	enum bk_prealloc prealloc; /* for a new image file */
 	uint32_t cluster_size;     /* qcow2; 0 = 64 KiB */
+	enum grow_mode grow;       /* on a larger target: grow the last, or all */
 	unsigned threads;
 	struct im_progress progress;
+};
+
+/* Partitions laid out again and filesystems grown, for reporting. */
+struct grow_report {
+	size_t nparts;
+	struct layout_part parts[PT_MAX_PARTS];
+	char grown_fs[PT_MAX_PARTS][16];   /* "ext4" when its filesystem was grown, "" */
 };
 
 struct restore_stats {
 	uint64_t bytes_written;
 	uint64_t target_size;
 	bool created;              /* the target file was created */
+	struct grow_report grow;
 };
 
 /* Restore DIR onto TARGET (block device or image file, created when absent).
@@ -75,6 +85,7 @@ struct clone_opts {
 	enum bk_prealloc prealloc;
 	uint32_t cluster_size;
 	uint64_t size;              /* a larger new target file; 0 = the source's size */
+	enum grow_mode grow;
 	bool force;                 /* write to a target that is in use */
 	bool force_fs;              /* copy unclean or inconsistent filesystems */
 	bool verify;                /* read back and compare after the copy */
@@ -85,6 +96,7 @@ struct clone_opts {
 struct clone_stats {
 	uint64_t bytes_read, bytes_written, verified_bytes, target_size;
 	bool created;
+	struct grow_report grow;
 	char target_format[16];
 	char warnings[4][600];
 	size_t nwarnings;

@@ -1,0 +1,305 @@
+/* SPDX-License-Identifier: GPL-2.0-or-later */
+#include "imager/layout.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <zlib.h>
+
+#include "imager/ptable.h"
+#include "util.h"
+
+#define MIB (1ull << 20)
+
+static uint64_t align_down(uint64_t v, uint64_t a) { return v / a * a; }
+static uint64_t align_up(uint64_t v, uint64_t a) { return (v + a - 1) / a * a; }
+
+/* The last byte a partition may use, plus one. */
+static uint64_t usable_end(const char *table, unsigned lss, uint64_t disk)
+{
+	if (!strcmp(table, "gpt"))
+		return disk - 34ull * lss;   /* backup entries (32 sectors) and header */
+	if (disk > 0xFFFFFFFFull * lss)
+		return 0xFFFFFFFFull * lss;  /* what 32-bit MBR fields can address */
+	return disk;
+}
+
+int layout_changed(const struct layout_part *parts, size_t n)
+{
+	for (size_t i = 0; i < n; i++)
+		if (parts[i].new_start != parts[i].old_start || parts[i].new_size != parts[i].old_size)
+			return 1;
+	return 0;
+}
+
+int layout_plan(enum grow_mode mode, const char *table, unsigned lss, uint64_t old_disk,
+		uint64_t new_disk, struct layout_part *parts, size_t n, struct im_err *err)
+{
+	uint64_t old_end, new_end, first, old_span, new_span, prev_old_end, prev_new_end;
+
+	for (size_t i = 0; i < n; i++) {
+		parts[i].new_start = parts[i].old_start;
+		parts[i].new_size = parts[i].old_size;
+	}
+	if (mode == GROW_NONE || n == 0)
+		return 0;
+	if (!strcmp(table, "none"))
+		return im_errf(err, IM_EXIT_UNSUPP, -ENOTSUP,
+			       "the source has no partition table: there is no partition to grow");
+	if (new_disk <= old_disk)
+		return im_errf(err, IM_EXIT_TARGET, -EINVAL,
+			       "growing needs a larger target (%llu bytes, the source has %llu)",
+			       (unsigned long long)new_disk, (unsigned long long)old_disk);
+	for (size_t i = 1; i < n; i++)
+		if (parts[i].old_start < parts[i - 1].old_start + parts[i - 1].old_size)
+			return im_errf(err, IM_EXIT_SOURCE, -EINVAL, "partitions overlap or are out of order");
+	new_end = align_down(usable_end(table, lss, new_disk), MIB);
+	old_end = parts[n - 1].old_start + parts[n - 1].old_size;
+	if (new_end <= old_end)
+		return 0;   /* nothing to gain */
+	if (mode == GROW_LAST) {
+		struct layout_part *p = &parts[n - 1];
+		p->new_size = new_end - p->old_start;
+		return 0;
+	}
+	/* Proportional: the space from the first partition's start on is
+	 * scaled; each start rounds up and each size down to 1 MiB, and a
+	 * partition never starts before the previous one ends plus the gap it
+	 * had (a logical partition's EBR lives in that gap). */
+	first = parts[0].old_start;
+	old_span = old_end - first;
+	new_span = new_end - first;
+	prev_old_end = prev_new_end = first;
+	for (size_t i = 0; i < n; i++) {
+		struct layout_part *p = &parts[i];
+		uint64_t gap = p->old_start - prev_old_end;
+		uint64_t start = first + (uint64_t)((long double)(p->old_start - first) * new_span / old_span);
+		uint64_t size = (uint64_t)((long double)p->old_size * new_span / old_span);
+		if (i == 0)
+			start = first;
+		else
+			start = align_up(start, MIB);
+		if (start < prev_new_end + gap)
+			start = align_up(prev_new_end + gap, MIB);
+		size = align_down(size, MIB);
+		if (size < p->old_size)
+			size = p->old_size;
+		if (i == n - 1 || start + size > new_end)
+			size = start + size > new_end || i == n - 1 ? new_end - start : size;
+		if (start + p->old_size > new_end)
+			return im_errf(err, IM_EXIT_TARGET, -ENOSPC, "partition %u does not fit", p->number);
+		p->new_start = start;
+		p->new_size = size;
+		prev_old_end = p->old_start + p->old_size;
+		prev_new_end = start + size;
+	}
+	return 0;
+}
+
+/* ---- tables ---- */
+
+/* Bytes of the source at [off, off+len) from its boot areas, or NULL. */
+static const unsigned char *area_bytes(size_t nareas, const uint64_t *offs, const uint64_t *lens,
+				       unsigned char *const *data, uint64_t off, uint64_t len)
+{
+	for (size_t i = 0; i < nareas; i++)
+		if (off >= offs[i] && off - offs[i] <= lens[i] && len <= lens[i] - (off - offs[i]))
+			return data[i] + (off - offs[i]);
+	return NULL;
+}
+
+static void put_chs(unsigned char *p, uint64_t lba)
+{
+	unsigned c, h, s;
+
+	if (lba >= 1024ull * 255 * 63) {
+		c = 1023;
+		h = 254;
+		s = 63;
+	} else {
+		c = (unsigned)(lba / (255 * 63));
+		h = (unsigned)(lba / 63 % 255);
+		s = (unsigned)(lba % 63 + 1);
+	}
+	p[0] = (unsigned char)h;
+	p[1] = (unsigned char)(s | ((c >> 2) & 0xC0));
+	p[2] = (unsigned char)c;
+}
+
+/* An MBR-style entry: type kept, start (relative to base) and size set. */
+static void set_entry(unsigned char *e, uint64_t start_lba, uint64_t rel_start, uint64_t sectors)
+{
+	put_chs(e + 1, start_lba);
+	put_chs(e + 5, start_lba + sectors - 1);
+	put_le32(e + 8, (uint32_t)rel_start);
+	put_le32(e + 12, (uint32_t)sectors);
+}
+
+static bool is_ext_type(unsigned char t) { return t == 0x05 || t == 0x0f || t == 0x85; }
+
+static bool moved_logical(const struct layout_part *parts, size_t n)
+{
+	for (size_t i = 0; i < n; i++)
+		if (!strcmp(parts[i].kind, "logical") && parts[i].new_start != parts[i].old_start)
+			return true;
+	return false;
+}
+
+static int write_mbr(struct bk *tgt, unsigned lss, const struct layout_part *parts, size_t n,
+		     size_t nareas, const uint64_t *offs, const uint64_t *lens,
+		     unsigned char *const *data, struct im_err *err)
+{
+	unsigned char mbr[512];
+	uint64_t ext_start = 0, ext_end = 0;
+	int ext_index = -1, r;
+	/* The source's EBR chain, walked through its boot areas. */
+	uint64_t ebr_old[128];
+	size_t nebr = 0, nlog = 0;
+
+	if (lss != 512)
+		return im_errf(err, IM_EXIT_UNSUPP, -ENOTSUP, "MBR with %u-byte sectors", lss);
+	r = bk_pread(tgt, mbr, 512, 0, err);
+	if (r < 0)
+		return r;
+	for (int i = 0; i < 4; i++) {
+		unsigned char *e = mbr + 446 + 16 * i;
+		if (is_ext_type(e[4])) {
+			ext_index = i;
+			ext_start = (uint64_t)le32(e + 8) * 512;
+			ext_end = ext_start + (uint64_t)le32(e + 12) * 512;
+		}
+	}
+	for (size_t i = 0; i < n; i++) {
+		const struct layout_part *p = &parts[i];
+		if (!strcmp(p->kind, "primary") && p->number >= 1 && p->number <= 4)
+			set_entry(mbr + 446 + 16 * (p->number - 1), p->new_start / 512, p->new_start / 512,
+				  p->new_size / 512);
+		if (!strcmp(p->kind, "logical"))
+			nlog++;
+	}
+	if (nlog && ext_index >= 0) {
+		uint64_t next = ext_start, last_end = 0;
+		for (size_t hops = 0; hops < 128; hops++) {
+			const unsigned char *sec = area_bytes(nareas, offs, lens, data, next, 512);
+			const unsigned char *link;
+			if (!sec || sec[510] != 0x55 || sec[511] != 0xAA)
+				break;
+			ebr_old[nebr++] = next;
+			link = sec + 446 + 16;
+			if (!is_ext_type(link[4]) || !le32(link + 8) ||
+			    ext_start + (uint64_t)le32(link + 8) * 512 <= next)
+				break;
+			next = ext_start + (uint64_t)le32(link + 8) * 512;
+		}
+		if (nebr != nlog)
+			return im_errf(err, IM_EXIT_SOURCE, -EINVAL,
+				       "the source's EBR chain has %zu links for %zu logical partitions",
+				       nebr, nlog);
+		/* The extended partition starts with the first EBR: it moves with
+		 * the first logical partition. */
+		for (size_t k = 0; k < n; k++)
+			if (!strcmp(parts[k].kind, "logical")) {
+				uint64_t shift = parts[k].old_start - ebr_old[0];
+				ext_end = ext_end - ext_start;      /* its old length */
+				ext_start = parts[k].new_start - shift;
+				ext_end += ext_start;
+				break;
+			}
+		/* Rebuild each EBR at its logical partition's new place. */
+		for (size_t k = 0, li = 0; k < n; k++) {
+			const struct layout_part *p = &parts[k], *q = NULL;
+			unsigned char sec[512];
+			uint64_t gap, ebr_new;
+			if (strcmp(p->kind, "logical"))
+				continue;
+			gap = p->old_start - ebr_old[li];
+			ebr_new = p->new_start - gap;
+			memcpy(sec, area_bytes(nareas, offs, lens, data, ebr_old[li], 512), 512);
+			set_entry(sec + 446, p->new_start / 512, gap / 512, p->new_size / 512);
+			for (size_t m = k + 1; m < n && !q; m++)
+				if (!strcmp(parts[m].kind, "logical"))
+					q = &parts[m];
+			if (q) {
+				uint64_t qgap = q->old_start - ebr_old[li + 1];
+				uint64_t qebr = q->new_start - qgap;
+				set_entry(sec + 446 + 16, qebr / 512, (qebr - ext_start) / 512,
+					  (q->new_start + q->new_size - qebr) / 512);
+			} else {
+				memset(sec + 446 + 16, 0, 16);
+			}
+			r = bk_pwrite(tgt, sec, 512, ebr_new, err);
+			if (r < 0)
+				return r;
+			if (p->new_start + p->new_size > last_end)
+				last_end = p->new_start + p->new_size;
+			li++;
+		}
+		if (last_end > ext_end || moved_logical(parts, n))
+			ext_end = last_end;
+		set_entry(mbr + 446 + 16 * ext_index, ext_start / 512, ext_start / 512,
+			  (ext_end - ext_start) / 512);
+	}
+	return bk_pwrite(tgt, mbr, 512, 0, err);
+}
+
+static int write_gpt(struct bk *tgt, unsigned lss, const struct layout_part *parts, size_t n,
+		     struct im_err *err)
+{
+	unsigned char hdr[4096], *entries;
+	uint64_t elba;
+	uint32_t nent, esz, hsz;
+	size_t elen;
+	int r;
+
+	if (lss > sizeof(hdr))
+		return im_errf(err, IM_EXIT_UNSUPP, -ENOTSUP, "sector size %u", lss);
+	r = bk_pread(tgt, hdr, lss, lss, err);
+	if (r < 0)
+		return r;
+	hsz = le32(hdr + 12);
+	elba = le64(hdr + 72);
+	nent = le32(hdr + 80);
+	esz = le32(hdr + 84);
+	if (memcmp(hdr, "EFI PART", 8) || hsz < 92 || hsz > lss || esz < 128 || esz > 4096 ||
+	    nent == 0 || nent > 65536 || elba >= tgt->size / lss)
+		return im_errf(err, IM_EXIT_DAMAGED, -EINVAL, "the GPT header on the target is not valid");
+	elen = (size_t)nent * esz;
+	entries = malloc(elen);
+	if (!entries)
+		return im_errf(err, IM_EXIT_INTERNAL, -ENOMEM, "out of memory");
+	r = bk_pread(tgt, entries, elen, elba * lss, err);
+	for (size_t i = 0; i < n && r == 0; i++) {
+		const struct layout_part *p = &parts[i];
+		unsigned char *e;
+		if (p->number < 1 || p->number > nent) {
+			r = im_errf(err, IM_EXIT_SOURCE, -EINVAL, "GPT partition %u out of range", p->number);
+			break;
+		}
+		e = entries + (size_t)(p->number - 1) * esz;
+		put_le64(e + 32, p->new_start / lss);
+		put_le64(e + 40, (p->new_start + p->new_size) / lss - 1);
+	}
+	if (r == 0) {
+		put_le32(hdr + 88, (uint32_t)crc32(0, entries, (uInt)elen));
+		memset(hdr + 16, 0, 4);
+		put_le32(hdr + 16, (uint32_t)crc32(0, hdr, hsz));
+		r = bk_pwrite(tgt, entries, elen, elba * lss, err);
+	}
+	if (r == 0)
+		r = bk_pwrite(tgt, hdr, lss, lss, err);
+	free(entries);
+	return r;
+}
+
+int layout_write_table(struct bk *tgt, const char *table, unsigned lss,
+		       const struct layout_part *parts, size_t n, size_t nareas,
+		       const uint64_t *area_offs, const uint64_t *area_lens,
+		       unsigned char *const *area_data, struct im_err *err)
+{
+	if (!strcmp(table, "msdos"))
+		return write_mbr(tgt, lss, parts, n, nareas, area_offs, area_lens, area_data, err);
+	if (!strcmp(table, "gpt"))
+		return write_gpt(tgt, lss, parts, n, err);
+	return 0;
+}
