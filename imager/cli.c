@@ -203,3 +203,36 @@ struct json_object *cli_grow_json(const struct grow_report *g)
 	}
 	return arr;
 }
+
+int cli_target_option(const char *cmd, int c, const char *arg, struct cli_target *t)
+{
+	uint64_t v;
+
+	switch (c) {
+	case 'F':
+		if (strcmp(arg, "raw") && strcmp(arg, "qcow2"))
+			return cli_usage(cmd, "--format takes raw or qcow2"), -1;
+		t->format = arg;
+		return 1;
+	case 'p':
+		if (bk_prealloc_parse(arg, &t->prealloc) < 0)
+			return cli_usage(cmd, "--preallocation takes off, metadata, falloc or full"), -1;
+		return 1;
+	case 'c':
+		if (cli_parse_size(arg, &v) < 0 || v < 512 || v > (2u << 20) || (v & (v - 1)))
+			return cli_usage(cmd, "--cluster-size takes a power of two from 512 to 2M"), -1;
+		t->cluster_size = (uint32_t)v;
+		return 1;
+	case 's':
+		if (cli_parse_size(arg, &t->size) < 0 || !t->size)
+			return cli_usage(cmd, "--size takes a size such as 20G or 512MiB"), -1;
+		return 1;
+	case 'G':
+	case 'R':
+		if (t->grow != GROW_NONE)
+			return cli_usage(cmd, "--grow-last and --proportional exclude each other"), -1;
+		t->grow = c == 'G' ? GROW_LAST : GROW_PROPORTIONAL;
+		return 1;
+	}
+	return 0;
+}

@@ -9,14 +9,9 @@
 int cmd_clone(int argc, char **argv, struct cli *cli)
 {
 	static const struct option opts[] = {
-		{ "format", required_argument, NULL, 'F' },
+		CLI_TARGET_OPTIONS,
 		{ "source-format", required_argument, NULL, 'S' },
-		{ "preallocation", required_argument, NULL, 'p' },
-		{ "cluster-size", required_argument, NULL, 'c' },
-		{ "size", required_argument, NULL, 's' },
 		{ "threads", required_argument, NULL, 't' },
-		{ "grow-last", no_argument, NULL, 'G' },
-		{ "proportional", no_argument, NULL, 'R' },
 		{ "force", no_argument, NULL, 'f' },
 		{ "verify", no_argument, NULL, 'V' },
 		{ "json", no_argument, NULL, 'j' },
@@ -27,35 +22,17 @@ int cmd_clone(int argc, char **argv, struct cli *cli)
 	struct clone_stats st;
 	struct cli_progress prog;
 	struct im_err err = { 0 };
+	struct cli_target t = { 0 };
 	bool json = false, progress = true;
 	double t0;
 	int c, r;
 
 	while ((c = getopt_long(argc, argv, "", opts, NULL)) != -1) {
 		switch (c) {
-		case 'F':
 		case 'S':
 			if (strcmp(optarg, "raw") && strcmp(optarg, "qcow2"))
-				return cli_usage("clone", "formats are raw and qcow2");
-			if (c == 'F')
-				o.format = optarg;
-			else
-				o.source_format = optarg;
-			break;
-		case 'p':
-			if (bk_prealloc_parse(optarg, &o.prealloc) < 0)
-				return cli_usage("clone", "--preallocation takes off, metadata, falloc or full");
-			break;
-		case 'c': {
-			uint64_t cs;
-			if (cli_parse_size(optarg, &cs) < 0 || cs < 512 || cs > (2u << 20) || (cs & (cs - 1)))
-				return cli_usage("clone", "--cluster-size takes a power of two from 512 to 2M");
-			o.cluster_size = (uint32_t)cs;
-			break;
-		}
-		case 's':
-			if (cli_parse_size(optarg, &o.size) < 0 || !o.size)
-				return cli_usage("clone", "--size takes a size such as 20G or 512MiB");
+				return cli_usage("clone", "--source-format takes raw or qcow2");
+			o.source_format = optarg;
 			break;
 		case 't':
 			if (cli_parse_uint(optarg, 1, 256, &o.threads) < 0)
@@ -63,15 +40,15 @@ int cmd_clone(int argc, char **argv, struct cli *cli)
 			break;
 		case 'f': o.force = o.force_fs = true; break;
 		case 'V': o.verify = true; break;
-		case 'G':
-		case 'R':
-			if (o.grow != GROW_NONE)
-				return cli_usage("clone", "--grow-last and --proportional exclude each other");
-			o.grow = c == 'G' ? GROW_LAST : GROW_PROPORTIONAL;
-			break;
 		case 'j': json = true; break;
 		case 'P': progress = false; break;
-		default: return cli_usage("clone", "unknown option");
+		default:
+			r = cli_target_option("clone", c, optarg, &t);
+			if (r < 0)
+				return IM_EXIT_USAGE;
+			if (r == 0)
+				return cli_usage("clone", "unknown option");
+			break;
 		}
 	}
 	if (argc - optind != 2)
@@ -80,6 +57,11 @@ int cmd_clone(int argc, char **argv, struct cli *cli)
 	o.progress.fn = cli_progress_cb;
 	o.progress.opaque = &prog;
 	t0 = cli_now();
+	o.format = t.format;
+	o.prealloc = t.prealloc;
+	o.cluster_size = t.cluster_size;
+	o.size = t.size;
+	o.grow = t.grow;
 	r = im_clone(&cli->roots, argv[optind], argv[optind + 1], &o, &st, &err);
 	cli_progress_end(&prog);
 	if (r < 0)

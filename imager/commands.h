@@ -73,6 +73,25 @@ int cli_parse_uint(const char *s, unsigned min, unsigned max, unsigned *out);
 /* "1.5 GiB" */
 void cli_human(uint64_t bytes, char *out, size_t len);
 
+/* Options shared by the commands that write a target (restore, clone). */
+struct cli_target {
+	const char *format;
+	enum bk_prealloc prealloc;
+	uint32_t cluster_size;
+	uint64_t size;
+	enum grow_mode grow;
+};
+#define CLI_TARGET_OPTIONS \
+	{ "format", required_argument, NULL, 'F' }, \
+	{ "preallocation", required_argument, NULL, 'p' }, \
+	{ "cluster-size", required_argument, NULL, 'c' }, \
+	{ "size", required_argument, NULL, 's' }, \
+	{ "grow-last", no_argument, NULL, 'G' }, \
+	{ "proportional", no_argument, NULL, 'R' }
+/* Take one of CLI_TARGET_OPTIONS.  Returns 1 when c was one of them, 0
+ * when not, and -1 after reporting a bad value (exit with IM_EXIT_USAGE). */
+int cli_target_option(const char *cmd, int c, const char *arg, struct cli_target *t);
+
 /* What --grow-last / --proportional did, as lines on stdout or JSON. */
 void cli_print_grow(const struct grow_report *g);
 struct json_object;

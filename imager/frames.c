@@ -119,3 +119,46 @@ int image_read_area(const char *dir, const struct img_area *a, unsigned char **b
 	}
 	return 0;
 }
+
+int frame_produce(struct frame_reader *fr, struct pipe_slot *s)
+{
+	struct frame_meta *m = s->meta;
+	const struct img_frame *f;
+	int r;
+
+	if (fr->next >= fr->ix->nframes)
+		return 0;
+	f = &fr->ix->frames[fr->next];
+	m->frame = fr->next++;
+	m->damaged = false;
+	m->what[0] = '\0';
+	r = pread_full(fr->fd, s->a, f->comp_size, f->comp_offset);
+	if (r < 0) {
+		m->damaged = true;
+		snprintf(m->what, sizeof(m->what), "%s",
+			 r == -EIO ? "missing: the stream ends before it (truncated)" : strerror(-r));
+	}
+	s->a_len = f->comp_size;
+	return 1;
+}
+
+void frame_work(const struct img_index *ix, void *dctx, struct pipe_slot *s)
+{
+	struct frame_meta *m = s->meta;
+
+	if (!m->damaged && frame_decode(dctx, &ix->frames[m->frame], s->a, s->b, s->b_cap, m->what,
+					sizeof(m->what)) < 0)
+		m->damaged = true;
+}
+
+void *frame_dctx_new(void *ctx)
+{
+	(void)ctx;
+	return ZSTD_createDCtx();
+}
+
+void frame_dctx_free(void *ctx, void *dctx)
+{
+	(void)ctx;
+	ZSTD_freeDCtx(dctx);
+}

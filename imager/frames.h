@@ -3,12 +3,14 @@
 #ifndef IMAGER_FRAMES_H
 #define IMAGER_FRAMES_H
 
+#include <stdbool.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <sys/stat.h>
 #include <zstd.h>
 
 #include "imager/image.h"
+#include "imager/pipeline.h"
 
 /* Check a frame's compressed hash, decompress it into raw, check its size
  * and data hash.  Returns 0, or -EBADMSG with `what` saying why. */
@@ -24,5 +26,25 @@ int image_check_part_files(const char *dir, const struct img_part *p, struct img
 /* A boot area file, checked against its size and hash. */
 int image_read_area(const char *dir, const struct img_area *a, unsigned char **buf,
 		    struct im_err *err);
+
+/* Pipeline steps shared by restore and verify.  A frame that cannot be
+ * read or decoded is marked damaged in its meta (with why), not failed:
+ * restore turns that into an error, verify into a finding. */
+struct frame_meta {
+	uint64_t frame;
+	bool damaged;
+	char what[160];
+};
+struct frame_reader {
+	const struct img_index *ix;
+	int fd;                     /* the stream */
+	uint64_t next;
+};
+/* produce(): the next frame's compressed bytes into slot->a; 1, or 0 at the end. */
+int frame_produce(struct frame_reader *fr, struct pipe_slot *s);
+/* work(): decode slot->a into slot->b unless already damaged. */
+void frame_work(const struct img_index *ix, void *dctx, struct pipe_slot *s);
+void *frame_dctx_new(void *ctx);
+void frame_dctx_free(void *ctx, void *dctx);
 
 #endif

@@ -31,8 +31,20 @@ static int grow_on_device(const char *dev, struct im_err *err)
 	return 0;
 }
 
+static int grow_all(const struct disk_roots *roots, const char *target, const char *format,
+		    struct grow_report *rep, const char *const *fstypes, struct im_err *err);
+
 int grow_filesystems(const struct disk_roots *roots, const char *target, const char *format,
 		     struct grow_report *rep, const char *const *fstypes, struct im_err *err)
+{
+	int r = grow_all(roots, target, format, rep, fstypes, err);
+	if (r < 0)
+		im_err_prefix(err, "the disk is complete and its partitions laid out anew, but its filesystems were not grown: ");
+	return r;
+}
+
+static int grow_all(const struct disk_roots *roots, const char *target, const char *format,
+		    struct grow_report *rep, const char *const *fstypes, struct im_err *err)
 {
 	unsigned numbers[PT_MAX_PARTS];
 	size_t n = 0;

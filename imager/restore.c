@@ -19,19 +19,12 @@
 #include "source.h"
 #include "util.h"
 
-struct restore_meta {
-	uint64_t frame;
-	bool read_failed;
-	char what[160];
-};
-
 struct rpart_job {
 	const struct img_part *p;
 	const struct img_index *ix;
 	size_t part_index;
-	int stream_fd;
+	struct frame_reader fr;
 	struct writer *w;
-	uint64_t next_frame;
 	uint64_t *bytes_done, bytes_total, *bytes_written;
 	const struct im_progress *progress;
 };
@@ -39,44 +32,21 @@ struct rpart_job {
 static int restore_produce(void *ctx, struct pipe_slot *s, struct im_err *err)
 {
 	struct rpart_job *j = ctx;
-	struct restore_meta *m = s->meta;
-	const struct img_frame *f;
-	int r;
-
 	(void)err;
-	if (j->next_frame >= j->ix->nframes)
-		return 0;
-	f = &j->ix->frames[j->next_frame];
-	m->frame = j->next_frame++;
-	m->read_failed = false;
-	r = pread_full(j->stream_fd, s->a, f->comp_size, f->comp_offset);
-	if (r < 0) {
-		m->read_failed = true;
-		snprintf(m->what, sizeof(m->what), "cannot read it from the stream: %s",
-			 r == -EIO ? "the stream ends early (truncated)" : strerror(-r));
-	}
-	s->a_len = f->comp_size;
-	return 1;
+	return frame_produce(&j->fr, s);
 }
-
-static void *dctx_init(void *ctx) { (void)ctx; return ZSTD_createDCtx(); }
-static void dctx_fini(void *ctx, void *ws) { (void)ctx; ZSTD_freeDCtx(ws); }
 
 static int restore_work(void *ctx, void *ws, struct pipe_slot *s)
 {
 	struct rpart_job *j = ctx;
-	struct restore_meta *m = s->meta;
-
-	if (m->read_failed)
-		return -EBADMSG;
-	return frame_decode(ws, &j->ix->frames[m->frame], s->a, s->b, s->b_cap, m->what,
-			    sizeof(m->what));
+	frame_work(j->ix, ws, s);
+	return ((struct frame_meta *)s->meta)->damaged ? -EBADMSG : 0;
 }
 
 static int restore_consume(void *ctx, struct pipe_slot *s, struct im_err *err)
 {
 	struct rpart_job *j = ctx;
-	struct restore_meta *m = s->meta;
+	struct frame_meta *m = s->meta;
 	const struct img_frame *f = &j->ix->frames[m->frame];
 	const unsigned char *data = s->b;
 	uint32_t bs = j->ix->block_size;
@@ -184,20 +154,21 @@ int im_restore(const struct disk_roots *roots, const char *dir, const char *targ
 		};
 		const struct pipe_ops ops = {
 			.produce = restore_produce, .work = restore_work, .consume = restore_consume,
-			.worker_init = dctx_init, .worker_fini = dctx_fini,
+			.worker_init = frame_dctx_new, .worker_fini = frame_dctx_free,
 		};
 		char path[4200];
 
 		snprintf(path, sizeof(path), "%s/%s", dir, p->stream);
-		j.stream_fd = open(path, O_RDONLY | O_CLOEXEC);
-		if (j.stream_fd < 0) {
+		j.fr.ix = &ix[i];
+		j.fr.fd = open(path, O_RDONLY | O_CLOEXEC);
+		if (j.fr.fd < 0) {
 			r = im_errf(err, IM_EXIT_DAMAGED, -errno, "%s: %s", path, strerror(errno));
 			goto out;
 		}
-		posix_fadvise(j.stream_fd, 0, 0, POSIX_FADV_SEQUENTIAL);
+		posix_fadvise(j.fr.fd, 0, 0, POSIX_FADV_SEQUENTIAL);
 		r = pipeline_run(&ops, &j, opts->threads ? opts->threads : pipeline_default_threads(),
-				 ZSTD_compressBound(raw_cap), raw_cap, sizeof(struct restore_meta), err);
-		close(j.stream_fd);
+				 ZSTD_compressBound(raw_cap), raw_cap, sizeof(struct frame_meta), err);
+		close(j.fr.fd);
 		if (r < 0)
 			goto out;
 	}

@@ -14,17 +14,10 @@
 #include "util.h"
 #include "imager/pipeline.h"
 
-struct vmeta {
-	uint64_t frame;
-	bool read_failed;
-	char what[160];
-};
-
 struct vjob {
 	const struct img_part *p;
 	const struct img_index *ix;
-	int fd;
-	uint64_t next_frame;
+	struct frame_reader fr;
 	struct verify_report *rep;
 	uint64_t *done, total;
 	const struct im_progress *progress;
@@ -51,44 +44,21 @@ static int add_damage(struct verify_report *rep, const struct img_part *p, const
 static int v_produce(void *ctx, struct pipe_slot *s, struct im_err *err)
 {
 	struct vjob *j = ctx;
-	struct vmeta *m = s->meta;
-	const struct img_frame *f;
-	int r;
-
 	(void)err;
-	if (j->next_frame >= j->ix->nframes)
-		return 0;
-	f = &j->ix->frames[j->next_frame];
-	m->frame = j->next_frame++;
-	m->read_failed = false;
-	r = pread_full(j->fd, s->a, f->comp_size, f->comp_offset);
-	if (r < 0) {
-		m->read_failed = true;
-		snprintf(m->what, sizeof(m->what), "%s",
-			 r == -EIO ? "missing: the stream ends before it (truncated)" : strerror(-r));
-	}
-	return 1;
+	return frame_produce(&j->fr, s);
 }
-
-static void *v_init(void *ctx) { (void)ctx; return ZSTD_createDCtx(); }
-static void v_fini(void *ctx, void *ws) { (void)ctx; ZSTD_freeDCtx(ws); }
 
 static int v_work(void *ctx, void *ws, struct pipe_slot *s)
 {
 	struct vjob *j = ctx;
-	struct vmeta *m = s->meta;
-
-	if (!m->read_failed &&
-	    frame_decode(ws, &j->ix->frames[m->frame], s->a, s->b, s->b_cap, m->what,
-			 sizeof(m->what)) < 0)
-		m->read_failed = true;
+	frame_work(j->ix, ws, s);
 	return 0;   /* damage is a finding, not a failure */
 }
 
 static int v_consume(void *ctx, struct pipe_slot *s, struct im_err *err)
 {
 	struct vjob *j = ctx;
-	struct vmeta *m = s->meta;
+	struct frame_meta *m = s->meta;
 	const struct img_frame *f = &j->ix->frames[m->frame];
 	uint64_t off, len;
 
@@ -97,7 +67,7 @@ static int v_consume(void *ctx, struct pipe_slot *s, struct im_err *err)
 		return s->status;
 	}
 	j->rep->frames_checked++;
-	if (m->read_failed) {
+	if (m->damaged) {
 		frame_span(j->ix, f, j->p->start, &off, &len);
 		if (add_damage(j->rep, j->p, j->p->stream, (int64_t)m->frame, off, len, m->what) < 0)
 			return im_errf(err, IM_EXIT_INTERNAL, -ENOMEM, "out of memory");
@@ -137,7 +107,7 @@ int im_verify(const char *dir, unsigned threads, const struct im_progress *progr
 		struct vjob j = { .p = p, .ix = &ix, .rep = rep, .done = &done, .total = total,
 				  .progress = progress };
 		const struct pipe_ops ops = { .produce = v_produce, .work = v_work, .consume = v_consume,
-					      .worker_init = v_init, .worker_fini = v_fini };
+					      .worker_init = frame_dctx_new, .worker_fini = frame_dctx_free };
 
 		if (image_check_part_files(dir, p, &ix, &e) < 0) {
 			/* Index unusable or the stream cut short: name what we can. */
@@ -158,8 +128,9 @@ int im_verify(const char *dir, unsigned threads, const struct im_progress *progr
 			}
 		}
 		snprintf(path, sizeof(path), "%s/%s", dir, p->stream);
-		j.fd = open(path, O_RDONLY | O_CLOEXEC);
-		if (j.fd < 0) {
+		j.fr.ix = &ix;
+		j.fr.fd = open(path, O_RDONLY | O_CLOEXEC);
+		if (j.fr.fd < 0) {
 			r = add_damage(rep, p, p->stream, -1, p->start, p->size, strerror(errno));
 			img_index_free(&ix);
 			continue;
@@ -167,9 +138,9 @@ int im_verify(const char *dir, unsigned threads, const struct im_progress *progr
 		{
 			size_t raw_cap = IMG_FRAME_BLOCKS_BYTES > p->block_size ? IMG_FRAME_BLOCKS_BYTES : p->block_size;
 			r = pipeline_run(&ops, &j, threads ? threads : pipeline_default_threads(),
-					 ZSTD_compressBound(raw_cap), raw_cap, sizeof(struct vmeta), err);
+					 ZSTD_compressBound(raw_cap), raw_cap, sizeof(struct frame_meta), err);
 		}
-		close(j.fd);
+		close(j.fr.fd);
 		img_index_free(&ix);
 	}
 	if (r < 0 && !err->exit_class)

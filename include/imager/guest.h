@@ -1,0 +1,168 @@
+/* SPDX-License-Identifier: GPL-2.0-or-later */
+/*
+ * Working inside disk images with libguestfs: opening a handle on images,
+ * choosing the acceleration, growing ext2/3/4 filesystems to fill their
+ * partitions.
+ *
+ * Rules every function here follows, as the rest of the engine:
+ *   - returns 0 or a negative errno and explains a failure in `err`
+ *     (libguestfs's own message is quoted);
+ *   - never prints and never exits: libguestfs handles are created with the
+ *     error handler removed and with a callback that swallows its warnings
+ *     and debug messages; verbose and trace are off;
+ *   - may fork (the acceleration probe) and reaps every process it starts.
+ *
+ * Environment read by guest_open() and guest_accel_choose():
+ *   IMAGER_ACCEL        kvm | tcg | auto (default auto), see below
+ *   IMAGER_ACCEL_CACHE  file holding the auto verdict (default: root
+ *                       /var/cache/imager/accel; others
+ *                       $XDG_RUNTIME_DIR/imager-accel, else
+ *                       /tmp/imager-accel-UID)
+ *   LIBGUESTFS_*        as libguestfs documents them; LIBGUESTFS_BACKEND
+ *                       defaults to "direct" here.
+ *
+ * Why the acceleration is chosen here and not left to libguestfs: on some
+ * hosts /dev/kvm exists and qemu starts with KVM, but the guest kernel (the
+ * libguestfs appliance's included) hangs, so libguestfs's "kvm:tcg" default
+ * hangs too.  TCG always works but is slower (a launch takes ~25 s instead
+ * of a few).
+ */
+#ifndef IMAGER_GUEST_H
+#define IMAGER_GUEST_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include <guestfs.h>
+
+#include "imager/error.h"
+
+enum guest_accel {
+	GUEST_ACCEL_KVM = 1,   /* libguestfs's default: qemu -machine accel=kvm:tcg */
+	GUEST_ACCEL_TCG = 2,   /* backend setting force_tcg: pure emulation */
+};
+
+/* Why an acceleration was chosen. */
+enum guest_accel_why {
+	GUEST_WHY_ASKED = 1,     /* IMAGER_ACCEL (or cfg->mode) said kvm or tcg */
+	GUEST_WHY_LIBGUESTFS,    /* LIBGUESTFS_BACKEND_SETTINGS already has force_tcg */
+	GUEST_WHY_NO_KVM,        /* the KVM device is missing or cannot be opened */
+	GUEST_WHY_CACHED,        /* a verdict recorded for this host kernel */
+	GUEST_WHY_PROBE_OK,      /* the probe launched an appliance with KVM */
+	GUEST_WHY_PROBE_HUNG,    /* the probe did not finish in time: killed */
+	GUEST_WHY_PROBE_FAILED,  /* the probe's launch failed: TCG, not recorded */
+};
+
+/* Settings for guest_accel_choose().  Zeroed fields take the defaults. */
+struct guest_accel_cfg {
+	const char *mode;        /* "auto", "kvm", "tcg"; NULL: $IMAGER_ACCEL, else auto */
+	const char *kvm_device;  /* NULL: "/dev/kvm" */
+	const char *cache_file;  /* NULL: $IMAGER_ACCEL_CACHE, else the default above */
+	unsigned probe_seconds;  /* time a KVM boot may take; 0: GUEST_PROBE_SECONDS */
+};
+
+/* A working KVM launch takes a few seconds; a TCG one ~25 s. */
+#define GUEST_PROBE_SECONDS 45u
+/* Building the appliance (supermin, first launch on a machine) is not part
+ * of the probe's time: the clock restarts when libguestfs's debug messages
+ * say the build finished.  This caps the whole probe all the same. */
+#define GUEST_PROBE_MAX_SECONDS 900u
+
+struct guest_accel_choice {
+	enum guest_accel accel;
+	enum guest_accel_why why;
+	double probe_seconds;    /* wall time the probe took; 0 when none ran */
+};
+
+/*
+ * Decide between KVM and TCG.
+ *   mode tcg / kvm: that, no questions asked.
+ *   mode auto: TCG when the KVM device cannot be opened read-write; else the
+ *     verdict in the cache file when it was recorded under the running host
+ *     kernel (uname -r); else probe: a forked child, leader of its own
+ *     process group, launches a throwaway appliance (one 1 MiB scratch drive,
+ *     LIBGUESTFS_* environment honoured) with KVM allowed.  It exits 0 when
+ *     guestfs_launch succeeds.  When the boot takes longer than
+ *     probe_seconds, the group gets SIGTERM (qemu exits, the child's
+ *     launch fails and libguestfs removes its temporary folders), then
+ *     SIGKILL after 5 s (only then do libguestfs's two folders
+ *     /tmp/libguestfsXXXXXX remain); every process of the group is reaped
+ *     (this process is a child subreaper for the duration, since PID 1 may
+ *     not reap).  A first-time appliance build (supermin, ~15 s) does not
+ *     count: the clock restarts when libguestfs reports the build finished.  Success records "kvm", a hang records
+ *     "tcg"; a failed launch gives TCG for this time and records nothing
+ *     (the real launch then reports the real problem).
+ * The cache file is written atomically (temporary file + rename) and read
+ * as hostile: anything but "<release> kvm|tcg\n" is ignored.  Failing to
+ * write it is not an error.
+ * Returns 0, or -EINVAL (IM_EXIT_USAGE) for an unknown mode.
+ * Forks: call it while no other thread of the process holds a lock that
+ * libguestfs needs (imager calls it between jobs).
+ */
+int guest_accel_choose(const struct guest_accel_cfg *cfg, struct guest_accel_choice *out,
+		       struct im_err *err);
+
+const char *guest_accel_name(enum guest_accel a);     /* "kvm", "tcg" */
+const char *guest_accel_why_name(enum guest_accel_why w);
+
+/*
+ * Open disks[0..n-1] (n >= 1) in one appliance and launch it.  formats[i]
+ * is required ("raw", "qcow2", ...): images are never probed for their
+ * format, a raw disk could pretend to be qcow2.  The disks appear in the
+ * appliance as /dev/sda, /dev/sdb, ... in order.  readonly: every drive
+ * read-only (libguestfs puts a throwaway overlay on top).
+ * The acceleration is guest_accel_choose(NULL) unless libguestfs's own
+ * settings already force TCG.
+ * On success *out owns a launched handle: release it with guest_close(), or
+ * check guestfs_shutdown() first when writes must be durable.
+ * Returns 0; -EINVAL (a format missing, a bad IMAGER_ACCEL or LIBGUESTFS_*
+ * variable: IM_EXIT_USAGE; no disks at all: IM_EXIT_INTERNAL);
+ * -ENOENT and others from adding a drive (IM_EXIT_TARGET); -EIO when the
+ * appliance does not start (IM_EXIT_IO); -ENOMEM.
+ */
+int guest_open(const char *const *disks, const char *const *formats, size_t n, bool readonly,
+	       guestfs_h **out, struct im_err *err);
+
+/* guestfs_shutdown() then guestfs_close(); NULL is fine.  Use
+ * guestfs_shutdown() yourself first when you need to know that the writes
+ * reached the disks. */
+void guest_close(guestfs_h *g);
+
+/*
+ * Grow the ext2/3/4 filesystem on partition_device (an appliance name,
+ * "/dev/sda1") to fill its partition: a forced check that repairs only what
+ * is safe to repair unattended (e2fsck -f -p), then resize2fs.  The device
+ * must not be mounted.  A filesystem that already fills its partition is
+ * left as it is (resize2fs has nothing to do).
+ * Returns 0; -EUCLEAN when e2fsck finds what it may not fix alone
+ * (IM_EXIT_FSCK); -EIO (or libguestfs's errno) when resize2fs fails
+ * (IM_EXIT_IO).
+ */
+int guest_grow_ext(guestfs_h *g, const char *partition_device, struct im_err *err);
+
+/* What guest_grow_partitions() did with one partition. */
+struct guest_grow_result {
+	unsigned number;          /* the partition number asked for */
+	char fstype[16];          /* blkid's type ("ext4", "xfs"), "" when none */
+	bool grown;               /* ext2/3/4: checked and resized; else skipped */
+	uint64_t bytes_before;    /* filesystem size (blocks x block size), */
+	uint64_t bytes_after;     /* ext only; 0 for skipped partitions */
+};
+
+/*
+ * Open one disk image read-write (format required, see guest_open()), and
+ * grow the ext2/3/4 filesystems of the partitions numbered numbers[0..n-1]
+ * (1-based, as in /dev/sda1) to fill their partitions, which the caller has
+ * already enlarged in the partition table.  Partitions holding anything else
+ * are skipped.  Every number is checked to exist before anything is changed.
+ * results (NULL, or room for n) receives one entry per number, in order.
+ * The appliance is shut down and its exit checked: only then are the writes
+ * on the disk.  n == 0 does nothing and starts no appliance.
+ * Returns 0; -ENOENT when a partition does not exist (IM_EXIT_TARGET); the
+ * errors of guest_open() and guest_grow_ext(); -EIO when the shutdown fails.
+ */
+int guest_grow_partitions(const char *disk, const char *format, const unsigned *numbers,
+			  size_t n, struct guest_grow_result *results, struct im_err *err);
+
+#endif
