@@ -5,14 +5,14 @@ VERSION   := 0.1.0
 PREFIX    ?= /usr/local
 DESTDIR   ?=
 BUILD     ?= build
-PKGS      := libparted blkid libzstd json-c libxxhash zlib libnbd
+PKGS      := libparted blkid libzstd json-c libxxhash zlib libnbd libguestfs
 
 # Debian packages: to build, to test, to demo.  `make deps` installs the
 # missing ones (idempotent; a no-op when all are present).
 DEB_BUILD := build-essential pkg-config libparted-dev libblkid-dev libzstd-dev \
-             libjson-c-dev libxxhash-dev zlib1g-dev libnbd-dev
+             libjson-c-dev libxxhash-dev zlib1g-dev libnbd-dev libguestfs-dev
 DEB_TEST  := parted fdisk dosfstools mtools e2fsprogs zstd util-linux time \
-             partclone qemu-utils xxd jq python3 nbdkit
+             partclone qemu-utils xxd jq python3 nbdkit libguestfs-tools
 
 CC        ?= gcc
 OPT       ?= -O2 -g

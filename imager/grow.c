@@ -7,6 +7,7 @@
 #include <string.h>
 #include <sys/stat.h>
 
+#include "imager/guest.h"
 #include "tool.h"
 
 static bool is_ext(const char *t)
@@ -17,14 +18,15 @@ static bool is_ext(const char *t)
 /* e2fsck -f then resize2fs on a partition device the kernel made. */
 static int grow_on_device(const char *dev, struct im_err *err)
 {
-	const char *fsck[] = { "e2fsck", "-f", "-y", dev, NULL };
+	/* -p: repair only what is safe to repair unattended. */
+	const char *fsck[] = { "e2fsck", "-f", "-p", dev, NULL };
 	const char *resize[] = { "resize2fs", dev, NULL };
 	char out[2048];
 	int st = tool_run(fsck, out, sizeof(out));
 
 	/* e2fsck: 0 clean, 1 errors corrected; anything else is a failure. */
 	if (st < 0 || st > 1)
-		return im_errf(err, IM_EXIT_IO, -EIO, "e2fsck %s failed (status %d): %s", dev, st, out);
+		return im_errf(err, IM_EXIT_FSCK, -EUCLEAN, "e2fsck %s failed (status %d): %s", dev, st, out);
 	st = tool_run(resize, out, sizeof(out));
 	if (st != 0)
 		return im_errf(err, IM_EXIT_IO, -EIO, "resize2fs %s failed (status %d): %s", dev, st, out);
@@ -85,9 +87,23 @@ static int grow_all(const struct disk_roots *roots, const char *target, const ch
 		}
 	}
 	/* An image file (or a device without partition nodes): libguestfs. */
-	(void)format;
-	return im_errf(err, IM_EXIT_UNSUPP, -ENOTSUP,
-		       "growing filesystems inside image files needs libguestfs (not wired in yet)");
+	if (!format) {
+		struct bk *bk;
+		r = bk_open(ref.path, NULL, 0, &bk, err);
+		if (r < 0)
+			return r;
+		format = bk->drv->name;
+		bk_close(bk, NULL);
+	}
+	{
+		struct guest_grow_result res[PT_MAX_PARTS];
+		r = guest_grow_partitions(ref.path, format, numbers, n, res, err);
+		if (r < 0)
+			return r;
+		for (size_t k = 0; k < n; k++)
+			if (!res[k].grown)
+				numbers[k] = 0;   /* not an ext filesystem after all */
+	}
 done:
 	for (size_t i = 0; i < rep->nparts; i++)
 		for (size_t k = 0; k < n; k++)

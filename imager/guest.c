@@ -5,6 +5,7 @@
  */
 #include "imager/guest.h"
 
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>
@@ -286,13 +287,45 @@ static void probe_child_setup(int wfd)
 
 #define PROBE_GRACE_SECONDS 5.0
 
+/* SIGKILL every member of process group pgid but its leader, the probe
+ * child: with qemu gone its launch fails and it can still remove
+ * libguestfs's temporary folders before it exits. */
+static void kill_group_but_leader(pid_t pgid)
+{
+	DIR *d = opendir("/proc");
+	struct dirent *e;
+
+	while (d && (e = readdir(d))) {
+		char path[300], buf[512], state;
+		const char *p;
+		int fd, ppid, pgrp;
+		ssize_t n;
+		long pid = strtol(e->d_name, NULL, 10);
+
+		if (pid <= 0 || pid == pgid)
+			continue;
+		snprintf(path, sizeof(path), "/proc/%ld/stat", pid);
+		fd = open(path, O_RDONLY | O_CLOEXEC);
+		if (fd < 0)
+			continue;
+		n = read(fd, buf, sizeof(buf) - 1);
+		close(fd);
+		buf[n > 0 ? n : 0] = '\0';
+		p = strrchr(buf, ')');  /* the name may hold anything */
+		if (p && sscanf(p + 1, " %c %d %d", &state, &ppid, &pgrp) == 3 && pgrp == pgid)
+			kill((pid_t)pid, SIGKILL);
+	}
+	if (d)
+		closedir(d);
+}
+
 /* Runs the probe; returns the verdict's reason (OK, HUNG or FAILED). */
 static enum guest_accel_why run_probe(unsigned seconds, double *elapsed)
 {
 	double start = now_seconds(), deadline = start + seconds, term_at = 0;
 	double cap = start + GUEST_PROBE_MAX_SECONDS;
 	int pfd[2], prev_reaper = 0, status = 0;
-	bool hung = false, killed = false;
+	bool hung = false, members_killed = false, killed = false;
 	pid_t pid;
 
 	*elapsed = 0;
@@ -332,11 +365,15 @@ static enum guest_accel_why run_probe(unsigned seconds, double *elapsed)
 			term_at = now;
 			kill(-pid, SIGTERM);
 		}
-		if (hung && !killed && now >= term_at + PROBE_GRACE_SECONDS) {
+		if (hung && !members_killed && now >= term_at + PROBE_GRACE_SECONDS) {
+			members_killed = true;
+			kill_group_but_leader(pid);
+		}
+		if (hung && !killed && now >= term_at + 2 * PROBE_GRACE_SECONDS) {
 			killed = true;
 			kill(-pid, SIGKILL);
 		}
-		if (killed && now >= term_at + 3 * PROBE_GRACE_SECONDS)
+		if (killed && now >= term_at + 4 * PROBE_GRACE_SECONDS)
 			break;  /* unkillable (D state): reaped below if it ends */
 		if (poll(&p, p.fd >= 0 ? 1 : 0, 100) > 0) {
 			ssize_t n = read(pfd[0], c, sizeof(c));

@@ -85,9 +85,11 @@ struct guest_accel_choice {
  *     LIBGUESTFS_* environment honoured) with KVM allowed.  It exits 0 when
  *     guestfs_launch succeeds.  When the boot takes longer than
  *     probe_seconds, the group gets SIGTERM (qemu exits, the child's
- *     launch fails and libguestfs removes its temporary folders), then
- *     SIGKILL after 5 s (only then do libguestfs's two folders
- *     /tmp/libguestfsXXXXXX remain); every process of the group is reaped
+ *     launch fails and libguestfs removes its temporary folders); 5 s later
+ *     every member but the child gets SIGKILL (same outcome for a qemu that
+ *     ignored SIGTERM); 5 s later still the whole group gets SIGKILL (only
+ *     then may libguestfs's folders /tmp/libguestfsXXXXXX remain); every
+ *     process of the group is reaped
  *     (this process is a child subreaper for the duration, since PID 1 may
  *     not reap).  A first-time appliance build (supermin, ~15 s) does not
  *     count: the clock restarts when libguestfs reports the build finished.  Success records "kvm", a hang records
