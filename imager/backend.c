@@ -221,6 +221,8 @@ int bk_zero(struct bk *bk, uint64_t off, uint64_t len, struct im_err *err)
 	static const unsigned char zeros[65536];
 	int r = check_range(bk, off, len, err);
 
+	if (r == 0 && !bk->writable)
+		r = im_errf(err, IM_EXIT_INTERNAL, -EBADF, "%s: not open for writing", bk->name);
 	if (r < 0 || !len)
 		return r;
 	if (bk->drv->pwrite_zeroes) {

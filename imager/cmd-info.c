@@ -86,6 +86,7 @@ static int info_disk(const char *name, bool json, struct cli *cli)
 	if (json) {
 		json_object *root = json_object_new_object(), *parts = json_object_new_array();
 		json_object_object_add(root, "path", json_object_new_string(info->path));
+		json_object_object_add(root, "format", json_object_new_string(info->format));
 		json_object_object_add(root, "size", json_object_new_uint64(info->size));
 		json_object_object_add(root, "logical_sector_size", json_object_new_int((int)info->lss));
 		json_object_object_add(root, "table", json_object_new_string(info->table));
@@ -111,8 +112,8 @@ static int info_disk(const char *name, bool json, struct cli *cli)
 	} else {
 		char size[32];
 		cli_human(info->size, size, sizeof(size));
-		printf("%s: %s (%llu bytes), sector %u, table %s\n", info->path, size,
-		       (unsigned long long)info->size, info->lss, info->table);
+		printf("%s: %s %s (%llu bytes), sector %u, table %s\n", info->path, info->format,
+		       size, (unsigned long long)info->size, info->lss, info->table);
 		for (size_t i = 0; i < info->nparts; i++) {
 			const struct disk_part_info *p = &info->parts[i];
 			char psize[32], used[32];

@@ -1,5 +1,5 @@
 /* SPDX-License-Identifier: GPL-2.0-or-later */
-/* What is on a disk or image file. */
+/* What is on a disk, an image file (raw or qcow2) or an NBD export. */
 #include "imager/job.h"
 
 #include <errno.h>
@@ -11,49 +11,65 @@
 
 #include "imager/fs.h"
 
+static int bk_src_pread(void *opaque, void *buf, size_t len, uint64_t off)
+{
+	struct im_err ignored = { 0 };
+	return bk_pread(opaque, buf, len, off, &ignored);
+}
+
 int im_disk_info(const struct disk_roots *roots, const char *name, struct disk_info *info,
 		 struct im_err *err)
 {
-	struct disk_ref ref;
+	struct disk_ref ref = { .kind = DISK_KIND_FILE };
 	struct ptable *pt;
-	int fd, r;
+	struct bk *bk;
+	int fd = -1, r;
 
 	memset(info, 0, sizeof(*info));
-	r = disk_resolve(roots, name, &ref, err);
+	if (!bk_is_uri(name)) {
+		r = disk_resolve(roots, name, &ref, err);
+		if (r < 0)
+			return r;
+		if (!ref.exists)
+			return im_errf(err, IM_EXIT_SOURCE, -ENOENT,
+				       "%s: no such disk, file or image folder", name);
+	} else {
+		snprintf(ref.path, sizeof(ref.path), "%s", name);
+	}
+	r = bk_open(ref.path, NULL, 0, &bk, err);
 	if (r < 0)
 		return r;
-	if (!ref.exists)
-		return im_errf(err, IM_EXIT_SOURCE, -ENOENT, "%s: no such disk, file or image folder", name);
-	fd = open(ref.path, O_RDONLY | O_CLOEXEC);
-	if (fd < 0)
-		return im_errf(err, IM_EXIT_SOURCE, -errno, "%s: %s", ref.path, strerror(errno));
 	pt = calloc(1, sizeof(*pt));
 	if (!pt) {
-		close(fd);
+		bk_close(bk, NULL);
 		return im_errf(err, IM_EXIT_INTERNAL, -ENOMEM, "out of memory");
 	}
 	if (ref.kind == DISK_KIND_PARTITION) {
 		snprintf(pt->type, sizeof(pt->type), "none");
 		pt->nparts = 1;
-		pt->parts[0].size = ref.size;
+		pt->parts[0].size = bk->size;
 		snprintf(pt->parts[0].kind, sizeof(pt->parts[0].kind), "whole-disk");
-	} else if ((r = ptable_read(ref.path, ref.size, ref.logical_sector_size, pt, err)) < 0) {
+	} else if ((r = ptable_read_bk(bk, pt, err)) < 0) {
 		free(pt);
-		close(fd);
+		bk_close(bk, NULL);
 		return r;
 	}
+	if (bk->raw_path[0])
+		fd = open(bk->raw_path, O_RDONLY | O_CLOEXEC);
 	snprintf(info->path, sizeof(info->path), "%s", ref.path);
-	info->size = ref.size;
-	info->lss = ref.logical_sector_size;
+	snprintf(info->format, sizeof(info->format), "%s", bk->drv->name);
+	info->size = bk->size;
+	info->lss = bk->sector_size;
 	snprintf(info->table, sizeof(info->table), "%s", pt->type);
 	info->nparts = pt->nparts;
 	for (size_t i = 0; i < pt->nparts; i++) {
 		struct disk_part_info *dp = &info->parts[i];
+		struct fs_source src = { .pread = bk_src_pread, .opaque = bk, .fd = fd };
 		struct fs_info fs;
 		struct im_err e = { 0 };
 
 		dp->part = pt->parts[i];
-		if (fs_examine(fd, dp->part.start, dp->part.size, false, &fs, &e) == 0) {
+		if (fs_examine_src(&src, dp->part.start, dp->part.size, false, &fs, &e) == 0) {
 			snprintf(dp->plugin, sizeof(dp->plugin), "%s", fs.plugin->name);
 			dp->block_size = fs.block_size;
 			dp->used_blocks = fs.used_blocks;
@@ -65,7 +81,9 @@ int im_disk_info(const struct disk_roots *roots, const char *name, struct disk_i
 		snprintf(dp->label, sizeof(dp->label), "%s", fs.label);
 		fs_info_free(&fs);
 	}
+	if (fd >= 0)
+		close(fd);
 	free(pt);
-	close(fd);
+	bk_close(bk, NULL);
 	return 0;
 }

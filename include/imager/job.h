@@ -139,6 +139,7 @@ struct disk_part_info {
 };
 struct disk_info {
 	char path[600];
+	char format[16];           /* the container: raw, qcow2, nbd */
 	uint64_t size;
 	unsigned lss;
 	char table[16];
