@@ -12,7 +12,7 @@ PKGS      := libparted blkid libzstd json-c libxxhash zlib libnbd libguestfs
 DEB_BUILD := build-essential pkg-config libparted-dev libblkid-dev libzstd-dev \
              libjson-c-dev libxxhash-dev zlib1g-dev libnbd-dev libguestfs-dev
 DEB_TEST  := parted fdisk dosfstools mtools e2fsprogs zstd util-linux time \
-             partclone qemu-utils xxd jq python3 nbdkit libguestfs-tools
+             partclone qemu-utils xxd jq python3 nbdkit libguestfs-tools xxhash
 
 CC        ?= gcc
 OPT       ?= -O2 -g

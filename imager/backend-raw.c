@@ -48,6 +48,10 @@ static int raw_open(struct bk *bk, const char *path, unsigned flags, struct im_e
 	}
 	fstat(s->fd, &st);
 	bk->is_block_device = S_ISBLK(st.st_mode);
+	/* Sources are read in large runs of used blocks: kernel readahead past
+	 * a run's end would read free blocks for nothing. */
+	if (!(flags & BK_OPEN_WRITE))
+		posix_fadvise(s->fd, 0, 0, POSIX_FADV_RANDOM);
 	bk->size = size;
 	bk->sector_size = lss;
 	snprintf(bk->raw_path, sizeof(bk->raw_path), "%s", path);

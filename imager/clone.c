@@ -181,7 +181,7 @@ int im_clone(const struct disk_roots *roots, const char *source, const char *tar
 			.bytes_written = &stats->bytes_written, .progress = &opts->progress,
 		};
 		const struct pipe_ops ops = { .produce = clone_produce, .work = clone_work,
-					      .consume = clone_consume };
+					      .consume = clone_consume, .cancel = opts->progress.cancel };
 		r = pipeline_run(&ops, &j, opts->threads ? opts->threads : pipeline_default_threads(),
 				 bpf * fs->block_size, 0, used_meta_size((uint32_t)bpf), err);
 		if (r < 0)

@@ -56,6 +56,7 @@ int cmd_clone(int argc, char **argv, struct cli *cli)
 	cli_progress_init(&prog, progress && cli->verbose >= 0);
 	o.progress.fn = cli_progress_cb;
 	o.progress.opaque = &prog;
+	o.progress.cancel = cli->interrupted;
 	t0 = cli_now();
 	o.format = t.format;
 	o.prealloc = t.prealloc;

@@ -55,6 +55,7 @@ int cmd_save(int argc, char **argv, struct cli *cli)
 	cli_progress_init(&prog, progress && cli->verbose >= 0);
 	o.progress.fn = cli_progress_cb;
 	o.progress.opaque = &prog;
+	o.progress.cancel = cli->interrupted;
 	t0 = cli_now();
 	r = im_save(&cli->roots, argv[optind], argv[optind + 1], &o, &m, &st, &err);
 	cli_progress_end(&prog);

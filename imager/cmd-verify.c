@@ -38,6 +38,7 @@ int cmd_verify(int argc, char **argv, struct cli *cli)
 	cli_progress_init(&prog, progress && cli->verbose >= 0);
 	p.fn = cli_progress_cb;
 	p.opaque = &prog;
+	p.cancel = cli->interrupted;
 	r = im_verify(argv[optind], threads, &p, &rep, &err);
 	cli_progress_end(&prog);
 	if (r < 0) {

@@ -31,6 +31,7 @@
 struct cli {
 	struct disk_roots roots;
 	int verbose;               /* -v: more detail on stderr; -q: errors only (-1) */
+	const volatile sig_atomic_t *interrupted;   /* set by SIGINT/SIGTERM */
 };
 
 struct command {

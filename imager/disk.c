@@ -265,12 +265,15 @@ static void probe_table(const char *path, char *table, size_t len)
 	blkid_probe pr = blkid_new_probe_from_filename(path);
 	const char *v;
 
+	snprintf(table, len, "none");
 	if (!pr)
 		return;
 	blkid_probe_enable_superblocks(pr, 0);
 	blkid_probe_enable_partitions(pr, 1);
+	snprintf(table, len, "none");
+	/* The names the rest of imager uses (libparted's): msdos, gpt. */
 	if (blkid_do_safeprobe(pr) == 0 && !blkid_probe_lookup_value(pr, "PTTYPE", &v, NULL))
-		snprintf(table, len, "%s", v);
+		snprintf(table, len, "%s", !strcmp(v, "dos") ? "msdos" : v);
 	blkid_free_probe(pr);
 }
 

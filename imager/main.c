@@ -1,12 +1,23 @@
 /* SPDX-License-Identifier: GPL-2.0-or-later */
 /* imager: global options, then the command from the table. */
 #include <getopt.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
 #include "commands.h"
+
+/* The only global state: set by SIGINT/SIGTERM, read by the engine between
+ * frames.  A second signal ends the process at once (the default action). */
+static volatile sig_atomic_t interrupted;
+
+static void on_signal(int sig)
+{
+	interrupted = 1;
+	signal(sig, SIG_DFL);
+}
 
 static void usage(FILE *out)
 {
@@ -18,7 +29,8 @@ static void usage(FILE *out)
 		fprintf(out, "  %-8s %s\n", commands[i].name, commands[i].summary);
 	fprintf(out,
 		"\nExit codes: 0 ok, 1 usage, 2 source unusable, 3 image damaged or unfinished,\n"
-		"4 target refused, 5 filesystem needs fsck, 6 I/O error, 7 unsupported, 8 internal.\n"
+		"4 target refused, 5 filesystem needs fsck, 6 I/O error, 7 unsupported, 8 internal,\n"
+		"9 interrupted.\n"
 		"See imager(1).\n");
 }
 
@@ -38,6 +50,14 @@ int main(int argc, char **argv)
 	int c;
 
 	disk_roots_default(&cli.roots);
+	{
+		struct sigaction sa = { .sa_handler = on_signal };
+		sigemptyset(&sa.sa_mask);
+		sa.sa_flags = SA_RESTART;
+		sigaction(SIGINT, &sa, NULL);
+		sigaction(SIGTERM, &sa, NULL);
+		cli.interrupted = &interrupted;
+	}
 	/* '+': stop at the command name; the rest belongs to the command. */
 	while ((c = getopt_long(argc, argv, "+vqhV", opts, NULL)) != -1) {
 		switch (c) {

@@ -188,6 +188,10 @@ int pipeline_run(const struct pipe_ops *ops, void *ctx, unsigned threads,
 		}
 		pthread_mutex_unlock(&p.lock);
 
+		if (ops->cancel && *ops->cancel) {
+			r = im_errf(err, IM_EXIT_INTERRUPTED, -ECANCELED, "interrupted");
+			break;
+		}
 		r = ops->consume(ctx, s, err);
 		if (r < 0)
 			break;

@@ -12,6 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
+#include <xxhash.h>
 #include <zstd.h>
 
 #include "frames.h"
@@ -24,6 +25,7 @@ struct rpart_job {
 	const struct img_index *ix;
 	size_t part_index;
 	struct frame_reader fr;
+	XXH3_state_t *stream_hash;
 	struct writer *w;
 	uint64_t *bytes_done, bytes_total, *bytes_written;
 	const struct im_progress *progress;
@@ -59,6 +61,7 @@ static int restore_consume(void *ctx, struct pipe_slot *s, struct im_err *err)
 			       j->p->number, (unsigned long long)m->frame, j->p->stream, m->what,
 			       (unsigned long long)off, (unsigned long long)(off + len));
 	}
+	XXH3_64bits_update(j->stream_hash, s->a, s->a_len);
 	for (uint32_t i = 0; i < f->nextents; i++) {
 		const struct img_extent *e = &j->ix->extents[f->first_extent + i];
 		uint64_t len = (uint64_t)e->count * bs;
@@ -155,6 +158,7 @@ int im_restore(const struct disk_roots *roots, const char *dir, const char *targ
 		const struct pipe_ops ops = {
 			.produce = restore_produce, .work = restore_work, .consume = restore_consume,
 			.worker_init = frame_dctx_new, .worker_fini = frame_dctx_free,
+			.cancel = opts->progress.cancel,
 		};
 		char path[4200];
 
@@ -166,8 +170,21 @@ int im_restore(const struct disk_roots *roots, const char *dir, const char *targ
 			goto out;
 		}
 		posix_fadvise(j.fr.fd, 0, 0, POSIX_FADV_SEQUENTIAL);
-		r = pipeline_run(&ops, &j, opts->threads ? opts->threads : pipeline_default_threads(),
-				 ZSTD_compressBound(raw_cap), raw_cap, sizeof(struct frame_meta), err);
+		j.stream_hash = XXH3_createState();
+		if (!j.stream_hash) {
+			r = im_errf(err, IM_EXIT_INTERNAL, -ENOMEM, "out of memory");
+		} else {
+			XXH3_64bits_reset(j.stream_hash);
+			r = pipeline_run(&ops, &j, opts->threads ? opts->threads : pipeline_default_threads(),
+					 ZSTD_compressBound(raw_cap), raw_cap, sizeof(struct frame_meta), err);
+			/* The table is still held back: a mismatch leaves no
+			 * complete-looking disk. */
+			if (r == 0 && XXH3_64bits_digest(j.stream_hash) != p->stream_xxh3)
+				r = im_errf(err, IM_EXIT_DAMAGED, -EBADMSG,
+					    "partition %u: %s does not match the manifest's checksum", p->number,
+					    p->stream);
+			XXH3_freeState(j.stream_hash);
+		}
 		close(j.fr.fd);
 		if (r < 0)
 			goto out;

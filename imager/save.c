@@ -158,6 +158,7 @@ static int save_partition(struct bk *src, const struct pt_part *pp, const struct
 	const struct pipe_ops ops = {
 		.produce = save_produce, .work = save_work, .consume = save_consume,
 		.worker_init = save_worker_init, .worker_fini = save_worker_fini,
+		.cancel = opts->progress.cancel,
 	};
 	char path[4200];
 	uint64_t blocks_per_frame = IMG_FRAME_BLOCKS_BYTES / fs->block_size;
@@ -209,6 +210,26 @@ static int save_partition(struct bk *src, const struct pt_part *pp, const struct
 
 /* ---- the whole disk ---- */
 
+/* A file an interrupted save may have left: boot-*.bin, part*.zst,
+ * part*.idx, and their .tmp forms.  Never manifest.json. */
+static bool is_our_file(const char *n)
+{
+	size_t len = strlen(n);
+	char base[256];
+
+	if (len >= sizeof(base))
+		return false;
+	strcpy(base, n);
+	if (len > 4 && !strcmp(base + len - 4, ".tmp"))
+		base[len -= 4] = '\0';
+	if (!strncmp(base, "boot-", 5) && len > 4 && !strcmp(base + len - 4, ".bin"))
+		return true;
+	if (!strncmp(base, "part", 4) && len > 4 &&
+	    (!strcmp(base + len - 4, ".zst") || !strcmp(base + len - 4, ".idx")))
+		return true;
+	return false;
+}
+
 static int prepare_dir(struct created *cr, const char *dir, struct im_err *err)
 {
 	DIR *dh;
@@ -224,11 +245,25 @@ static int prepare_dir(struct created *cr, const char *dir, struct im_err *err)
 	dh = opendir(dir);
 	if (!dh)
 		return im_errf(err, IM_EXIT_TARGET, -errno, "%s: %s", dir, strerror(errno));
-	while ((de = readdir(dh)))
-		if (strcmp(de->d_name, ".") && strcmp(de->d_name, "..")) {
+	/* An empty folder, or an unfinished image (our files and no manifest,
+	 * left by an interrupted save): the latter is cleared and replaced. */
+	while ((de = readdir(dh))) {
+		const char *n = de->d_name;
+		if (!strcmp(n, ".") || !strcmp(n, ".."))
+			continue;
+		if (!is_our_file(n)) {
 			closedir(dh);
 			return im_errf(err, IM_EXIT_TARGET, -EEXIST,
-				       "%s exists and is not empty; give a new folder", dir);
+				       "%s exists and is not empty%s; give a new folder", dir,
+				       strcmp(n, IMG_MANIFEST) ? "" : " (it holds an image)");
+		}
+	}
+	rewinddir(dh);
+	while ((de = readdir(dh)))
+		if (is_our_file(de->d_name)) {
+			char path[4400];
+			snprintf(path, sizeof(path), "%s/%s", dir, de->d_name);
+			unlink(path);
 		}
 	closedir(dh);
 	return 0;

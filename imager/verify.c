@@ -8,6 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
+#include <xxhash.h>
 #include <zstd.h>
 
 #include "frames.h"
@@ -18,6 +19,8 @@ struct vjob {
 	const struct img_part *p;
 	const struct img_index *ix;
 	struct frame_reader fr;
+	XXH3_state_t *stream_hash;   /* every frame's bytes, in order */
+	bool any_damage;
 	struct verify_report *rep;
 	uint64_t *done, total;
 	const struct im_progress *progress;
@@ -67,7 +70,9 @@ static int v_consume(void *ctx, struct pipe_slot *s, struct im_err *err)
 		return s->status;
 	}
 	j->rep->frames_checked++;
+	XXH3_64bits_update(j->stream_hash, s->a, s->a_len);
 	if (m->damaged) {
+		j->any_damage = true;
 		frame_span(j->ix, f, j->p->start, &off, &len);
 		if (add_damage(j->rep, j->p, j->p->stream, (int64_t)m->frame, off, len, m->what) < 0)
 			return im_errf(err, IM_EXIT_INTERNAL, -ENOMEM, "out of memory");
@@ -107,7 +112,8 @@ int im_verify(const char *dir, unsigned threads, const struct im_progress *progr
 		struct vjob j = { .p = p, .ix = &ix, .rep = rep, .done = &done, .total = total,
 				  .progress = progress };
 		const struct pipe_ops ops = { .produce = v_produce, .work = v_work, .consume = v_consume,
-					      .worker_init = frame_dctx_new, .worker_fini = frame_dctx_free };
+					      .worker_init = frame_dctx_new, .worker_fini = frame_dctx_free,
+					      .cancel = progress ? progress->cancel : NULL };
 
 		if (image_check_part_files(dir, p, &ix, &e) < 0) {
 			/* Index unusable or the stream cut short: name what we can. */
@@ -135,10 +141,21 @@ int im_verify(const char *dir, unsigned threads, const struct im_progress *progr
 			img_index_free(&ix);
 			continue;
 		}
-		{
+		j.stream_hash = XXH3_createState();
+		if (!j.stream_hash) {
+			r = im_errf(err, IM_EXIT_INTERNAL, -ENOMEM, "out of memory");
+		} else {
 			size_t raw_cap = IMG_FRAME_BLOCKS_BYTES > p->block_size ? IMG_FRAME_BLOCKS_BYTES : p->block_size;
+			XXH3_64bits_reset(j.stream_hash);
 			r = pipeline_run(&ops, &j, threads ? threads : pipeline_default_threads(),
 					 ZSTD_compressBound(raw_cap), raw_cap, sizeof(struct frame_meta), err);
+			/* Every frame fine, yet the whole stream is not the one the
+			 * manifest names: the manifest and the stream disagree. */
+			if (r == 0 && !j.any_damage &&
+			    XXH3_64bits_digest(j.stream_hash) != p->stream_xxh3)
+				r = add_damage(rep, p, p->stream, -1, p->start, p->size,
+					       "the stream's checksum differs from the manifest's");
+			XXH3_freeState(j.stream_hash);
 		}
 		close(j.fr.fd);
 		img_index_free(&ix);

@@ -79,7 +79,7 @@ struct disk_desc {
 	char model[128], serial[128];
 	bool rotational, removable;
 	enum disk_bus bus;
-	char table[16];        /* "gpt", "dos", "" (libblkid's PTTYPE) */
+	char table[16];        /* "gpt", "msdos", "none" */
 	size_t nparts;
 	struct partition_desc *parts;
 };

@@ -23,6 +23,7 @@ enum im_exit {
 	IM_EXIT_IO       = 6,  /* read or write failure during the job */
 	IM_EXIT_UNSUPP   = 7,  /* a feature imager does not support */
 	IM_EXIT_INTERNAL = 8,  /* out of memory or a bug */
+	IM_EXIT_INTERRUPTED = 9, /* stopped by SIGINT/SIGTERM; nothing complete-looking left */
 };
 
 struct im_err {

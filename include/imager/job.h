@@ -4,6 +4,7 @@
 #ifndef IMAGER_JOB_H
 #define IMAGER_JOB_H
 
+#include <signal.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -20,6 +21,9 @@
 struct im_progress {
 	void (*fn)(void *opaque, const char *phase, uint64_t done, uint64_t total);
 	void *opaque;
+	/* Set (by a signal handler) to stop the job: it ends between two
+	 * frames with IM_EXIT_INTERRUPTED and cleans up as on any failure. */
+	const volatile sig_atomic_t *cancel;
 };
 
 struct save_opts {

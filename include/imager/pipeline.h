@@ -14,6 +14,7 @@
 #ifndef IMAGER_PIPELINE_H
 #define IMAGER_PIPELINE_H
 
+#include <signal.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -38,6 +39,9 @@ struct pipe_ops {
 	/* Optional per-worker state (a compression context). */
 	void *(*worker_init)(void *ctx);
 	void (*worker_fini)(void *ctx, void *wstate);
+	/* When it points at a non-zero value, the pipeline stops before the
+	 * next consume() with IM_EXIT_INTERRUPTED. */
+	const volatile sig_atomic_t *cancel;
 };
 
 int pipeline_run(const struct pipe_ops *ops, void *ctx, unsigned threads,

@@ -1,0 +1,165 @@
+# Shared helpers for the test scripts under tests/ts/.  Sourced, not run:
+#   . "$TESTS_LIB/common.sh"
+#
+# The harness (tests/run) exports:
+#   IMAGER     the binary under test (absolute path)
+#   TESTS_LIB  this folder
+#   T          a fresh, empty temporary folder, also the working directory
+#   TEST_DIR   the folder holding the running script (expected outputs live there)
+#   TEST_NAME  "suite/test"
+# A test exits 0 to pass, 77 to skip (after saying why, see skip()), anything
+# else to fail.  Everything it prints goes to build/test-logs/SUITE/TEST.log.
+
+set -u
+set -o pipefail
+
+: "${IMAGER:?IMAGER is not set (run the tests through tests/run)}"
+: "${T:?T is not set (run the tests through tests/run)}"
+TEST_DIR=${TEST_DIR:-$(cd "$(dirname "$0")" && pwd)}
+TEST_NAME=${TEST_NAME:-$(basename "$TEST_DIR")/$(basename "$0")}
+export MTOOLS_SKIP_CHECK=1
+export LC_ALL=C
+
+MiB=$((1024 * 1024))
+
+# ---- cleanup: functions registered with on_exit run in reverse order ----
+_cleanups=()
+on_exit() { _cleanups+=("$*"); }
+_run_cleanups() {
+	local i
+	for ((i = ${#_cleanups[@]} - 1; i >= 0; i--)); do
+		eval "${_cleanups[i]}" >/dev/null 2>&1 || true
+	done
+	_cleanups=()
+}
+trap _run_cleanups EXIT
+trap 'exit 130' INT
+trap 'exit 143' TERM
+
+# ---- outcomes ----
+# Steps are announced so that a log reads as a story.
+step() { printf '== %s\n' "$*"; }
+note() { printf '   %s\n' "$*"; }
+fail() { printf 'FAIL: %s\n' "$*"; exit 1; }
+# Skipping always says why; the harness shows the last "skip:" line.
+skip() { printf 'skip: %s\n' "$*"; exit 77; }
+
+need_cmd() {
+	local c
+	for c in "$@"; do
+		command -v "$c" >/dev/null 2>&1 || skip "needs $c (make deps installs it)"
+	done
+}
+need_root() { [ "$(id -u)" = 0 ] || skip "needs root ${1:-for loop devices}"; }
+# Root, plus a working loop driver (containers often have neither).
+need_loop() {
+	need_root "for loop devices"
+	need_cmd losetup partx
+	losetup -f >/dev/null 2>&1 || skip "no free loop device (loop driver missing?)"
+}
+
+[ -x "$IMAGER" ] || fail "imager binary not found at $IMAGER (run make)"
+
+# ---- running imager ----
+# run_imager EXPECTED_RC ARGS...  runs "$IMAGER ARGS", stdout to $T/out and
+# stderr to $T/err (both also echoed to the log), and fails the test unless the
+# exit status is EXPECTED_RC (a number, or a list "3|7").  A crash (signal,
+# sanitizer report) or an internal error (8) fails whatever was expected.
+run_imager() {
+	local want=$1 rc
+	shift
+	printf '$ imager %s\n' "$*"
+	rc=0
+	"$IMAGER" "$@" >"$T/out" 2>"$T/err" || rc=$?
+	_show_outputs
+	printf '   exit %d\n' "$rc"
+	_check_no_crash "$rc" "imager $*"
+	case "|$want|" in
+	*"|$rc|"*) ;;
+	*) fail "imager $*: exit $rc, expected $want" ;;
+	esac
+	LAST_RC=$rc
+}
+_show_outputs() {
+	if [ -s "$T/out" ]; then
+		head -c 4000 "$T/out" | sed 's/^/   out| /'
+		echo
+	fi
+	if [ -s "$T/err" ]; then
+		tail -c 4000 "$T/err" | sed 's/^/   err| /'
+		echo
+	fi
+}
+_check_no_crash() {
+	local rc=$1 what=$2
+	[ "$rc" -lt 128 ] || fail "$what: killed by signal $((rc - 128))"
+	[ "$rc" != 8 ] || fail "$what: internal error (exit 8)"
+	if grep -qE 'AddressSanitizer|LeakSanitizer|runtime error:|Segmentation fault|core dumped' \
+		"$T/err" 2>/dev/null; then
+		fail "$what: sanitizer or crash report on stderr"
+	fi
+}
+imager_ok() { run_imager 0 "$@"; }
+
+# The last run must have explained itself, with words matching an extended
+# regex (case-insensitive): an error on stderr, or verify's report on stdout.
+expect_message() {
+	[ -s "$T/err" ] || [ -s "$T/out" ] || fail "no message at all"
+	cat "$T/err" "$T/out" | grep -qiE "$1" || fail "the message does not mention /$1/"
+}
+
+# ---- assertions ----
+assert_eq() { [ "$1" = "$2" ] || fail "${3:-values differ}: got '$1', expected '$2'"; }
+assert_file_absent() { [ ! -e "$1" ] || fail "${2:-$1 should not exist}"; }
+json_valid() { jq -e . "$1" >/dev/null 2>&1 || fail "${2:-$1}: not valid JSON: $(head -c 300 "$1")"; }
+# json_is FILE JQ_EXPR: the jq boolean expression must hold.
+json_is() {
+	jq -e "$2" "$1" >/dev/null 2>&1 || fail "JSON check failed: $2 on $(head -c 600 "$1")"
+}
+
+sha() { sha256sum "$1" | cut -d' ' -f1; }
+
+# The size in bytes of a file (apparent) and of the space it takes.
+file_size() { stat -c %s "$1"; }
+disk_usage() { du -sB1 "$1" | cut -f1; }
+
+# compare_expected NAME FILE: FILE must equal $TEST_DIR/NAME (an expected
+# output kept beside the script).  REGEN=1 rewrites the reference instead.
+compare_expected() {
+	local ref=$TEST_DIR/$1 got=$2
+	if [ "${REGEN:-0}" = 1 ]; then
+		cp "$got" "$ref"
+		note "regenerated $ref"
+		return 0
+	fi
+	[ -f "$ref" ] || fail "no expected output $ref (run with REGEN=1 to create it)"
+	diff -u "$ref" "$got" || fail "output differs from $1 (REGEN=1 rewrites it)"
+}
+
+# ---- loop devices (root) ----
+# loop_attach FILE [--partitions]: prints the device; detached on exit.
+loop_attach() {
+	local dev
+	dev=$(losetup -f --show "$1") || fail "losetup $1"
+	on_exit "losetup -d $dev"
+	if [ "${2:-}" = --partitions ]; then
+		# The host kernel does not scan tables on loop devices by itself.
+		partx -a "$dev" 2>/dev/null || true
+		on_exit "partx -d $dev"
+		udev_settle_parts "$dev"
+	fi
+	echo "$dev"
+}
+# Wait briefly for partition nodes to appear (devtmpfs, no udev).
+udev_settle_parts() {
+	local i
+	for i in 1 2 3 4 5 6 7 8 9 10; do
+		ls "$1"p* >/dev/null 2>&1 && return 0
+		sleep 0.1
+	done
+}
+mount_tmp() { # mount_tmp DEV DIR
+	mkdir -p "$2"
+	mount "$1" "$2" || fail "mount $1"
+	on_exit "umount -l $2"
+}
