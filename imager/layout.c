@@ -85,10 +85,10 @@ int layout_plan(enum grow_mode mode, const char *table, unsigned lss, uint64_t o
 		size = align_down(size, MIB);
 		if (size < p->old_size)
 			size = p->old_size;
-		if (i == n - 1 || start + size > new_end)
-			size = start + size > new_end || i == n - 1 ? new_end - start : size;
 		if (start + p->old_size > new_end)
 			return im_errf(err, IM_EXIT_TARGET, -ENOSPC, "partition %u does not fit", p->number);
+		if (i == n - 1 || start + size > new_end)
+			size = new_end - start;   /* the last one takes what is left */
 		p->new_start = start;
 		p->new_size = size;
 		prev_old_end = p->old_start + p->old_size;
