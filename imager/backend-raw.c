@@ -48,8 +48,9 @@ static int raw_open(struct bk *bk, const char *path, unsigned flags, struct im_e
 	}
 	fstat(s->fd, &st);
 	bk->is_block_device = S_ISBLK(st.st_mode);
-	/* Sources are read in large runs of used blocks: kernel readahead past
-	 * a run's end would read free blocks for nothing. */
+	/* Sources are read in runs of used blocks, and the reader announces
+	 * the runs ahead (prefetch): the kernel's own readahead past a run's
+	 * end would read free blocks for nothing. */
 	if (!(flags & BK_OPEN_WRITE))
 		posix_fadvise(s->fd, 0, 0, POSIX_FADV_RANDOM);
 	bk->size = size;
@@ -92,6 +93,11 @@ static int raw_create(struct bk *bk, const char *path, const struct bk_create_op
 		}
 		return 0;
 	}
+	if (o->prealloc == BK_PREALLOC_METADATA)
+		return im_errf(err, IM_EXIT_USAGE, -EINVAL,
+			       "a raw file has no metadata to preallocate: use off, falloc or full");
+	if (o->cluster_size)
+		return im_errf(err, IM_EXIT_USAGE, -EINVAL, "--cluster-size applies to qcow2, not raw");
 	s->fd = open(path, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
 	if (s->fd < 0)
 		return im_errf(err, IM_EXIT_TARGET, -errno, "cannot create %s: %s", path, strerror(errno));
@@ -172,6 +178,12 @@ static int raw_block_status(struct bk *bk, uint64_t off, uint64_t len, uint64_t 
 	return BK_STATUS_DATA;
 }
 
+static void raw_prefetch(struct bk *bk, uint64_t off, uint64_t len)
+{
+	struct raw_state *s = bk->priv;
+	posix_fadvise(s->fd, (off_t)off, (off_t)len, POSIX_FADV_WILLNEED);
+}
+
 static int raw_flush(struct bk *bk)
 {
 	struct raw_state *s = bk->priv;
@@ -196,6 +208,7 @@ const struct bk_driver bk_raw = {
 	.pwrite = raw_pwrite,
 	.pwrite_zeroes = raw_pwrite_zeroes,
 	.block_status = raw_block_status,
+	.prefetch = raw_prefetch,
 	.flush = raw_flush,
 	.close = raw_close,
 };

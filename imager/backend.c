@@ -260,6 +260,12 @@ int bk_block_status(struct bk *bk, uint64_t off, uint64_t len, uint64_t *pnum,
 	return r;
 }
 
+void bk_prefetch(struct bk *bk, uint64_t off, uint64_t len)
+{
+	if (bk->drv->prefetch && off <= bk->size && len <= bk->size - off)
+		bk->drv->prefetch(bk, off, len);
+}
+
 int bk_flush(struct bk *bk, struct im_err *err)
 {
 	int r = bk->drv->flush ? bk->drv->flush(bk) : 0;

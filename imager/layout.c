@@ -37,6 +37,7 @@ int layout_plan(enum grow_mode mode, const char *table, unsigned lss, uint64_t o
 		uint64_t new_disk, struct layout_part *parts, size_t n, struct im_err *err)
 {
 	uint64_t old_end, new_end, first, old_span, new_span, prev_old_end, prev_new_end;
+	(void)old_span;
 
 	for (size_t i = 0; i < n; i++) {
 		parts[i].new_start = parts[i].old_start;
@@ -67,9 +68,11 @@ int layout_plan(enum grow_mode mode, const char *table, unsigned lss, uint64_t o
 	 * scaled; each start rounds up and each size down to 1 MiB, and a
 	 * partition never starts before the previous one ends plus the gap it
 	 * had (a logical partition's EBR lives in that gap). */
+	/* As Clonezilla's -k1: every partition scaled by the ratio of the disk
+	 * sizes, so that free space at the end stays in proportion too. */
 	first = parts[0].old_start;
-	old_span = old_end - first;
-	new_span = new_end - first;
+	old_span = old_disk - first;
+	new_span = new_disk - first;
 	prev_old_end = prev_new_end = first;
 	for (size_t i = 0; i < n; i++) {
 		struct layout_part *p = &parts[i];
@@ -87,8 +90,8 @@ int layout_plan(enum grow_mode mode, const char *table, unsigned lss, uint64_t o
 			size = p->old_size;
 		if (start + p->old_size > new_end)
 			return im_errf(err, IM_EXIT_TARGET, -ENOSPC, "partition %u does not fit", p->number);
-		if (i == n - 1 || start + size > new_end)
-			size = new_end - start;   /* the last one takes what is left */
+		if (start + size > new_end)
+			size = new_end - start;
 		p->new_start = start;
 		p->new_size = size;
 		prev_old_end = p->old_start + p->old_size;

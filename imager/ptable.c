@@ -21,8 +21,14 @@ static PedExceptionOption parted_handler(PedException *ex)
 {
 	if (!parted_msg[0] && ex->type >= PED_EXCEPTION_ERROR)
 		snprintf(parted_msg, sizeof(parted_msg), "%s", ex->message);
+	/* Never "fix": the source is read, not changed.  "Ignore" and "OK"
+	 * go on with what libparted could read (for example the primary GPT
+	 * when the backup is corrupt; the boot areas keep the bytes as they
+	 * are). */
 	if (ex->options & PED_EXCEPTION_IGNORE)
 		return PED_EXCEPTION_IGNORE;
+	if (ex->options & PED_EXCEPTION_OK)
+		return PED_EXCEPTION_OK;
 	if (ex->options & PED_EXCEPTION_CANCEL)
 		return PED_EXCEPTION_CANCEL;
 	return PED_EXCEPTION_UNHANDLED;

@@ -12,10 +12,17 @@
 
 #include "util.h"
 
+/* Plugins see only an errno; the container's own words are kept here so a
+ * failure can be told as it happened ("connection lost", "corrupt image"). */
+struct src_reader {
+	struct bk *bk;
+	struct im_err first;
+};
+
 static int src_pread(void *opaque, void *buf, size_t len, uint64_t off)
 {
-	struct im_err ignored = { 0 };
-	return bk_pread(opaque, buf, len, off, &ignored);
+	struct src_reader *rd = opaque;
+	return bk_pread(rd->bk, buf, len, off, &rd->first);
 }
 
 int source_open(const struct disk_roots *roots, const char *spec, const char *format,
@@ -69,8 +76,13 @@ int source_open(const struct disk_roots *roots, const char *spec, const char *fo
 	}
 	for (size_t i = 0; i < pt->nparts; i++) {
 		const struct pt_part *pp = &pt->parts[i];
-		struct fs_source fsrc = { .pread = src_pread, .opaque = s->bk, .fd = s->blkid_fd };
+		struct src_reader rd = { .bk = s->bk };
+		struct fs_source fsrc = { .pread = src_pread, .opaque = &rd, .fd = s->blkid_fd };
 		r = fs_examine_src(&fsrc, pp->start, pp->size, force, &s->fs[i], err);
+		if (r < 0 && rd.first.exit_class) {
+			*err = rd.first;   /* the source failed, not the filesystem */
+			r = rd.first.code;
+		}
 		if (r < 0) {
 			im_err_prefix(err, "partition %u: ", pp->number);
 			goto fail;
@@ -121,10 +133,37 @@ size_t used_meta_size(uint32_t blocks_per_slot)
 	return sizeof(struct used_meta) + 2 * (size_t)blocks_per_slot * sizeof(struct img_extent);
 }
 
+/* Keep the container reading this many bytes of used blocks ahead of us:
+ * our own readahead, over exactly the blocks we will ask for. */
+#define PREFETCH_BYTES (32u << 20)
+
+static void prefetch_ahead(struct used_reader *u)
+{
+	uint64_t want = u->run_pos + PREFETCH_BYTES / u->bs, budget = PREFETCH_BYTES / u->bs;
+	uint64_t pos = u->ahead_pos > u->run_pos ? u->ahead_pos : u->run_pos;
+
+	/* Announce in steps of a quarter of the window, not at every read. */
+	if (u->ahead_pos > u->run_pos + budget / 4 * 3)
+		return;
+	while (pos < want && budget) {
+		uint64_t p = pos, len = bitmap_next_run(u->used, &p);
+		if (!len)
+			break;
+		if (len > budget)
+			len = budget;
+		bk_prefetch(u->bk, u->base + p * u->bs, len * u->bs);
+		budget -= len;
+		pos = p + len;
+	}
+	u->ahead_pos = pos;
+}
+
 int used_read(struct used_reader *u, struct pipe_slot *s, struct im_err *err)
 {
 	struct used_meta *m = s->meta;
 	size_t room = s->a_cap / u->bs;     /* blocks that fit */
+
+	prefetch_ahead(u);
 
 	m->nin = 0;
 	s->a_len = 0;

@@ -44,6 +44,7 @@ struct used_reader {
 	const struct bitmap *used;
 	uint32_t bs;
 	uint64_t run_pos, run_left; /* cursor */
+	uint64_t ahead_pos;         /* used blocks before this were announced */
 	uint64_t *bytes_read;
 };
 /* Extents read into a slot, and the data/zero extents made of them. */

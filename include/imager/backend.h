@@ -98,6 +98,10 @@ struct bk_driver {
 	 * (1 <= *pnum <= len).  Optional: NULL means everything is DATA. */
 	int (*block_status)(struct bk *bk, uint64_t off, uint64_t len, uint64_t *pnum);
 
+	/* A hint that [off, off+len) will be read soon: start reading it in
+	 * the background.  Optional; never fails the job. */
+	void (*prefetch)(struct bk *bk, uint64_t off, uint64_t len);
+
 	/* Make everything written so far durable (metadata included). */
 	int (*flush)(struct bk *bk);
 
@@ -149,6 +153,8 @@ int bk_zero(struct bk *bk, uint64_t off, uint64_t len, struct im_err *err);
 int bk_block_status(struct bk *bk, uint64_t off, uint64_t len, uint64_t *pnum,
 		    struct im_err *err);
 int bk_flush(struct bk *bk, struct im_err *err);
+/* Pass a read-ahead hint to the driver, if it takes hints. */
+void bk_prefetch(struct bk *bk, uint64_t off, uint64_t len);
 /* Close and free; NULL is allowed.  Returns the driver's close() result. */
 int bk_close(struct bk *bk, struct im_err *err);
 

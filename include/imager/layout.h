@@ -1,8 +1,9 @@
 /* SPDX-License-Identifier: GPL-2.0-or-later */
 /*
  * Laying partitions out again on a larger target: grow the last partition
- * (--grow-last), or scale every partition in proportion (--proportional, as
- * Clonezilla's -k1).  The first partition keeps its start (the boot loader's
+ * to the end (--grow-last), or scale every partition's start and size by
+ * the ratio of the disk sizes (--proportional, as Clonezilla's -k1: free
+ * space at the end grows in proportion too).  The first partition keeps its start (the boot loader's
  * gap is untouched); starts and sizes stay aligned to 1 MiB; logical
  * partitions keep room for their EBR.  Without a mode the layout is copied as
  * it is.

@@ -224,3 +224,10 @@ printf '  image size    %5.3f  (target <= 1.02) %s\n' "$rz" "$(verdict "$rz" 1.0
 printf '  restore time  %5.2f  (target <= 0.40) %s\n' "$rr" "$(verdict "$rr" 0.4)"
 printf '  imager peak memory: save %.1f MiB, restore %.1f MiB (target < 100 MiB + bitmap %.2f MiB) %s\n' \
 	"$mem" "$memr" "$BITMAP_MIB" "$(verdict "$(calc "($mem > $memr) ? $mem : $memr")" "$memt")"
+
+# ---- virtual disk targets: straight into qcow2, against the usual route ----
+echo
+echo "virtual disk targets (tests/bench/bench-targets.sh):"
+mkdir -p "$WORK/targets"
+IMAGER=$IMAGER PART_SRC=$DISK IMG_DIR=$WORK/image PC_IMG=$WORK/partclone.zst PART_OFFSET=$START \
+	PART_SIZE=$PSIZE WORK=$WORK/targets BENCH_RUNS=$RUNS bash "$ROOT/tests/bench/bench-targets.sh"

@@ -201,7 +201,8 @@ part_end() { echo $(($(part_start "$1" "$2") + $(part_size "$1" "$2"))); }
 verify_table() {
 	local out
 	out=$(sfdisk --verify "$1" 2>&1) || { echo "$out"; fail "sfdisk --verify $1"; }
-	if echo "$out" | grep -qiE 'error|overlap|exceed|not aligned|invalid'; then
+	echo "$out" | grep -q 'No errors detected' || { echo "$out"; fail "sfdisk --verify $1 does not say: No errors detected"; }
+	if echo "$out" | grep -v 'No errors detected' | grep -qiE 'error|overlap|exceed|not aligned|invalid|wrong'; then
 		echo "$out"
 		fail "sfdisk --verify $1 reports a problem"
 	fi
@@ -228,4 +229,78 @@ check_grown_ext() {
 # moved or grew but whose contents were not touched).
 same_part_prefix() {
 	same_bytes_at "$1" "$(part_start "$1" "$2")" "$3" "$(part_start "$3" "$4")" "$5" "$6"
+}
+
+# ---- damaged sources ----
+# qcow2_sample QCOW2: the GPT sample disk ($T/disk.img) converted by
+# qemu-img into QCOW2 (v3, 64 KiB clusters).
+qcow2_sample() {
+	build_gpt_disk "$T/disk.img"
+	qemu-img convert -O qcow2 "$T/disk.img" "$1" || fail "qemu-img convert to $1"
+	qcow2_check_clean "$1"
+}
+# expect_source_refused SOURCE RCS REGEX: every command reading SOURCE
+# fails with an exit status in RCS ("2|3|7") and a message matching REGEX,
+# and leaves nothing behind: save into a new folder (none, or no
+# manifest), save into an existing empty folder (still empty), clone to a
+# new raw and a new qcow2 file (not created), info (refused too).
+expect_source_refused() {
+	local src=$1 rcs=$2 re=$3 t
+	run_imager "$rcs" save "$src" "$T/refused.image" --no-progress
+	expect_message "$re"
+	[ ! -e "$T/refused.image/manifest.json" ] || fail "a failed save wrote a manifest"
+	[ ! -d "$T/refused.image" ] || [ -z "$(ls -A "$T/refused.image")" ] ||
+		fail "a failed save left files: $(ls "$T/refused.image" | tr '\n' ' ')"
+	mkdir -p "$T/empty.image"
+	run_imager "$rcs" save "$src" "$T/empty.image" --no-progress
+	expect_message "$re"
+	[ -d "$T/empty.image" ] || fail "a failed save removed the folder it was given"
+	[ -z "$(ls -A "$T/empty.image")" ] || fail "a failed save left files in the empty folder it was given: $(ls "$T/empty.image" | tr '\n' ' ')"
+	rm -rf "$T/empty.image"
+	for t in refused.img refused.qcow2; do
+		run_imager "$rcs" clone "$src" "$T/$t" --no-progress
+		expect_message "$re"
+		assert_file_absent "$T/$t" "a failed clone left its new target $t"
+	done
+	run_imager "$rcs" clone "$src" "$T/refused-meta.qcow2" --preallocation metadata --no-progress
+	assert_file_absent "$T/refused-meta.qcow2" "a failed clone left its new preallocated target"
+	run_imager "$rcs" info "$src"
+	expect_message "$re"
+	note "refused everywhere with a clear message, nothing left behind"
+}
+
+# same_place SRC DST N: partition N did not move or change size.
+same_place() {
+	assert_eq "$(part_start "$2" "$3"):$(part_size "$2" "$3")" "$(part_start "$1" "$3"):$(part_size "$1" "$3")" \
+		"partition $3 (start:size) on the grown disk"
+}
+# aligned_mib DISK N: partition N starts on a MiB boundary.
+aligned_mib() {
+	[ $(($(part_start "$1" "$2") % MiB)) = 0 ] || fail "partition $2 does not start on a MiB boundary"
+}
+# check_scaled SRC DST N...: partitions N... (in disk order) were scaled by
+# one common factor, the ratio of the spans they cover (first start to last
+# end) on DST and SRC: each new size is within 2 MiB of old size x factor
+# (starts and sizes are rounded to 1 MiB), the first partition keeps its
+# start, every start is MiB-aligned, and the order is kept.
+check_scaled() {
+	local src=$1 dst=$2 first last n os ns want prev_end=0
+	shift 2
+	first=$1 last=${!#}
+	assert_eq "$(part_start "$dst" "$first")" "$(part_start "$src" "$first")" "start of the first partition"
+	local ospan=$(($(part_end "$src" "$last") - $(part_start "$src" "$first")))
+	local nspan=$(($(part_end "$dst" "$last") - $(part_start "$dst" "$first")))
+	[ "$nspan" -gt "$ospan" ] || fail "the partitions span no more than before ($nspan <= $ospan)"
+	for n in "$@"; do
+		os=$(part_size "$src" "$n") ns=$(part_size "$dst" "$n")
+		want=$(awk -v o="$os" -v a="$nspan" -v b="$ospan" 'BEGIN { printf "%d", o * a / b }')
+		[ $((ns - want)) -le $((2 * MiB)) ] && [ $((want - ns)) -le $((2 * MiB)) ] ||
+			fail "partition $n: $ns bytes, expected about $want ($os x $nspan / $ospan)"
+		[ "$ns" -ge "$os" ] || fail "partition $n shrank ($os -> $ns)"
+		aligned_mib "$dst" "$n"
+		[ "$(part_start "$dst" "$n")" -ge "$prev_end" ] || fail "partition $n overlaps the one before it"
+		prev_end=$(part_end "$dst" "$n")
+		note "partition $n: $((os / MiB)) MiB -> $((ns / MiB)) MiB at $(($(part_start "$dst" "$n") / MiB)) MiB"
+	done
+	note "scaled by $(awk -v a="$nspan" -v b="$ospan" 'BEGIN { printf "%.3f", a / b }') (the span of the partitions)"
 }
