@@ -93,9 +93,7 @@ static int raw_create(struct bk *bk, const char *path, const struct bk_create_op
 		}
 		return 0;
 	}
-	if (o->prealloc == BK_PREALLOC_METADATA)
-		return im_errf(err, IM_EXIT_USAGE, -EINVAL,
-			       "a raw file has no metadata to preallocate: use off, falloc or full");
+	/* metadata: a raw file has none, so it is the same as off. */
 	if (o->cluster_size)
 		return im_errf(err, IM_EXIT_USAGE, -EINVAL, "--cluster-size applies to qcow2, not raw");
 	s->fd = open(path, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
