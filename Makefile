@@ -12,7 +12,8 @@ PKGS      := libparted blkid libzstd json-c libxxhash zlib libnbd libguestfs
 DEB_BUILD := build-essential pkg-config libparted-dev libblkid-dev libzstd-dev \
              libjson-c-dev libxxhash-dev zlib1g-dev libnbd-dev libguestfs-dev
 DEB_TEST  := parted fdisk dosfstools mtools e2fsprogs zstd util-linux time \
-             partclone qemu-utils xxd jq python3 nbdkit libguestfs-tools xxhash
+             partclone qemu-utils xxd jq python3 nbdkit libguestfs-tools xxhash \
+             cpio debootstrap qemu-system-x86 initramfs-tools-core
 
 CC        ?= gcc
 OPT       ?= -O2 -g

@@ -48,6 +48,7 @@ extern const size_t ncommands;
 const struct command *command_find(const char *name);
 
 int cmd_clone(int argc, char **argv, struct cli *cli);
+int cmd_convert(int argc, char **argv, struct cli *cli);
 int cmd_info(int argc, char **argv, struct cli *cli);
 int cmd_list(int argc, char **argv, struct cli *cli);
 int cmd_restore(int argc, char **argv, struct cli *cli);
@@ -92,6 +93,17 @@ struct cli_target {
 /* Take one of CLI_TARGET_OPTIONS.  Returns 1 when c was one of them, 0
  * when not, and -1 after reporting a bad value (exit with IM_EXIT_USAGE). */
 int cli_target_option(const char *cmd, int c, const char *arg, struct cli_target *t);
+
+/* The format of an existing disk or image ("raw", "qcow2"), probed.  A
+ * folder is refused with a hint (restore --convert). */
+int cli_disk_format(const char *path, const char **format, struct im_err *err);
+/* Run a conversion and print its report (text, or JSON on stdout when json;
+ * or, json_out non-NULL, hand the JSON object to the caller and print
+ * nothing).  Returns an exit code. */
+struct conv_opts;
+struct json_object;
+int cli_convert(const char *cmd, const char *const *disks, const char *const *formats, size_t n,
+		const struct conv_opts *o, bool json, struct cli *cli, struct json_object **json_out);
 
 /* What --grow-last / --proportional did, as lines on stdout or JSON. */
 void cli_print_grow(const struct grow_report *g);

@@ -1,0 +1,187 @@
+/* SPDX-License-Identifier: GPL-2.0-or-later */
+/*
+ * imager convert DISK... : make the guest on the disks boot on virtio.
+ * Also the --convert step of restore and clone (cli_convert()).
+ */
+#include <getopt.h>
+#include <json-c/json.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#include "commands.h"
+#include "imager/backend.h"
+#include "imager/convert.h"
+
+static void phase_cb(void *opaque, const char *what)
+{
+	const struct cli *cli = opaque;
+	if (cli->verbose >= 1)
+		fprintf(stderr, "imager convert: %s\n", what);
+}
+
+int cli_disk_format(const char *path, const char **format, struct im_err *err)
+{
+	struct bk *bk;
+	struct stat st;
+
+	if (stat(path, &st) < 0)
+		return im_errf(err, IM_EXIT_TARGET, -errno, "%s: %s", path, strerror(errno));
+	if (S_ISDIR(st.st_mode))
+		return im_errf(err, IM_EXIT_USAGE, -EISDIR,
+			       "%s is a folder: an image folder is converted while it is restored "
+			       "(imager restore DIR DISK --convert)", path);
+	FORWARD_ERR(bk_open(path, NULL, 0, &bk, err));
+	*format = bk->drv->name;   /* a static string of the driver */
+	bk_close(bk, NULL);
+	if (strcmp(*format, "raw") && strcmp(*format, "qcow2"))
+		return im_errf(err, IM_EXIT_UNSUPP, -EOPNOTSUPP, "%s: %s disks are not converted",
+			       path, *format);
+	return 0;
+}
+
+static json_object *report_json(const struct conv_report *r, const struct im_err *err)
+{
+	json_object *root = json_object_new_object(), *arr = json_object_new_array();
+	json_object *ks = json_object_new_array();
+
+	json_object_object_add(root, "ok", json_object_new_boolean(!err || !err->exit_class));
+	if (err && err->exit_class)
+		json_object_object_add(root, "error", json_object_new_string(err->msg));
+	json_object_object_add(root, "dry_run", json_object_new_boolean(r->dry_run));
+	json_object_object_add(root, "os_type", json_object_new_string(r->os_type));
+	json_object_object_add(root, "distro", json_object_new_string(r->distro));
+	json_object_object_add(root, "product", json_object_new_string(r->product));
+	json_object_object_add(root, "major", json_object_new_int(r->major));
+	json_object_object_add(root, "minor", json_object_new_int(r->minor));
+	json_object_object_add(root, "arch", json_object_new_string(r->arch));
+	json_object_object_add(root, "root", json_object_new_string(r->root));
+	json_object_object_add(root, "bootloader", json_object_new_string(r->bootloader));
+	json_object_object_add(root, "initramfs_tool", json_object_new_string(r->initramfs_tool));
+	json_object_object_add(root, "firmware", json_object_new_string(r->firmware));
+	json_object_object_add(root, "block", json_object_new_string(r->block));
+	json_object_object_add(root, "method", json_object_new_string(r->method));
+	json_object_object_add(root, "default_kernel", json_object_new_string(r->default_kernel));
+	json_object_object_add(root, "virtio_net", json_object_new_boolean(r->virtio_net));
+	for (size_t i = 0; i < r->nkernels; i++) {
+		json_object *k = json_object_new_object();
+		json_object_object_add(k, "version", json_object_new_string(r->kernels[i].version));
+		json_object_object_add(k, "virtio", json_object_new_boolean(r->kernels[i].virtio));
+		json_object_object_add(k, "initramfs", json_object_new_boolean(r->kernels[i].has_initramfs));
+		json_object_object_add(k, "was_default", json_object_new_boolean(r->kernels[i].is_default));
+		json_object_array_add(ks, k);
+	}
+	json_object_object_add(root, "kernels", ks);
+	for (size_t i = 0; i < r->nchanges; i++) {
+		json_object *c = json_object_new_object();
+		json_object_object_add(c, "action", json_object_new_string(r->changes[i].action));
+		json_object_object_add(c, "path", json_object_new_string(r->changes[i].path));
+		json_object_object_add(c, "detail", json_object_new_string(r->changes[i].detail));
+		json_object_array_add(arr, c);
+	}
+	json_object_object_add(root, "changes", arr);
+	json_object_object_add(root, "accel", json_object_new_string(r->accel));
+	json_object_object_add(root, "seconds", json_object_new_double(r->seconds));
+	return root;
+}
+
+static void report_text(const struct conv_report *r, FILE *out)
+{
+	if (r->os_type[0])
+		fprintf(out, "guest: %s (%s %d.%d, %s), root %s, %s, %s, initramfs by %s\n",
+			r->product, r->distro, r->major, r->minor, r->arch, r->root,
+			r->bootloader[0] ? r->bootloader : "no known bootloader", r->firmware,
+			r->initramfs_tool[0] ? r->initramfs_tool : "none");
+	for (size_t i = 0; i < r->nkernels; i++)
+		fprintf(out, "kernel %s: %s%s%s\n", r->kernels[i].version,
+			r->kernels[i].virtio ? "virtio" : "no virtio",
+			r->kernels[i].has_initramfs ? ", initramfs" : "",
+			r->kernels[i].is_default ? ", was the default" : "");
+	for (size_t i = 0; i < r->nchanges; i++)
+		fprintf(out, "%s%s %s: %s\n", r->dry_run ? "would " : "", r->changes[i].action,
+			r->changes[i].path[0] ? r->changes[i].path : "-", r->changes[i].detail);
+}
+
+int cli_convert(const char *cmd, const char *const *disks, const char *const *formats, size_t n,
+		const struct conv_opts *o, bool json, struct cli *cli, struct json_object **json_out)
+{
+	struct conv_report rep;
+	struct im_err err = { 0 };
+	struct conv_opts oo = *o;
+	int r;
+
+	oo.phase = phase_cb;
+	oo.opaque = cli;
+	r = im_convert(disks, formats, n, &oo, &rep, &err);
+	if (json_out)
+		*json_out = report_json(&rep, r < 0 ? &err : NULL);
+	else if (json) {
+		json_object *root = report_json(&rep, r < 0 ? &err : NULL);
+		json_object_object_add(root, "disks", json_object_new_array());
+		for (size_t i = 0; i < n; i++)
+			json_object_array_add(json_object_object_get(root, "disks"),
+					      json_object_new_string(disks[i]));
+		puts(json_object_to_json_string_ext(root, JSON_C_TO_STRING_PRETTY | JSON_C_TO_STRING_SPACED |
+						    JSON_C_TO_STRING_NOSLASHESCAPE));
+		json_object_put(root);
+	} else if (cli->verbose >= 0 || r < 0) {
+		report_text(&rep, stdout);
+		if (r == 0)
+			printf("%s %s for %s in %.1f s (%s)\n", rep.dry_run ? "planned" : "converted",
+			       rep.default_kernel[0] ? rep.default_kernel : "the guest", rep.block,
+			       rep.seconds, rep.accel);
+	}
+	conv_report_free(&rep);
+	if (r < 0)
+		return cli_fail(cmd, &err);
+	return IM_EXIT_OK;
+}
+
+int cmd_convert(int argc, char **argv, struct cli *cli)
+{
+	static const struct option opts[] = {
+		{ "dry-run", no_argument, NULL, 'n' },
+		{ "json", no_argument, NULL, 'j' },
+		{ "block", required_argument, NULL, 'b' },
+		{ "rebuild-initramfs", no_argument, NULL, 'r' },
+		{ "format", required_argument, NULL, 'F' },
+		{ NULL, 0, NULL, 0 },
+	};
+	struct conv_opts o = { .block = CONV_BLOCK_VIRTIO_BLK };
+	const char *force_format = NULL;
+	const char *formats[16];
+	bool json = false;
+	int c, rc;
+
+	while ((c = getopt_long(argc, argv, "", opts, NULL)) != -1) {
+		switch (c) {
+		case 'n': o.dry_run = true; break;
+		case 'j': json = true; break;
+		case 'r': o.rebuild_initramfs = true; break;
+		case 'b':
+			if (!(o.block = conv_block_parse(optarg)))
+				return cli_usage("convert", "--block takes virtio-blk or virtio-scsi");
+			break;
+		case 'F':
+			if (strcmp(optarg, "raw") && strcmp(optarg, "qcow2"))
+				return cli_usage("convert", "--format takes raw or qcow2");
+			force_format = optarg;
+			break;
+		default: return cli_usage("convert", "unknown option");
+		}
+	}
+	size_t n = (size_t)(argc - optind);
+	if (n < 1)
+		return cli_usage("convert", "needs DISK");
+	if (n > sizeof(formats) / sizeof(formats[0]))
+		return cli_usage("convert", "at most %zu disks", sizeof(formats) / sizeof(formats[0]));
+	for (size_t i = 0; i < n; i++) {
+		struct im_err err = { 0 };
+		if (force_format)
+			formats[i] = force_format;
+		else if (cli_disk_format(argv[optind + (int)i], &formats[i], &err) < 0)
+			return cli_fail("convert", &err);
+	}
+	rc = cli_convert("convert", (const char *const *)argv + optind, formats, n, &o, json, cli, NULL);
+	return cli_finish_stdout("convert", rc);
+}

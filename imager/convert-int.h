@@ -1,0 +1,78 @@
+/* SPDX-License-Identifier: GPL-2.0-or-later */
+/*
+ * Inside guest conversion (convert.c, convert-linux.c): a plan of actions
+ * made while inspecting, applied only when the whole plan could be made.
+ */
+#ifndef IMAGER_CONVERT_INT_H
+#define IMAGER_CONVERT_INT_H
+
+#include <guestfs.h>
+
+#include "convtext.h"
+#include "imager/convert.h"
+
+enum act_kind {
+	ACT_WRITE = 1,       /* replace path's content with data */
+	ACT_REMOVE,          /* remove path (file or link) */
+	ACT_MKDIR,           /* mkdir -p path */
+	ACT_APPEND_INITRD,   /* path = base (+ zero padding to 4) + data; base kept */
+	ACT_REBUILD,         /* run argv (writing path.imager-new), then move it to path */
+};
+
+struct conv_action {
+	enum act_kind kind;
+	char *path;
+	char *data;
+	size_t len;
+	char **argv;
+	size_t argc;
+	size_t change;       /* index in the report's changes */
+};
+
+/* A file as the plan leaves it: read once, edited in the plan. */
+struct conv_file {
+	char *path;
+	char *data;          /* NULL: the file does not exist */
+	size_t len;
+	size_t action;       /* index + 1 of its ACT_WRITE, 0 none yet */
+};
+
+struct conv_ctx {
+	guestfs_h *g;
+	const struct conv_opts *o;
+	struct conv_report *rep;
+	struct im_err *err;
+	char **devices;      /* the appliance's disks, in the order added */
+	size_t ndevices;
+	struct conv_action *acts;
+	size_t nacts;
+	struct conv_file *files;
+	size_t nfiles;
+};
+
+/* Record a change in the report; returns its index or -ENOMEM. */
+int conv_change(struct conv_ctx *c, const char *path, const char *action, const char *fmt, ...)
+	__attribute__((format(printf, 4, 5)));
+/* Plan an action (data and argv are taken over on success and on failure). */
+int conv_act(struct conv_ctx *c, enum act_kind kind, const char *path, char *data, size_t len,
+	     char **argv, size_t argc, const char *action, const char *detail);
+/* The content of path as the plan leaves it so far: *data NULL when the
+ * file does not exist (or is not a regular file).  Returns 0, or a
+ * negative errno when reading failed (with err filled). */
+int conv_read(struct conv_ctx *c, const char *path, const char **data, size_t *len);
+/* Plan new content for an existing or new file; detail is added to the
+ * file's one change line.  new is taken over. */
+int conv_edit(struct conv_ctx *c, const char *path, struct sbuf *new, const char *detail);
+
+/* guestfs helpers that never fail loudly (errors are off on the handle). */
+bool gx_is_file(guestfs_h *g, const char *path);     /* regular file, not a link */
+bool gx_is_dir(guestfs_h *g, const char *path);      /* following links */
+bool gx_is_link(guestfs_h *g, const char *path);
+bool gx_exists(guestfs_h *g, const char *path);
+/* The last libguestfs error message, or "unknown error". */
+const char *gx_error(guestfs_h *g);
+
+/* The Linux part: plan (nothing written) for the inspected root. */
+int conv_linux_plan(struct conv_ctx *c, const char *root);
+
+#endif

@@ -1,0 +1,926 @@
+/* SPDX-License-Identifier: GPL-2.0-or-later */
+/*
+ * Linux guests: plan what makes them boot on virtio (see
+ * include/imager/convert.h for the whole list).  Nothing is written here:
+ * every change goes into the plan that convert.c applies.
+ */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#include "convert-int.h"
+
+/* What every converted initramfs gets, block driver first. */
+static const char *const virtio_modules[] = {
+	"virtio_pci", "virtio_blk", "virtio_scsi", "virtio_net", "sd_mod",
+};
+#define NVIRTIO (sizeof(virtio_modules) / sizeof(virtio_modules[0]))
+
+/* The kernel's module indexes: modprobe reads the binary ones. */
+static const char *const module_indexes[] = {
+	"modules.dep", "modules.dep.bin", "modules.alias", "modules.alias.bin",
+	"modules.softdep", "modules.symbols", "modules.symbols.bin", "modules.builtin",
+	"modules.builtin.bin", "modules.builtin.alias.bin", "modules.builtin.modinfo",
+	"modules.order", "modules.devname",
+};
+
+/* Services that only work on the platform the machine leaves. */
+static const char *const old_services[] = {
+	"open-vm-tools", "vmtoolsd", "vmware-tools", "vmware-tools-thinprint", "vgauth",
+	"vgauthd", "vmware-vmblock-fuse", "vboxadd", "vboxadd-service", "vboxadd-x11",
+	"virtualbox-guest-utils", "xe-linux-distribution", "xe-daemon", "hv-kvp-daemon",
+	"hv_kvp_daemon", "hv-vss-daemon", "hv_vss_daemon", "hv-fcopy-daemon", "hv_fcopy_daemon",
+};
+
+static const char *const device_caches[] = {
+	"/etc/blkid.tab", "/etc/blkid/blkid.tab", "/etc/lvm/cache/.cache",
+	"/etc/lvm/devices/system.devices",
+};
+
+/* Files that name disks. */
+static const char *const name_files[] = {
+	"/etc/fstab", "/etc/crypttab", "/boot/grub/grub.cfg", "/boot/grub2/grub.cfg",
+	"/etc/default/grub", "/boot/grub/device.map", "/boot/grub2/device.map",
+	"/boot/grub/menu.lst", "/boot/grub/grub.conf", "/boot/extlinux/extlinux.conf",
+	"/boot/extlinux.conf", "/boot/syslinux/syslinux.cfg", "/etc/initramfs-tools/conf.d/resume",
+	"/etc/uswsusp.conf", "/etc/sysconfig/grub",
+};
+
+struct lkernel {
+	char version[128];
+	char initrd[256];     /* "" when none */
+	bool virtio, net, scsi;
+	char *dep, *builtin;  /* modules.dep, modules.builtin text (may be NULL) */
+	size_t deplen, builtinlen;
+};
+
+struct lx {
+	struct conv_ctx *c;
+	const char *root;
+	char moddir[32];      /* "/lib/modules" or "/usr/lib/modules" */
+	bool merged_usr;      /* /lib is a link: archives write usr/lib/... */
+	char tool[24];
+	char rootfs[16];      /* the root filesystem's type */
+	struct lkernel *k;
+	size_t nk;
+};
+
+static int oom(struct conv_ctx *c) { return im_errf(c->err, IM_EXIT_INTERNAL, -ENOMEM, "out of memory"); }
+
+static const char *block_module(const struct conv_ctx *c)
+{
+	return c->o->block == CONV_BLOCK_VIRTIO_SCSI ? "virtio_scsi" : "virtio_blk";
+}
+
+static char *read_opt(guestfs_h *g, const char *path, size_t *len)
+{
+	*len = 0;
+	if (!gx_is_file(g, path))
+		return NULL;
+	return guestfs_read_file(g, path, len);
+}
+
+/* ---- kernels ---- */
+
+static bool config_has(const char *cfg, size_t len, const char *opt)
+{
+	size_t ol = strlen(opt);
+	for (size_t i = 0; cfg && i + ol + 2 <= len; i++)
+		if ((i == 0 || cfg[i - 1] == '\n') && !memcmp(cfg + i, opt, ol) && cfg[i + ol] == '=' &&
+		    (cfg[i + ol + 1] == 'y' || cfg[i + ol + 1] == 'm'))
+			return true;
+	return false;
+}
+
+static bool kernel_has(const struct lkernel *k, const char *mod)
+{
+	char **paths = NULL;
+	size_t np = 0, nb = 0;
+	const char *missing = NULL;
+	if (!k->dep)
+		return false;
+	if (modules_closure(k->dep, k->deplen, k->builtin, k->builtinlen, &mod, 1, &paths, &np, &nb,
+			    &missing) < 0)
+		return false;
+	strv_free(paths, np);
+	return !missing;
+}
+
+static int cmp_kernel(const void *a, const void *b)
+{
+	const struct lkernel *x = a, *y = b;
+	return -strverscmp(x->version, y->version);   /* newest first */
+}
+
+static int find_kernels(struct lx *l)
+{
+	struct conv_ctx *c = l->c;
+	guestfs_h *g = c->g;
+	char **vers;
+
+	snprintf(l->moddir, sizeof(l->moddir), "%s",
+		 gx_is_dir(g, "/lib/modules") ? "/lib/modules" : "/usr/lib/modules");
+	l->merged_usr = gx_is_link(g, "/lib");
+	if (!gx_is_dir(g, l->moddir) || !(vers = guestfs_ls(g, l->moddir)))
+		return 0;
+	size_t i;
+	for (i = 0; vers[i]; i++) {
+		static const char *const initrds[] = { "/boot/initrd.img-%s", "/boot/initramfs-%s.img",
+						       "/boot/initrd-%s", "/boot/initrd-%s.img" };
+		struct lkernel k = { 0 };
+		char path[512];
+		snprintf(path, sizeof(path), "/boot/vmlinuz-%s", vers[i]);
+		if (strlen(vers[i]) >= sizeof(k.version) || !gx_is_file(g, path))
+			continue;
+		snprintf(k.version, sizeof(k.version), "%s", vers[i]);
+		for (size_t j = 0; j < sizeof(initrds) / sizeof(initrds[0]); j++) {
+			snprintf(path, sizeof(path), initrds[j], vers[i]);
+			if (gx_is_file(g, path)) {
+				snprintf(k.initrd, sizeof(k.initrd), "%s", path);
+				break;
+			}
+		}
+		snprintf(path, sizeof(path), "%s/%s/modules.dep", l->moddir, vers[i]);
+		k.dep = read_opt(g, path, &k.deplen);
+		snprintf(path, sizeof(path), "%s/%s/modules.builtin", l->moddir, vers[i]);
+		k.builtin = read_opt(g, path, &k.builtinlen);
+		if (k.dep) {
+			k.virtio = kernel_has(&k, "virtio_pci") && kernel_has(&k, block_module(c));
+			k.net = kernel_has(&k, "virtio_pci") && kernel_has(&k, "virtio_net");
+		} else {
+			/* No module index: the kernel's configuration says. */
+			size_t cl;
+			char *cfg;
+			snprintf(path, sizeof(path), "/boot/config-%s", vers[i]);
+			cfg = read_opt(g, path, &cl);
+			k.virtio = config_has(cfg, cl, "CONFIG_VIRTIO_PCI") &&
+				   config_has(cfg, cl, c->o->block == CONV_BLOCK_VIRTIO_SCSI
+							       ? "CONFIG_SCSI_VIRTIO" : "CONFIG_VIRTIO_BLK");
+			k.net = config_has(cfg, cl, "CONFIG_VIRTIO_NET");
+			free(cfg);
+		}
+		struct lkernel *p = realloc(l->k, (l->nk + 1) * sizeof(*p));
+		if (!p) {
+			free(k.dep);
+			free(k.builtin);
+			break;
+		}
+		l->k = p;
+		l->k[l->nk++] = k;
+	}
+	bool short_of_memory = vers[i] != NULL;
+	for (size_t j = 0; vers[j]; j++)
+		free(vers[j]);
+	free(vers);
+	if (short_of_memory)
+		return oom(c);
+	qsort(l->k, l->nk, sizeof(*l->k), cmp_kernel);
+	struct conv_kernel *rk = calloc(l->nk ? l->nk : 1, sizeof(*rk));
+	if (!rk)
+		return oom(c);
+	for (i = 0; i < l->nk; i++) {
+		snprintf(rk[i].version, sizeof(rk[i].version), "%s", l->k[i].version);
+		rk[i].virtio = l->k[i].virtio;
+		rk[i].has_initramfs = l->k[i].initrd[0] != 0;
+	}
+	c->rep->kernels = rk;
+	c->rep->nkernels = l->nk;
+	return 0;
+}
+
+static struct lkernel *kernel_find(struct lx *l, const char *ver)
+{
+	for (size_t i = 0; i < l->nk; i++)
+		if (!strcmp(l->k[i].version, ver))
+			return &l->k[i];
+	return NULL;
+}
+
+/* ---- bootloader, initramfs tool, firmware ---- */
+
+static const char *grub_cfg_path(guestfs_h *g)
+{
+	static const char *const p[] = { "/boot/grub/grub.cfg", "/boot/grub2/grub.cfg" };
+	for (size_t i = 0; i < 2; i++)
+		if (gx_is_file(g, p[i]))
+			return p[i];
+	return NULL;
+}
+
+static void find_bootloader(struct lx *l)
+{
+	guestfs_h *g = l->c->g;
+	const char *b = "";
+	if (grub_cfg_path(g))
+		b = "grub2";
+	else if (gx_is_file(g, "/boot/grub/menu.lst") || gx_is_file(g, "/boot/grub/grub.conf"))
+		b = "grub-legacy";
+	else if (gx_is_file(g, "/boot/extlinux/extlinux.conf") || gx_is_file(g, "/boot/extlinux.conf") ||
+		 gx_is_file(g, "/boot/syslinux/syslinux.cfg"))
+		b = "extlinux";
+	snprintf(l->c->rep->bootloader, sizeof(l->c->rep->bootloader), "%s", b);
+}
+
+static bool any_file(guestfs_h *g, const char *const *paths, size_t n)
+{
+	for (size_t i = 0; i < n; i++)
+		if (gx_is_file(g, paths[i]) || (gx_is_link(g, paths[i]) && gx_exists(g, paths[i])))
+			return true;
+	return false;
+}
+
+static void find_initramfs_tool(struct lx *l)
+{
+	static const char *const itools[] = { "/usr/sbin/mkinitramfs", "/sbin/mkinitramfs" };
+	static const char *const dracut[] = { "/usr/bin/dracut", "/usr/sbin/dracut", "/sbin/dracut" };
+	static const char *const cpio[] = { "/usr/bin/mkinitcpio" };
+	static const char *const suse[] = { "/sbin/mkinitrd", "/usr/sbin/mkinitrd" };
+	guestfs_h *g = l->c->g;
+	const char *t = "";
+
+	if (gx_is_dir(g, "/etc/initramfs-tools") && any_file(g, itools, 2))
+		t = "initramfs-tools";
+	else if (any_file(g, dracut, 3))
+		t = "dracut";
+	else if (any_file(g, cpio, 1))
+		t = "mkinitcpio";
+	else if (any_file(g, suse, 2) && (strstr(l->c->rep->distro, "suse") || strstr(l->c->rep->distro, "sles")))
+		t = "suse-mkinitrd";
+	snprintf(l->tool, sizeof(l->tool), "%s", t);
+	snprintf(l->c->rep->initramfs_tool, sizeof(l->c->rep->initramfs_tool), "%s", t);
+}
+
+static void find_firmware(struct lx *l)
+{
+	guestfs_h *g = l->c->g;
+	bool esp = false, biosboot = false;
+
+	for (size_t d = 0; d < l->c->ndevices; d++) {
+		char *type = guestfs_part_get_parttype(g, l->c->devices[d]);
+		struct guestfs_partition_list *pl;
+		if (!type || strcmp(type, "gpt")) {
+			free(type);
+			continue;
+		}
+		free(type);
+		if (!(pl = guestfs_part_list(g, l->c->devices[d])))
+			continue;
+		for (size_t i = 0; i < pl->len; i++) {
+			char *guid = guestfs_part_get_gpt_type(g, l->c->devices[d], pl->val[i].part_num);
+			if (guid && !strcasecmp(guid, "C12A7328-F81F-11D2-BA4B-00A0C93EC93B"))
+				esp = true;
+			if (guid && !strcasecmp(guid, "21686148-6449-6E6F-744E-656564454649"))
+				biosboot = true;
+			free(guid);
+		}
+		guestfs_free_partition_list(pl);
+	}
+	snprintf(l->c->rep->firmware, sizeof(l->c->rep->firmware), "%s",
+		 esp && !biosboot ? "uefi" : "bios");
+}
+
+/* ---- default kernel (GRUB 2) ---- */
+
+static int choose_default(struct lx *l, struct lkernel **chosen)
+{
+	struct conv_ctx *c = l->c;
+	const char *cfgpath = grub_cfg_path(c->g), *text;
+	struct grub_entry e[64];
+	char dv[256];
+	size_t len;
+	int n = 0, d = -1;
+
+	*chosen = NULL;
+	if (cfgpath) {
+		FORWARD_ERR(conv_read(c, cfgpath, &text, &len));
+		n = text ? grub_entries(text, len, e, 64, dv, sizeof(dv)) : 0;
+		if (n < 0)
+			n = 0;
+		if (n > 64)
+			n = 64;
+		d = grub_default_entry(e, (size_t)n, dv);
+	}
+	struct lkernel *cur = d >= 0 && e[d].kernel[0] ? kernel_find(l, e[d].kernel) : NULL;
+	if (!cur && d < 0 && l->nk)
+		cur = &l->k[0];   /* no GRUB 2 menu understood: the newest */
+	for (size_t i = 0; i < l->nk && cur; i++)
+		if (&l->k[i] == cur)
+			c->rep->kernels[i].is_default = true;
+	if (cur && cur->virtio) {
+		*chosen = cur;
+		return 0;
+	}
+	/* The default boots a kernel without virtio (or one we do not know):
+	 * the newest GRUB entry whose kernel has it. */
+	for (size_t k = 0; k < l->nk; k++) {
+		if (!l->k[k].virtio)
+			continue;
+		for (int i = 0; i < n; i++) {
+			if (strcmp(e[i].kernel, l->k[k].version))
+				continue;
+			const char *val = e[i].id[0] ? e[i].id : e[i].index;
+			struct sbuf nb = { 0 };
+			char detail[512];
+			snprintf(detail, sizeof(detail), "default entry \"%s\" (kernel %s) instead of %s",
+				 e[i].title, l->k[k].version, cur ? cur->version : dv);
+			FORWARD_ERR(conv_read(c, cfgpath, &text, &len));
+			if (set_assignment(text, len, "default", val, true, &nb) < 0)
+				return oom(c);
+			FORWARD_ERR(conv_edit(c, cfgpath, &nb, detail));
+			if (!conv_read(c, "/etc/default/grub", &text, &len) && text) {
+				if (set_assignment(text, len, "GRUB_DEFAULT", val, false, &nb) < 0)
+					return oom(c);
+				FORWARD_ERR(conv_edit(c, "/etc/default/grub", &nb, detail));
+			}
+			*chosen = &l->k[k];
+			return 0;
+		}
+	}
+	if (!cur && n == 0) {
+		for (size_t k = 0; k < l->nk; k++)
+			if (l->k[k].virtio) {
+				*chosen = &l->k[k];
+				return 0;
+			}
+	}
+	return im_errf(c->err, IM_EXIT_UNSUPP, -EOPNOTSUPP,
+		       "no installed kernel%s can boot from %s (virtio_pci and %s are neither "
+		       "modules nor built in)%s; nothing changed",
+		       l->nk ? " with a boot entry" : "", conv_block_name(c->o->block),
+		       block_module(c), l->nk ? "" : ": no kernel found under /lib/modules and /boot");
+}
+
+/* ---- the fast way: an archive appended to the initramfs ---- */
+
+/* "a/b/c" adds "a", "a/b" as directories (once each). */
+static void cpio_parents(struct sbuf *ar, char ***dirs, size_t *nd, const char *path, uint32_t *ino)
+{
+	for (const char *s = strchr(path, '/'); s; s = strchr(s + 1, '/')) {
+		size_t l = (size_t)(s - path);
+		bool seen = false;
+		for (size_t i = 0; i < *nd && !seen; i++)
+			seen = strlen((*dirs)[i]) == l && !memcmp((*dirs)[i], path, l);
+		if (seen)
+			continue;
+		char **p = realloc(*dirs, (*nd + 1) * sizeof(*p));
+		if (!p || !(p[*nd] = strndup(path, l))) {
+			if (p)
+				*dirs = p;
+			ar->oom = true;
+			return;
+		}
+		*dirs = p;
+		cpio_add(ar, p[*nd], S_IFDIR | 0755, (*ino)++, 0, NULL, 0);
+		(*nd)++;
+	}
+}
+
+/* Lines "module args" of initramfs-tools' module lists (what mkinitramfs
+ * put into conf/modules), without comments; Xen PV modules left out. */
+static bool is_xen_module(const char *w, size_t l)
+{
+	return l > 3 && !memcmp(w, "xen", 3) && (w[3] == '-' || w[3] == '_');
+}
+
+static void module_lines(const char *text, size_t len, struct sbuf *out)
+{
+	size_t i = 0;
+	while (text && i < len) {
+		size_t e = i, s = i, w;
+		while (e < len && text[e] != '\n')
+			e++;
+		while (s < e && (text[s] == ' ' || text[s] == '\t'))
+			s++;
+		for (w = s; w < e && text[w] != ' ' && text[w] != '\t'; w++)
+			;
+		if (s < e && text[s] != '#' && !is_xen_module(text + s, w - s)) {
+			sbuf_add(out, text + s, e - s);
+			sbuf_add(out, "\n", 1);
+		}
+		i = e + 1;
+	}
+}
+
+static bool lists_module(const char *text, size_t len, const char *mod)
+{
+	size_t i = 0, ml = strlen(mod);
+	while (text && i < len) {
+		size_t e = i, s = i;
+		while (e < len && text[e] != '\n')
+			e++;
+		while (s < e && (text[s] == ' ' || text[s] == '\t'))
+			s++;
+		if (e - s >= ml && !memcmp(text + s, mod, ml) &&
+		    (e - s == ml || text[s + ml] == ' ' || text[s + ml] == '\t'))
+			return true;
+		i = e + 1;
+	}
+	return false;
+}
+
+static int plan_append(struct lx *l, struct lkernel *k)
+{
+	struct conv_ctx *c = l->c;
+	guestfs_h *g = c->g;
+	const char *names[NVIRTIO + 1];
+	size_t nn = 0, np = 0, nb = 0, nd = 0;
+	char **paths = NULL, **dirs = NULL;
+	const char *missing;
+	struct sbuf ar = { 0 }, list = { 0 };
+	char prefix[200], src[600], dst[600], detail[512];
+	uint32_t ino = 1000;
+	int r = 0;
+
+	for (size_t i = 0; i < NVIRTIO; i++)
+		if (kernel_has(k, virtio_modules[i]))
+			names[nn++] = virtio_modules[i];
+	/* The root filesystem's module too: a machine that booted from
+	 * another kind of disk may have had it built into its initramfs
+	 * differently, and it is small. */
+	char fsmod[16];
+	snprintf(fsmod, sizeof(fsmod), "%s",
+		 !strcmp(l->rootfs, "ext2") || !strcmp(l->rootfs, "ext3") ? "ext4" : l->rootfs);
+	if (fsmod[0] && kernel_has(k, fsmod))
+		names[nn++] = fsmod;
+	if (modules_closure(k->dep, k->deplen, k->builtin, k->builtinlen, names, nn, &paths, &np, &nb,
+			    &missing) < 0)
+		return oom(c);
+	snprintf(prefix, sizeof(prefix), "%slib/modules/%s", l->merged_usr ? "usr/" : "", k->version);
+	for (size_t i = 0; i < np && !r; i++) {
+		size_t len;
+		char *data;
+		snprintf(src, sizeof(src), "%s/%s/%s", l->moddir, k->version, paths[i]);
+		snprintf(dst, sizeof(dst), "%s/%s", prefix, paths[i]);
+		if (!(data = guestfs_read_file(g, src, &len))) {
+			r = im_errf(c->err, IM_EXIT_UNSUPP, -EOPNOTSUPP,
+				    "kernel %s: %s is named in modules.dep but cannot be read (%s); "
+				    "nothing changed", k->version, src, gx_error(g));
+			break;
+		}
+		cpio_parents(&ar, &dirs, &nd, dst, &ino);
+		cpio_add(&ar, dst, S_IFREG | 0644, ino++, 0, data, len);
+		free(data);
+	}
+	/* The kernel's own indexes: every module of the system is known, the
+	 * ones added here load, the others stay absent as before. */
+	for (size_t i = 0; i < sizeof(module_indexes) / sizeof(module_indexes[0]) && !r; i++) {
+		size_t len;
+		char *data;
+		snprintf(src, sizeof(src), "%s/%s/%s", l->moddir, k->version, module_indexes[i]);
+		if (!(data = read_opt(g, src, &len)))
+			continue;
+		snprintf(dst, sizeof(dst), "%s/%s", prefix, module_indexes[i]);
+		cpio_parents(&ar, &dirs, &nd, dst, &ino);
+		cpio_add(&ar, dst, S_IFREG | 0644, ino++, 0, data, len);
+		free(data);
+	}
+	if (!r && !strcmp(l->tool, "initramfs-tools")) {
+		/* init runs modprobe for every line of conf/modules before it
+		 * looks for the root: what mkinitramfs wrote there, plus ours. */
+		char **extra = guestfs_ls(g, "/usr/share/initramfs-tools/modules.d");
+		size_t tl;
+		for (size_t i = 0; extra && extra[i]; i++) {
+			snprintf(src, sizeof(src), "/usr/share/initramfs-tools/modules.d/%s", extra[i]);
+			char *d = read_opt(g, src, &tl);
+			module_lines(d, tl, &list);
+			free(d);
+		}
+		for (size_t i = 0; extra && extra[i]; i++)
+			free(extra[i]);
+		free(extra);
+		/* the original list, not the one this plan edits */
+		char *orig = read_opt(g, "/etc/initramfs-tools/modules", &tl);
+		module_lines(orig, tl, &list);
+		free(orig);
+		for (size_t i = 0; i < nn; i++)
+			if (!lists_module(list.p, list.len, names[i]))
+				sbuf_addf(&list, "%s\n", names[i]);
+		cpio_add(&ar, "conf", S_IFDIR | 0755, ino++, 0, NULL, 0);
+		cpio_add(&ar, "conf/modules", S_IFREG | 0644, ino++, 0, list.p, list.len);
+	} else if (!r) {
+		/* dracut: rd.driver.pre loads before the root is looked for;
+		 * modules-load.d for systemd in the initramfs. */
+		struct sbuf pre = { 0 };
+		sbuf_adds(&list, "rd.driver.pre=");
+		for (size_t i = 0; i < nn; i++) {
+			sbuf_addf(&list, "%s%s", i ? "," : "", names[i]);
+			sbuf_addf(&pre, "%s\n", names[i]);
+		}
+		sbuf_adds(&list, "\n");
+		cpio_add(&ar, "etc", S_IFDIR | 0755, ino++, 0, NULL, 0);
+		cpio_add(&ar, "etc/cmdline.d", S_IFDIR | 0755, ino++, 0, NULL, 0);
+		cpio_add(&ar, "etc/cmdline.d/90imager-virtio.conf", S_IFREG | 0644, ino++, 0, list.p,
+			 list.len);
+		cpio_add(&ar, "etc/modules-load.d", S_IFDIR | 0755, ino++, 0, NULL, 0);
+		cpio_add(&ar, "etc/modules-load.d/90imager-virtio.conf", S_IFREG | 0644, ino++, 0,
+			 pre.p, pre.len);
+		sbuf_free(&pre);
+	}
+	cpio_finish(&ar, ino++);
+	strv_free(paths, np);
+	strv_free(dirs, nd);
+	sbuf_free(&list);
+	if (r) {
+		sbuf_free(&ar);
+		return r;
+	}
+	if (ar.oom) {
+		sbuf_free(&ar);
+		return oom(c);
+	}
+	snprintf(src, sizeof(src), "%s.imager-orig", k->initrd);
+	snprintf(detail, sizeof(detail),
+		 "kernel %s: appended %zu modules (%zu KiB archive, %s) to %s; the original is kept "
+		 "as %s", k->version, np, ar.len / 1024, conv_block_name(c->o->block),
+		 gx_exists(g, src) ? "the original kept from an earlier conversion" : "the initramfs",
+		 src);
+	return conv_act(c, ACT_APPEND_INITRD, k->initrd, ar.p, ar.len, NULL, 0, "append-initramfs",
+			detail);
+}
+
+/* ---- the full way: the distribution's own tool ---- */
+
+static int plan_rebuild(struct lx *l, struct lkernel *k)
+{
+	struct conv_ctx *c = l->c;
+	char tmp[300], kimg[300], drivers[200] = "", detail[512];
+	char *v[12] = { 0 };
+	size_t n = 0;
+
+	snprintf(tmp, sizeof(tmp), "%s.imager-new", k->initrd);
+	for (size_t i = 0; i < NVIRTIO; i++)
+		if (kernel_has(k, virtio_modules[i]))
+			snprintf(drivers + strlen(drivers), sizeof(drivers) - strlen(drivers), "%s%s",
+				 drivers[0] ? " " : "", virtio_modules[i]);
+	if (!strcmp(l->tool, "initramfs-tools")) {
+		v[n++] = strdup("mkinitramfs");
+		v[n++] = strdup("-o");
+		v[n++] = strdup(tmp);
+		v[n++] = strdup(k->version);
+	} else if (!strcmp(l->tool, "dracut")) {
+		v[n++] = strdup("dracut");
+		v[n++] = strdup("--force");
+		v[n++] = strdup("--add-drivers");
+		v[n++] = strdup(drivers);
+		v[n++] = strdup(tmp);
+		v[n++] = strdup(k->version);
+	} else if (!strcmp(l->tool, "mkinitcpio")) {
+		v[n++] = strdup("mkinitcpio");
+		v[n++] = strdup("-k");
+		v[n++] = strdup(k->version);
+		v[n++] = strdup("-g");
+		v[n++] = strdup(tmp);
+	} else {
+		snprintf(kimg, sizeof(kimg), "/boot/vmlinuz-%s", k->version);
+		v[n++] = strdup("mkinitrd");
+		v[n++] = strdup("-k");
+		v[n++] = strdup(kimg);
+		v[n++] = strdup("-i");
+		v[n++] = strdup(tmp);
+	}
+	char **argv = calloc(n + 1, sizeof(*argv));
+	for (size_t i = 0; i < n; i++)
+		if (!v[i])
+			argv = (free(argv), NULL);
+	if (!argv) {
+		for (size_t i = 0; i < n; i++)
+			free(v[i]);
+		return oom(c);
+	}
+	memcpy(argv, v, n * sizeof(*argv));
+	snprintf(detail, sizeof(detail), "kernel %s: rebuilt with %s inside the appliance (%s); the "
+		 "original is kept as %s.imager-orig", k->version, argv[0], drivers, k->initrd);
+	return conv_act(c, ACT_REBUILD, k->initrd, NULL, 0, argv, n, "rebuild-initramfs", detail);
+}
+
+/* ---- the distribution's configuration keeps the modules ---- */
+
+/* Add words to a list assignment KEY=(a b) or KEY="a b" on its own line. */
+static int add_to_list_assignment(struct conv_ctx *c, const char *path, const char *key,
+				  const char *const *mods, size_t n)
+{
+	const char *text;
+	size_t len, kl = strlen(key);
+	struct sbuf nb = { 0 }, added = { 0 };
+	bool done = false;
+
+	FORWARD_ERR(conv_read(c, path, &text, &len));
+	if (!text)
+		return 0;
+	for (size_t i = 0; i < len;) {
+		size_t e = i;
+		while (e < len && text[e] != '\n')
+			e++;
+		if (!done && e - i > kl + 1 && !memcmp(text + i, key, kl) && text[i + kl] == '=' &&
+		    (text[i + kl + 1] == '(' || text[i + kl + 1] == '"')) {
+			char close = text[i + kl + 1] == '(' ? ')' : '"';
+			size_t q = e;
+			while (q > i + kl + 2 && text[q - 1] != close)
+				q--;
+			if (q > i + kl + 2 || (q == i + kl + 2 && text[q - 1] == close)) {
+				size_t end = q - 1;      /* the closing character */
+				sbuf_add(&nb, text + i, end - i);
+				for (size_t m = 0; m < n; m++) {
+					/* already there? */
+					char *inside = strndup(text + i + kl + 2, end - (i + kl + 2));
+					bool has = inside && strstr(inside, mods[m]);
+					free(inside);
+					if (!has) {
+						bool space = nb.len && nb.p[nb.len - 1] != ' ' &&
+							     nb.p[nb.len - 1] != '(' && nb.p[nb.len - 1] != '"';
+						sbuf_addf(&nb, "%s%s", space ? " " : "", mods[m]);
+						sbuf_addf(&added, " %s", mods[m]);
+					}
+				}
+				sbuf_add(&nb, text + end, e - end);
+				done = true;
+				goto next;
+			}
+		}
+		sbuf_add(&nb, text + i, e - i);
+	next:
+		if (e < len)
+			sbuf_add(&nb, "\n", 1);
+		i = e + 1;
+	}
+	char detail[300];
+	snprintf(detail, sizeof(detail), "%s gains%s", key, added.len ? added.p : " nothing");
+	sbuf_free(&added);
+	if (!done) {
+		sbuf_free(&nb);
+		return 0;
+	}
+	return conv_edit(c, path, &nb, detail);
+}
+
+static int plan_config(struct lx *l, const struct lkernel *k)
+{
+	struct conv_ctx *c = l->c;
+	const char *mods[NVIRTIO];
+	size_t n = 0;
+
+	for (size_t i = 0; i < NVIRTIO; i++)
+		if (kernel_has(k, virtio_modules[i]) && strcmp(virtio_modules[i], "sd_mod"))
+			mods[n++] = virtio_modules[i];
+	if (!strcmp(l->tool, "initramfs-tools")) {
+		const char *text;
+		size_t len;
+		struct sbuf nb = { 0 }, added = { 0 };
+		FORWARD_ERR(conv_read(c, "/etc/initramfs-tools/modules", &text, &len));
+		if (text)
+			sbuf_add(&nb, text, len);
+		if (nb.len && nb.p[nb.len - 1] != '\n')
+			sbuf_add(&nb, "\n", 1);
+		bool header = false;
+		for (size_t i = 0; i < n; i++) {
+			if (lists_module(text, len, mods[i]))
+				continue;
+			if (!header)
+				sbuf_adds(&nb, "# Added by imager convert: boot on virtio.\n");
+			header = true;
+			sbuf_addf(&nb, "%s\n", mods[i]);
+			sbuf_addf(&added, " %s", mods[i]);
+		}
+		char detail[300];
+		snprintf(detail, sizeof(detail), "lists%s for the next initramfs rebuild", added.p ? added.p : " them already");
+		sbuf_free(&added);
+		return conv_edit(c, "/etc/initramfs-tools/modules", &nb, detail);
+	}
+	if (!strcmp(l->tool, "dracut") || !strcmp(l->tool, "suse-mkinitrd")) {
+		struct sbuf nb = { 0 };
+		sbuf_adds(&nb, "# Added by imager convert: boot on virtio.\nadd_drivers+=\"");
+		for (size_t i = 0; i < n; i++)
+			sbuf_addf(&nb, " %s", mods[i]);
+		sbuf_adds(&nb, " \"\n");
+		if (!strcmp(l->tool, "suse-mkinitrd"))
+			FORWARD_ERR(add_to_list_assignment(c, "/etc/sysconfig/kernel", "INITRD_MODULES", mods, n));
+		if (!gx_is_dir(c->g, "/etc/dracut.conf.d")) {
+			if (!strcmp(l->tool, "suse-mkinitrd")) {
+				sbuf_free(&nb);
+				return 0;
+			}
+			FORWARD_ERR(conv_act(c, ACT_MKDIR, "/etc/dracut.conf.d", NULL, 0, NULL, 0, "create",
+					     "folder for dracut's settings"));
+		}
+		return conv_edit(c, "/etc/dracut.conf.d/90-imager-virtio.conf", &nb,
+				 "add_drivers for the next initramfs rebuild");
+	}
+	if (!strcmp(l->tool, "mkinitcpio"))
+		return add_to_list_assignment(c, "/etc/mkinitcpio.conf", "MODULES", mods, n);
+	return 0;
+}
+
+/* ---- device names ---- */
+
+static bool uuid_of(void *opaque, unsigned disk, unsigned part, char *uuid, size_t len)
+{
+	struct conv_ctx *c = opaque;
+	char dev[96];
+	char *u;
+
+	if (disk >= c->ndevices)
+		return false;
+	snprintf(dev, sizeof(dev), "%s%u", c->devices[disk], part);
+	u = guestfs_vfs_uuid(c->g, dev);
+	if (!u || !*u) {
+		free(u);
+		return false;
+	}
+	snprintf(uuid, len, "%s", u);
+	free(u);
+	return true;
+}
+
+static int plan_names(struct lx *l)
+{
+	struct conv_ctx *c = l->c;
+	enum conv_bus bus = c->o->block == CONV_BLOCK_VIRTIO_SCSI ? CONV_BUS_VIRTIO_SCSI : CONV_BUS_VIRTIO_BLK;
+
+	for (size_t f = 0; f < sizeof(name_files) / sizeof(name_files[0]); f++) {
+		const char *text;
+		size_t len, nch = 0;
+		struct remap_change *ch = NULL;
+		struct sbuf nb;
+		char detail[900];
+
+		if (gx_is_link(c->g, name_files[f]))
+			continue;   /* edited through the file it points to */
+		FORWARD_ERR(conv_read(c, name_files[f], &text, &len));
+		if (!text)
+			continue;
+		if (remap_text(text, len, bus, uuid_of, c, &nb, &ch, &nch) < 0)
+			return oom(c);
+		if (!nch) {
+			sbuf_free(&nb);
+			free(ch);
+			continue;
+		}
+		size_t o = 0;
+		o += (size_t)snprintf(detail, sizeof(detail), "device names:");
+		for (size_t i = 0; i < nch && o < sizeof(detail) - 1; i++)
+			o += (size_t)snprintf(detail + o, sizeof(detail) - o, "%s line %u %s -> %s",
+					      i ? "," : "", ch[i].line, ch[i].from, ch[i].to);
+		free(ch);
+		FORWARD_ERR(conv_edit(c, name_files[f], &nb, detail));
+	}
+	return 0;
+}
+
+/* ---- the old platform ---- */
+
+static bool old_service(const char *name)
+{
+	char base[256];
+	snprintf(base, sizeof(base), "%s", name);
+	char *dot = strrchr(base, '.');
+	if (dot && (!strcmp(dot, ".service") || !strcmp(dot, ".mount") || !strcmp(dot, ".path")))
+		*dot = '\0';
+	/* SysV links: S20vmware-tools, K01open-vm-tools */
+	const char *b = base;
+	if ((b[0] == 'S' || b[0] == 'K') && b[1] >= '0' && b[1] <= '9' && b[2] >= '0' && b[2] <= '9')
+		b += 3;
+	for (size_t i = 0; i < sizeof(old_services) / sizeof(old_services[0]); i++)
+		if (!strcmp(b, old_services[i]))
+			return true;
+	return false;
+}
+
+static int disable_in(struct conv_ctx *c, const char *dir)
+{
+	char **ents = gx_is_dir(c->g, dir) ? guestfs_ls(c->g, dir) : NULL;
+	int r = 0;
+
+	for (size_t i = 0; ents && ents[i] && !r; i++) {
+		char path[600];
+		snprintf(path, sizeof(path), "%s/%s", dir, ents[i]);
+		if (old_service(ents[i]) && gx_is_link(c->g, path))
+			r = conv_act(c, ACT_REMOVE, path, NULL, 0, NULL, 0, "disable",
+				     "service of the old platform no longer started");
+	}
+	for (size_t i = 0; ents && ents[i]; i++)
+		free(ents[i]);
+	free(ents);
+	return r;
+}
+
+static int plan_old_platform(struct lx *l)
+{
+	struct conv_ctx *c = l->c;
+	char **ents;
+	static const char *const rc[] = { "/etc/rc0.d", "/etc/rc1.d", "/etc/rc2.d", "/etc/rc3.d",
+					  "/etc/rc4.d", "/etc/rc5.d", "/etc/rc6.d", "/etc/rcS.d",
+					  "/etc/rc.d/rc3.d", "/etc/rc.d/rc5.d" };
+
+	if ((ents = gx_is_dir(c->g, "/etc/systemd/system") ? guestfs_ls(c->g, "/etc/systemd/system")
+							   : NULL)) {
+		int r = 0;
+		for (size_t i = 0; ents[i] && !r; i++) {
+			size_t n = strlen(ents[i]);
+			char dir[400];
+			if (n > 6 && !strcmp(ents[i] + n - 6, ".wants")) {
+				snprintf(dir, sizeof(dir), "/etc/systemd/system/%s", ents[i]);
+				r = disable_in(c, dir);
+			}
+		}
+		for (size_t i = 0; ents[i]; i++)
+			free(ents[i]);
+		free(ents);
+		FORWARD_ERR(r);
+	}
+	for (size_t i = 0; i < sizeof(rc) / sizeof(rc[0]); i++)
+		FORWARD_ERR(disable_in(c, rc[i]));
+	/* Xen PV drivers in the module lists */
+	static const char *const lists[] = { "/etc/initramfs-tools/modules", "/etc/modules" };
+	for (size_t i = 0; i < 2; i++) {
+		const char *text;
+		size_t len;
+		struct sbuf nb = { 0 };
+		bool dropped = false;
+		FORWARD_ERR(conv_read(c, lists[i], &text, &len));
+		for (size_t p = 0; text && p < len;) {
+			size_t e = p, s = p, w;
+			while (e < len && text[e] != '\n')
+				e++;
+			while (s < e && (text[s] == ' ' || text[s] == '\t'))
+				s++;
+			for (w = s; w < e && text[w] != ' ' && text[w] != '\t'; w++)
+				;
+			if (is_xen_module(text + s, w - s))
+				dropped = true;
+			else
+				sbuf_add(&nb, text + p, e - p + (e < len));
+			p = e + 1;
+		}
+		if (dropped)
+			FORWARD_ERR(conv_edit(c, lists[i], &nb, "Xen PV drivers no longer loaded"));
+		else
+			sbuf_free(&nb);
+	}
+	for (size_t i = 0; i < sizeof(device_caches) / sizeof(device_caches[0]); i++)
+		if (gx_is_file(c->g, device_caches[i]))
+			FORWARD_ERR(conv_act(c, ACT_REMOVE, device_caches[i], NULL, 0, NULL, 0, "remove",
+					     "cache of the old machine's devices"));
+	return 0;
+}
+
+/* ---- the whole Linux plan ---- */
+
+int conv_linux_plan(struct conv_ctx *c, const char *root)
+{
+	struct lx l = { .c = c, .root = root };
+	struct lkernel *def = NULL;
+	char *fs;
+	int r;
+
+	if (c->o->phase)
+		c->o->phase(c->o->opaque, "planning");
+	fs = guestfs_vfs_type(c->g, root);
+	snprintf(l.rootfs, sizeof(l.rootfs), "%s", fs ? fs : "");
+	free(fs);
+	find_bootloader(&l);
+	find_initramfs_tool(&l);
+	find_firmware(&l);
+	if ((r = find_kernels(&l)) < 0)
+		goto out;
+	if ((r = choose_default(&l, &def)) < 0)
+		goto out;
+	snprintf(c->rep->default_kernel, sizeof(c->rep->default_kernel), "%s", def->version);
+	c->rep->virtio_net = def->net;
+	bool rebuild = c->o->rebuild_initramfs;
+	bool any_initrd = false;
+	for (size_t i = 0; i < l.nk; i++)
+		any_initrd |= l.k[i].virtio && l.k[i].initrd[0];
+	if (any_initrd && !l.tool[0]) {
+		r = im_errf(c->err, IM_EXIT_UNSUPP, -EOPNOTSUPP,
+			    "the guest boots from an initramfs, but no known tool made it "
+			    "(initramfs-tools, dracut, mkinitcpio, SUSE mkinitrd); nothing changed");
+		goto out;
+	}
+	if (!rebuild && (!strcmp(l.tool, "mkinitcpio") || !strcmp(l.tool, "suse-mkinitrd"))) {
+		rebuild = true;   /* their initramfs has no place for an appended list */
+		conv_change(c, "", "note", "%s: the initramfs is rebuilt with the guest's own tool "
+			    "(the fast way covers initramfs-tools and dracut)", l.tool);
+	}
+	snprintf(c->rep->method, sizeof(c->rep->method), "%s", rebuild ? "rebuild" : "append");
+	/* Configuration first, so that a rebuild sees it. */
+	if (l.tool[0] && (r = plan_config(&l, def)) < 0)
+		goto out;
+	if ((r = plan_names(&l)) < 0)
+		goto out;
+	if ((r = plan_old_platform(&l)) < 0)
+		goto out;
+	for (size_t i = 0; i < l.nk && !r; i++) {
+		if (!l.k[i].virtio || !l.k[i].initrd[0])
+			continue;
+		r = rebuild ? plan_rebuild(&l, &l.k[i]) : plan_append(&l, &l.k[i]);
+	}
+out:
+	for (size_t i = 0; i < l.nk; i++) {
+		free(l.k[i].dep);
+		free(l.k[i].builtin);
+	}
+	free(l.k);
+	return r;
+}

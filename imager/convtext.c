@@ -1,0 +1,642 @@
+/* SPDX-License-Identifier: GPL-2.0-or-later */
+/* Pure text and byte work for guest conversion: see convtext.h. */
+#include <ctype.h>
+#include <errno.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "convtext.h"
+
+/* ---- byte buffer ---- */
+
+static bool sbuf_room(struct sbuf *b, size_t more)
+{
+	if (b->oom)
+		return false;
+	if (more > SIZE_MAX / 2 - b->len) {
+		b->oom = true;
+		return false;
+	}
+	if (b->len + more + 1 > b->cap) {
+		size_t cap = b->cap ? b->cap : 256;
+		while (cap < b->len + more + 1)
+			cap *= 2;
+		char *p = realloc(b->p, cap);
+		if (!p) {
+			b->oom = true;
+			return false;
+		}
+		b->p = p;
+		b->cap = cap;
+	}
+	return true;
+}
+
+void sbuf_add(struct sbuf *b, const void *data, size_t len)
+{
+	if (!sbuf_room(b, len))
+		return;
+	if (len)
+		memcpy(b->p + b->len, data, len);
+	b->len += len;
+	b->p[b->len] = '\0';
+}
+
+void sbuf_adds(struct sbuf *b, const char *s) { sbuf_add(b, s, strlen(s)); }
+
+void sbuf_addf(struct sbuf *b, const char *fmt, ...)
+{
+	va_list ap;
+	char small[256];
+	int n;
+
+	va_start(ap, fmt);
+	n = vsnprintf(small, sizeof(small), fmt, ap);
+	va_end(ap);
+	if (n < 0) {
+		b->oom = true;
+		return;
+	}
+	if ((size_t)n < sizeof(small)) {
+		sbuf_add(b, small, (size_t)n);
+		return;
+	}
+	if (!sbuf_room(b, (size_t)n))
+		return;
+	va_start(ap, fmt);
+	vsnprintf(b->p + b->len, (size_t)n + 1, fmt, ap);
+	va_end(ap);
+	b->len += (size_t)n;
+}
+
+void sbuf_free(struct sbuf *b)
+{
+	free(b->p);
+	memset(b, 0, sizeof(*b));
+}
+
+/* ---- disk names ---- */
+
+static bool name_char(char c) { return isalnum((unsigned char)c) || c == '_' || c == '-'; }
+
+/* Digits at s[*i..len) as a number (at most 6 digits). */
+static bool take_num(const char *s, size_t len, size_t *i, unsigned *out)
+{
+	size_t j = *i;
+	unsigned v = 0;
+	while (j < len && isdigit((unsigned char)s[j]) && j - *i < 6)
+		v = v * 10 + (unsigned)(s[j++] - '0');
+	if (j == *i || (j < len && isdigit((unsigned char)s[j])))
+		return false;
+	*i = j;
+	*out = v;
+	return true;
+}
+
+/* Letters a..z, aa..zz as a 0-based disk number (sda 0, sdz 25, sdaa 26). */
+static bool take_letters(const char *s, size_t len, size_t *i, unsigned *out)
+{
+	size_t j = *i;
+	unsigned v = 0;
+	while (j < len && s[j] >= 'a' && s[j] <= 'z' && j - *i < 2)
+		v = v * 26 + (unsigned)(s[j++] - 'a' + 1);
+	if (j == *i || (j < len && s[j] >= 'a' && s[j] <= 'z'))
+		return false;
+	*i = j;
+	*out = v - 1;
+	return true;
+}
+
+bool devname_parse(const char *s, size_t len, struct devref *out)
+{
+	static const struct { const char *prefix; enum devkind kind; } letters[] = {
+		{ "sd", DEV_SD }, { "hd", DEV_HD }, { "xvd", DEV_XVD }, { "vd", DEV_VD },
+	};
+	struct devref r = { 0 };
+	size_t i = 5;
+	unsigned a, b;
+
+	if (len < 7 || memcmp(s, "/dev/", 5) != 0)
+		return false;
+	for (size_t k = 0; k < sizeof(letters) / sizeof(letters[0]); k++) {
+		size_t pl = strlen(letters[k].prefix);
+		if (len - i > pl && !memcmp(s + i, letters[k].prefix, pl)) {
+			size_t j = i + pl;
+			if (!take_letters(s, len, &j, &r.disk))
+				return false;
+			r.kind = letters[k].kind;
+			if (j < len && isdigit((unsigned char)s[j]) && !take_num(s, len, &j, &r.part))
+				return false;
+			i = j;
+			goto done;
+		}
+	}
+	if (len - i > 4 && !memcmp(s + i, "nvme", 4)) {
+		size_t j = i + 4;
+		if (!take_num(s, len, &j, &a) || j >= len || s[j] != 'n')
+			return false;
+		j++;
+		if (!take_num(s, len, &j, &b) || b == 0)
+			return false;
+		r.kind = DEV_NVME;
+		/* nvme0n1 is disk 0; more namespaces on one controller follow it.
+		 * Several controllers with one namespace each is the usual case. */
+		r.disk = a + (b - 1);
+		if (j < len && s[j] == 'p') {
+			j++;
+			if (!take_num(s, len, &j, &r.part) || r.part == 0)
+				return false;
+		}
+		i = j;
+		goto done;
+	}
+	if (len - i > 6 && !memcmp(s + i, "cciss/c", 7)) {
+		size_t j = i + 7;
+		if (!take_num(s, len, &j, &a) || j >= len || s[j] != 'd')
+			return false;
+		j++;
+		if (!take_num(s, len, &j, &b))
+			return false;
+		r.kind = DEV_CCISS;
+		r.disk = a * 16 + b;
+		if (j < len && s[j] == 'p') {
+			j++;
+			if (!take_num(s, len, &j, &r.part) || r.part == 0)
+				return false;
+		}
+		i = j;
+		goto done;
+	}
+	if (len - i > 6 && !memcmp(s + i, "mmcblk", 6)) {
+		size_t j = i + 6;
+		if (!take_num(s, len, &j, &r.disk))
+			return false;
+		r.kind = DEV_MMC;
+		if (j < len && s[j] == 'p') {
+			j++;
+			if (!take_num(s, len, &j, &r.part) || r.part == 0)
+				return false;
+		}
+		i = j;
+		goto done;
+	}
+	return false;
+done:
+	if (i < len && name_char(s[i]))
+		return false;
+	if (r.disk > 26 * 27 - 1)
+		return false;
+	r.len = i;
+	*out = r;
+	return true;
+}
+
+int devname_virtio(unsigned disk, unsigned part, enum conv_bus bus, char *out, size_t outlen)
+{
+	char letters[3];
+	size_t n = 0;
+
+	if (disk >= 26 * 27)
+		return -ERANGE;
+	if (disk >= 26)
+		letters[n++] = (char)('a' + disk / 26 - 1);
+	letters[n++] = (char)('a' + disk % 26);
+	letters[n] = '\0';
+	if (part)
+		snprintf(out, outlen, "/dev/%s%s%u", bus == CONV_BUS_VIRTIO_SCSI ? "sd" : "vd", letters,
+			 part);
+	else
+		snprintf(out, outlen, "/dev/%s%s", bus == CONV_BUS_VIRTIO_SCSI ? "sd" : "vd", letters);
+	return 0;
+}
+
+int remap_text(const char *text, size_t len, enum conv_bus bus, uuid_lookup_fn lookup,
+	       void *opaque, struct sbuf *out, struct remap_change **changes, size_t *nchanges)
+{
+	struct remap_change *ch = NULL;
+	size_t nch = 0, cap = 0, i = 0, from = 0;
+	unsigned line = 1;
+	bool comment = false;    /* the line so far is a comment: names only */
+	bool blank = true;       /* the line so far is blanks */
+
+	memset(out, 0, sizeof(*out));
+	sbuf_add(out, "", 0);
+	while (i < len) {
+		struct devref d;
+		char to[96], uuid[64];
+		char prev = i ? text[i - 1] : '\n';
+
+		if (text[i] == '\n') {
+			line++;
+			i++;
+			comment = false;
+			blank = true;
+			continue;
+		}
+		if (blank && text[i] == '#')
+			comment = true;
+		if (text[i] != ' ' && text[i] != '\t')
+			blank = false;
+		if (text[i] != '/' || (i && (name_char(prev) || prev == '/' || prev == '.')) ||
+		    !devname_parse(text + i, len - i, &d) || d.kind == DEV_VD ||
+		    (bus == CONV_BUS_VIRTIO_SCSI && d.kind == DEV_SD)) {
+			i++;
+			continue;
+		}
+		bool alone = prev == '\n' || prev == ' ' || prev == '\t' || prev == '=' ||
+			     prev == '"' || prev == '\'';
+		if (d.part && alone && !comment && lookup && lookup(opaque, d.disk, d.part, uuid, sizeof(uuid)))
+			snprintf(to, sizeof(to), "UUID=%s", uuid);
+		else if (devname_virtio(d.disk, d.part, bus, to, sizeof(to)) < 0) {
+			i += d.len;
+			continue;
+		}
+		sbuf_add(out, text + from, i - from);
+		sbuf_adds(out, to);
+		if (changes) {
+			if (nch == cap) {
+				size_t nc = cap ? cap * 2 : 8;
+				struct remap_change *p = realloc(ch, nc * sizeof(*p));
+				if (!p) {
+					free(ch);
+					sbuf_free(out);
+					return -ENOMEM;
+				}
+				ch = p;
+				cap = nc;
+			}
+			ch[nch].line = line;
+			snprintf(ch[nch].from, sizeof(ch[nch].from), "%.*s", (int)(d.len < 63 ? d.len : 63),
+				 text + i);
+			snprintf(ch[nch].to, sizeof(ch[nch].to), "%s", to);
+		}
+		nch++;
+		i += d.len;
+		from = i;
+	}
+	sbuf_add(out, text + from, len - from);
+	if (out->oom) {
+		free(ch);
+		sbuf_free(out);
+		return -ENOMEM;
+	}
+	if (changes)
+		*changes = ch;
+	if (nchanges)
+		*nchanges = nch;
+	return 0;
+}
+
+/* ---- kernel modules ---- */
+
+bool module_path_is(const char *path, size_t len, const char *name)
+{
+	static const char *const exts[] = { ".ko", ".ko.xz", ".ko.zst", ".ko.gz" };
+	size_t b = len, nl = strlen(name);
+
+	while (b && path[b - 1] != '/')
+		b--;
+	for (size_t k = 0; k < sizeof(exts) / sizeof(exts[0]); k++) {
+		size_t el = strlen(exts[k]);
+		if (len - b != nl + el || memcmp(path + len - el, exts[k], el))
+			continue;
+		for (size_t i = 0; i < nl; i++) {
+			char x = path[b + i] == '-' ? '_' : path[b + i];
+			char y = name[i] == '-' ? '_' : name[i];
+			if (x != y)
+				return false;
+		}
+		return true;
+	}
+	return false;
+}
+
+/* The line of modules.dep whose module (before ':') is name. */
+static bool dep_find(const char *dep, size_t len, const char *name, size_t *ls, size_t *colon,
+		     size_t *le)
+{
+	size_t i = 0;
+	while (i < len) {
+		size_t e = i, c;
+		while (e < len && dep[e] != '\n')
+			e++;
+		for (c = i; c < e && dep[c] != ':'; c++)
+			;
+		if (c < e && module_path_is(dep + i, c - i, name)) {
+			*ls = i;
+			*colon = c;
+			*le = e;
+			return true;
+		}
+		i = e + 1;
+	}
+	return false;
+}
+
+static bool builtin_has(const char *b, size_t len, const char *name)
+{
+	size_t i = 0;
+	while (b && i < len) {
+		size_t e = i;
+		while (e < len && b[e] != '\n')
+			e++;
+		if (module_path_is(b + i, e - i, name))
+			return true;
+		i = e + 1;
+	}
+	return false;
+}
+
+static int strv_push(char ***v, size_t *n, const char *s, size_t len)
+{
+	for (size_t i = 0; i < *n; i++)
+		if (strlen((*v)[i]) == len && !memcmp((*v)[i], s, len))
+			return 0;
+	char **p = realloc(*v, (*n + 1) * sizeof(*p));
+	if (!p)
+		return -ENOMEM;
+	*v = p;
+	if (!(p[*n] = strndup(s, len)))
+		return -ENOMEM;
+	(*n)++;
+	return 0;
+}
+
+void strv_free(char **v, size_t n)
+{
+	for (size_t i = 0; v && i < n; i++)
+		free(v[i]);
+	free(v);
+}
+
+int modules_closure(const char *dep, size_t deplen, const char *builtin, size_t builtinlen,
+		    const char *const *names, size_t n, char ***paths, size_t *npaths,
+		    size_t *nbuiltin, const char **missing)
+{
+	char **v = NULL;
+	size_t nv = 0, nb = 0;
+
+	*missing = NULL;
+	for (size_t k = 0; k < n; k++) {
+		size_t ls, colon, le;
+		if (!dep_find(dep, deplen, names[k], &ls, &colon, &le)) {
+			if (builtin_has(builtin, builtinlen, names[k]))
+				nb++;
+			else if (!*missing)
+				*missing = names[k];
+			continue;
+		}
+		/* modules.dep lists every dependency, direct or not, the ones
+		 * loaded last first: load them in reverse, then the module. */
+		size_t e = le;
+		while (e > colon + 1) {
+			while (e > colon + 1 && dep[e - 1] == ' ')
+				e--;
+			size_t s = e;
+			while (s > colon + 1 && dep[s - 1] != ' ')
+				s--;
+			if (s < e && strv_push(&v, &nv, dep + s, e - s) < 0)
+				goto oom;
+			e = s;
+		}
+		if (strv_push(&v, &nv, dep + ls, colon - ls) < 0)
+			goto oom;
+	}
+	*paths = v;
+	*npaths = nv;
+	*nbuiltin = nb;
+	return 0;
+oom:
+	strv_free(v, nv);
+	return -ENOMEM;
+}
+
+/* ---- GRUB 2 ---- */
+
+/* The next word of a grub.cfg line at *i (quotes removed), into w. */
+static bool grub_word(const char *s, size_t e, size_t *i, char *w, size_t wl)
+{
+	size_t o = 0;
+	while (*i < e && (s[*i] == ' ' || s[*i] == '\t'))
+		(*i)++;
+	if (*i >= e)
+		return false;
+	while (*i < e && s[*i] != ' ' && s[*i] != '\t') {
+		char q = s[*i];
+		if (q == '\'' || q == '"') {
+			(*i)++;
+			while (*i < e && s[*i] != q) {
+				if (q == '"' && s[*i] == '\\' && *i + 1 < e)
+					(*i)++;
+				if (o + 1 < wl)
+					w[o++] = s[*i];
+				(*i)++;
+			}
+			if (*i < e)
+				(*i)++;
+		} else {
+			if (o + 1 < wl)
+				w[o++] = q;
+			(*i)++;
+		}
+	}
+	w[o] = '\0';
+	return true;
+}
+
+int grub_entries(const char *text, size_t len, struct grub_entry *out, size_t max,
+		 char *default_value, size_t dvlen)
+{
+	size_t i = 0, n = 0;
+	int depth = 0;             /* braces open */
+	int sub_depth = -1;        /* depth at which the open submenu's body starts */
+	int entry_depth = -1;      /* same for the open menuentry */
+	unsigned top = 0, inner = 0;
+	char subid[128] = "";
+	bool have_default = false;
+	struct grub_entry *cur = NULL;
+
+	snprintf(default_value, dvlen, "0");
+	while (i < len) {
+		size_t e = i, j;
+		char w[256];
+		while (e < len && text[e] != '\n')
+			e++;
+		j = i;
+		if (grub_word(text, e, &j, w, sizeof(w))) {
+			bool is_menu = !strcmp(w, "menuentry"), is_sub = !strcmp(w, "submenu");
+			if (!strcmp(w, "set") && !have_default && depth == 0) {
+				char a[256];
+				if (grub_word(text, e, &j, a, sizeof(a)) && !strncmp(a, "default=", 8)) {
+					snprintf(default_value, dvlen, "%s", a + 8);
+					have_default = true;
+				}
+			} else if (is_sub && sub_depth < 0 && entry_depth < 0) {
+				char title[128] = "", word[256];
+				grub_word(text, e, &j, title, sizeof(title));
+				subid[0] = '\0';
+				while (grub_word(text, e, &j, word, sizeof(word)))
+					if (!strcmp(word, "$menuentry_id_option") &&
+					    grub_word(text, e, &j, word, sizeof(word)))
+						snprintf(subid, sizeof(subid), "%s", word);
+				sub_depth = depth + 1;
+				inner = 0;
+			} else if (is_sub) {
+				return -EINVAL;
+			} else if (is_menu && entry_depth < 0) {
+				char title[128] = "", word[256], id[128] = "";
+				grub_word(text, e, &j, title, sizeof(title));
+				while (grub_word(text, e, &j, word, sizeof(word)))
+					if (!strcmp(word, "$menuentry_id_option") &&
+					    grub_word(text, e, &j, word, sizeof(word)))
+						snprintf(id, sizeof(id), "%s", word);
+				cur = NULL;
+				if (n < max) {
+					cur = &out[n];
+					memset(cur, 0, sizeof(*cur));
+					snprintf(cur->title, sizeof(cur->title), "%s", title);
+					if (sub_depth >= 0) {
+						snprintf(cur->index, sizeof(cur->index), "%u>%u", top, inner);
+						if (subid[0] && id[0])
+							snprintf(cur->id, sizeof(cur->id), "%s>%s", subid, id);
+					} else {
+						snprintf(cur->index, sizeof(cur->index), "%u", top);
+						snprintf(cur->id, sizeof(cur->id), "%s", id);
+					}
+				}
+				n++;
+				entry_depth = depth + 1;
+			} else if ((!strcmp(w, "linux") || !strcmp(w, "linux16") ||
+				    !strcmp(w, "linuxefi")) && entry_depth >= 0 && cur && !cur->kernel[0]) {
+				char k[256];
+				if (grub_word(text, e, &j, k, sizeof(k))) {
+					const char *b = strrchr(k, '/');
+					b = b ? b + 1 : k;
+					if (!strncmp(b, "vmlinuz-", 8))
+						snprintf(cur->kernel, sizeof(cur->kernel), "%s", b + 8);
+					else if (!strncmp(b, "vmlinux-", 8))
+						snprintf(cur->kernel, sizeof(cur->kernel), "%s", b + 8);
+				}
+			}
+		}
+		/* Braces outside quotes and comments change the depth. */
+		bool sq = false, dq = false;
+		for (size_t k = i; k < e; k++) {
+			char c = text[k];
+			if (c == '#' && !sq && !dq && (k == i || text[k - 1] == ' ' || text[k - 1] == '\t'))
+				break;
+			if (c == '\'' && !dq)
+				sq = !sq;
+			else if (c == '"' && !sq)
+				dq = !dq;
+			else if (c == '{' && !sq && !dq)
+				depth++;
+			else if (c == '}' && !sq && !dq) {
+				if (depth > 0)
+					depth--;
+				if (entry_depth >= 0 && depth < entry_depth) {
+					entry_depth = -1;
+					cur = NULL;
+					if (sub_depth >= 0)
+						inner++;
+					else
+						top++;
+				} else if (sub_depth >= 0 && depth < sub_depth) {
+					sub_depth = -1;
+					top++;
+				}
+			}
+		}
+		i = e + 1;
+	}
+	return n > (size_t)0x7fffffff ? 0x7fffffff : (int)n;
+}
+
+int grub_default_entry(const struct grub_entry *e, size_t n, const char *dv)
+{
+	for (size_t i = 0; i < n; i++)
+		if (!strcmp(e[i].index, dv))
+			return (int)i;
+	for (size_t i = 0; i < n; i++)
+		if ((e[i].id[0] && !strcmp(e[i].id, dv)) || !strcmp(e[i].title, dv))
+			return (int)i;
+	/* "submenu-id>N" and "N>entry-id" mixes are rare: not resolved. */
+	return -1;
+}
+
+int set_assignment(const char *text, size_t len, const char *key, const char *value,
+		   bool grub_cfg, struct sbuf *out)
+{
+	size_t i = 0, kl = strlen(key);
+	bool done = false;
+
+	memset(out, 0, sizeof(*out));
+	sbuf_add(out, "", 0);
+	while (i < len) {
+		size_t e = i, s = i;
+		while (e < len && text[e] != '\n')
+			e++;
+		while (s < e && (text[s] == ' ' || text[s] == '\t'))
+			s++;
+		bool hit = false;
+		if (!done && grub_cfg && e - s > 4 + kl + 1 && !memcmp(text + s, "set ", 4) &&
+		    !memcmp(text + s + 4, key, kl) && text[s + 4 + kl] == '=')
+			hit = true;
+		if (!done && !grub_cfg && e - s > kl && !memcmp(text + s, key, kl) && text[s + kl] == '=')
+			hit = true;
+		if (hit) {
+			sbuf_add(out, text + i, s - i);
+			sbuf_addf(out, "%s%s=\"%s\"", grub_cfg ? "set " : "", key, value);
+			done = true;
+		} else {
+			sbuf_add(out, text + i, e - i);
+		}
+		if (e < len)
+			sbuf_add(out, "\n", 1);
+		i = e + 1;
+	}
+	if (!done && !grub_cfg) {
+		if (out->len && out->p[out->len - 1] != '\n')
+			sbuf_add(out, "\n", 1);
+		sbuf_addf(out, "%s=\"%s\"\n", key, value);
+	}
+	return out->oom ? -ENOMEM : 0;
+}
+
+/* ---- newc cpio ---- */
+
+static void cpio_pad(struct sbuf *b, size_t to)
+{
+	static const char zeros[512];
+	size_t r = b->len % to;
+	if (r)
+		sbuf_add(b, zeros, to - r);
+}
+
+void cpio_add(struct sbuf *b, const char *name, unsigned mode, uint32_t ino, uint32_t mtime,
+	      const void *data, size_t len)
+{
+	char hdr[111];
+	size_t nl = strlen(name) + 1;
+
+	/* magic, ino, mode, uid, gid, nlink, mtime, filesize, devmajor,
+	 * devminor, rdevmajor, rdevminor, namesize, check */
+	snprintf(hdr, sizeof(hdr), "070701%08X%08X%08X%08X%08X%08X%08X%08X%08X%08X%08X%08X%08X",
+		 ino, mode, 0u, 0u, (mode & 0170000) == 0040000 ? 2u : 1u, mtime, (unsigned)len, 0u,
+		 0u, 0u, 0u, (unsigned)nl, 0u);
+	sbuf_add(b, hdr, 110);
+	sbuf_add(b, name, nl);
+	cpio_pad(b, 4);
+	if (len) {
+		sbuf_add(b, data, len);
+		cpio_pad(b, 4);
+	}
+}
+
+void cpio_finish(struct sbuf *b, uint32_t ino)
+{
+	cpio_add(b, "TRAILER!!!", 0, ino, 0, NULL, 0);
+	cpio_pad(b, 512);
+}

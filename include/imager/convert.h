@@ -1,0 +1,129 @@
+/* SPDX-License-Identifier: GPL-2.0-or-later */
+/*
+ * Guest conversion: make the operating system on a disk boot on virtio.
+ *
+ * im_convert() opens the disks in one libguestfs appliance (acceleration
+ * chosen as guest.h says: TCG when KVM cannot run a guest), inspects them,
+ * plans every change, and only then applies the plan.  A guest it cannot
+ * convert is refused before anything is written.  With dry_run the disks
+ * are opened read-only (libguestfs puts a throwaway overlay on top) and the
+ * plan is reported, not applied: not one byte of the disks changes.
+ *
+ * Linux (convert-linux.c), in this order:
+ *   1. inspection: distribution, version, root and mount points, kernels
+ *      (/lib/modules/VER with /boot/vmlinuz-VER), bootloader (GRUB 2, GRUB
+ *      legacy, extlinux), initramfs tool (initramfs-tools, dracut,
+ *      mkinitcpio, SUSE mkinitrd), firmware (BIOS or UEFI);
+ *   2. kernels: those with virtio (virtio_pci and the block driver as
+ *      modules in modules.dep, built in per modules.builtin, or set in
+ *      /boot/config-VER); none: refused (IM_EXIT_UNSUPP).  When GRUB 2's
+ *      default entry boots a kernel without virtio, the newest entry whose
+ *      kernel has it becomes the default (grub.cfg and GRUB_DEFAULT);
+ *   3. initramfs of every kernel with virtio, the original kept beside it
+ *      as NAME.imager-orig (an existing .imager-orig is the base of a second
+ *      conversion, so converting twice appends once):
+ *        fast (default, initramfs-tools and dracut): a newc archive is
+ *        appended (the kernel unpacks concatenated archives in order) that
+ *        holds virtio_pci, virtio_blk, virtio_scsi, virtio_net, sd_mod and
+ *        the root filesystem's module, with everything they depend on from
+ *        modules.dep, the kernel's module indexes, and what makes the
+ *        initramfs load them before it looks for root (initramfs-tools:
+ *        conf/modules; dracut: rd.driver.pre in etc/cmdline.d and
+ *        etc/modules-load.d);
+ *        full (rebuild_initramfs, and always for mkinitcpio and SUSE
+ *        mkinitrd): the distribution's own tool runs inside the appliance;
+ *      either way the modules are recorded in the distribution's
+ *      configuration (/etc/initramfs-tools/modules, /etc/dracut.conf.d/,
+ *      mkinitcpio's MODULES) so the guest's own rebuilds keep them;
+ *   4. device names in /etc/fstab, /etc/crypttab, GRUB's files (grub.cfg,
+ *      /etc/default/grub, device.map, menu.lst), extlinux.conf and the
+ *      resume configuration: sd/hd/xvd/nvme/cciss/mmcblk names become
+ *      UUID= where the filesystem has a UUID and the name is a value on its
+ *      own, else the virtio name (vdX; sdX under virtio-scsi);
+ *   5. the old platform: VMware tools, open-vm-tools, VirtualBox additions
+ *      services disabled (their systemd links and SysV rc links removed),
+ *      Xen PV modules removed from initramfs and module-load
+ *      configuration; device caches removed (blkid.tab, LVM's cache and
+ *      devices file).
+ * Other systems (Windows: issue 6) are refused with IM_EXIT_UNSUPP.
+ */
+#ifndef IMAGER_CONVERT_H
+#define IMAGER_CONVERT_H
+
+#include <stdbool.h>
+#include <stddef.h>
+
+#include "imager/error.h"
+
+enum conv_block { CONV_BLOCK_VIRTIO_BLK = 1, CONV_BLOCK_VIRTIO_SCSI = 2 };
+
+struct conv_opts {
+	enum conv_block block;        /* 0: virtio-blk */
+	bool rebuild_initramfs;       /* run the guest's own initramfs tool */
+	bool dry_run;                 /* report the plan; change nothing */
+	/* Called with a short phase name ("launching", "inspecting",
+	 * "applying") as the work goes on; may be NULL. */
+	void (*phase)(void *opaque, const char *what);
+	void *opaque;
+};
+
+struct conv_kernel {
+	char version[128];
+	bool virtio;                  /* virtio_pci and the block driver */
+	bool has_initramfs;
+	bool is_default;              /* what the bootloader boots now */
+};
+
+/* One change, in the order it is (or would be) made. */
+struct conv_change {
+	char *path;                   /* in the guest; "" when none */
+	char *action;                 /* "edit", "append-initramfs", "rebuild-initramfs",
+				       * "copy", "remove", "disable", "set-default-kernel" */
+	char *detail;                 /* one line for people */
+};
+
+struct conv_report {
+	/* What inspection found. */
+	char os_type[16];             /* "linux", "windows", ... */
+	char distro[32];              /* "debian", "fedora", ... */
+	char product[128];
+	int major, minor;
+	char arch[16];
+	char root[64];                /* appliance name of the root filesystem */
+	char bootloader[16];          /* "grub2", "grub-legacy", "extlinux", "" */
+	char initramfs_tool[24];      /* "initramfs-tools", "dracut", "mkinitcpio", "suse-mkinitrd", "" */
+	char firmware[8];             /* "bios", "uefi" */
+	char block[16];               /* "virtio-blk", "virtio-scsi" */
+	char method[16];              /* "append", "rebuild" */
+	struct conv_kernel *kernels;
+	size_t nkernels;
+	char default_kernel[128];     /* the one that boots after conversion */
+	bool virtio_net;              /* the default kernel has virtio_net */
+	/* What was (or, dry_run, would be) done. */
+	struct conv_change *changes;
+	size_t nchanges;
+	bool dry_run;
+	double seconds;
+	char accel[8];                /* "kvm", "tcg" */
+};
+
+/*
+ * Convert the guest on disks[0..n-1] (formats[i] required: "raw", "qcow2";
+ * a block device is "raw").  rep is filled in every case where inspection
+ * got that far (free it with conv_report_free() whatever the result).
+ * Returns 0; -EINVAL for bad options (IM_EXIT_USAGE); -ENOENT when no
+ * operating system is found and -EOPNOTSUPP for one that cannot be converted
+ * (no kernel with virtio, an unknown initramfs layout, several roots, not
+ * Linux), both with the disks untouched (IM_EXIT_UNSUPP); -EIO for a
+ * failure while applying (IM_EXIT_IO: the report lists what was done); the
+ * errors of guest_open().
+ */
+int im_convert(const char *const *disks, const char *const *formats, size_t n,
+	       const struct conv_opts *o, struct conv_report *rep, struct im_err *err);
+void conv_report_free(struct conv_report *rep);
+
+const char *conv_block_name(enum conv_block b);    /* "virtio-blk", "virtio-scsi" */
+/* "virtio-blk" / "virtio-scsi" (also "blk", "scsi") → enum; 0 when unknown. */
+enum conv_block conv_block_parse(const char *s);
+
+#endif

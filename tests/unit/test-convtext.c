@@ -1,0 +1,258 @@
+/* SPDX-License-Identifier: GPL-2.0-or-later */
+/* Conversion text work: disk names, remapping, module closures, GRUB menus,
+ * newc archives (read back by the real cpio). */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "../../imager/convtext.h"
+#include "unit.h"
+
+static bool parse(const char *s, struct devref *d) { return devname_parse(s, strlen(s), d); }
+
+static void names(void)
+{
+	struct devref d;
+	CHECK(parse("/dev/sda1", &d) && d.kind == DEV_SD && d.disk == 0 && d.part == 1 && d.len == 9);
+	CHECK(parse("/dev/sdb", &d) && d.disk == 1 && d.part == 0);
+	CHECK(parse("/dev/sdaa3", &d) && d.disk == 26 && d.part == 3);
+	CHECK(parse("/dev/hdc2", &d) && d.kind == DEV_HD && d.disk == 2 && d.part == 2);
+	CHECK(parse("/dev/xvda1", &d) && d.kind == DEV_XVD && d.disk == 0 && d.part == 1);
+	CHECK(parse("/dev/nvme0n1p2", &d) && d.kind == DEV_NVME && d.disk == 0 && d.part == 2);
+	CHECK(parse("/dev/nvme1n1", &d) && d.disk == 1 && d.part == 0);
+	CHECK(parse("/dev/cciss/c0d1p3", &d) && d.kind == DEV_CCISS && d.disk == 1 && d.part == 3);
+	CHECK(parse("/dev/mmcblk0p1", &d) && d.kind == DEV_MMC && d.disk == 0 && d.part == 1);
+	CHECK(parse("/dev/vda1 rest", &d) && d.kind == DEV_VD && d.len == 9);
+	CHECK(parse("/dev/sda1,ro", &d) && d.len == 9);
+	/* not disk names, or names running into something else */
+	CHECK(!parse("/dev/sdab1x", &d));
+	CHECK(!parse("/dev/sda1-x", &d));
+	CHECK(!parse("/dev/sdaaa", &d));
+	CHECK(!parse("/dev/shm", &d));
+	CHECK(!parse("/dev/nvme0", &d));
+	CHECK(!parse("/dev/nvme0n0", &d));
+	CHECK(!parse("/dev/nvme0n1p", &d));
+	CHECK(!parse("/dev/sd", &d));
+	CHECK(!parse("/dev/", &d));
+	CHECK(!parse("/dev/sda99999999", &d));
+	CHECK(!parse("/dev/mapper/vg-root", &d));
+	CHECK(!devname_parse("/dev/sda1", 4, &d));
+
+	char out[32];
+	CHECK(devname_virtio(0, 1, CONV_BUS_VIRTIO_BLK, out, sizeof(out)) == 0);
+	CHECK_STR(out, "/dev/vda1");
+	CHECK(devname_virtio(27, 0, CONV_BUS_VIRTIO_SCSI, out, sizeof(out)) == 0);
+	CHECK_STR(out, "/dev/sdab");
+	CHECK(devname_virtio(26 * 27, 0, CONV_BUS_VIRTIO_BLK, out, sizeof(out)) < 0);
+}
+
+static bool fake_uuid(void *opaque, unsigned disk, unsigned part, char *uuid, size_t len)
+{
+	(void)opaque;
+	if (disk != 0 || part == 3)
+		return false;      /* partition 3 has no filesystem UUID */
+	snprintf(uuid, len, "uuid-%u", part);
+	return true;
+}
+
+static void remap(void)
+{
+	const char *fstab =
+		"# /etc/fstab: /dev/sda1 was the root\n"
+		"/dev/sda1 / ext4 errors=remount-ro 0 1\n"
+		"/dev/sda2 none swap sw 0 0\n"
+		"/dev/sda3 /srv xfs defaults 0 0\n"
+		"/dev/sdb1 /data ext4 defaults 0 2\n"
+		"tmpfs /dev/shm tmpfs defaults 0 0\n"
+		"/dev/vda5 /x ext4 defaults 0 0\n"
+		"/mnt/dev/sda1 /y none bind 0 0\n";
+	struct sbuf out;
+	struct remap_change *ch;
+	size_t n;
+
+	CHECK(remap_text(fstab, strlen(fstab), CONV_BUS_VIRTIO_BLK, fake_uuid, NULL, &out, &ch, &n) == 0);
+	CHECK_STR(out.p,
+		  "# /etc/fstab: /dev/vda1 was the root\n"
+		  "UUID=uuid-1 / ext4 errors=remount-ro 0 1\n"
+		  "UUID=uuid-2 none swap sw 0 0\n"
+		  "/dev/vda3 /srv xfs defaults 0 0\n"
+		  "/dev/vdb1 /data ext4 defaults 0 2\n"
+		  "tmpfs /dev/shm tmpfs defaults 0 0\n"
+		  "/dev/vda5 /x ext4 defaults 0 0\n"
+		  "/mnt/dev/sda1 /y none bind 0 0\n");
+	CHECK_EQ_U(n, 5);
+	CHECK_EQ_U(ch[1].line, 2);
+	CHECK_STR(ch[1].from, "/dev/sda1");
+	CHECK_STR(ch[1].to, "UUID=uuid-1");
+	free(ch);
+	sbuf_free(&out);
+
+	const char *grub = "\tlinux /boot/vmlinuz-6.1 root=/dev/nvme0n1p1 ro resume=/dev/nvme0n1p3 quiet\n"
+			   "(hd0) /dev/nvme0n1\n";
+	CHECK(remap_text(grub, strlen(grub), CONV_BUS_VIRTIO_SCSI, fake_uuid, NULL, &out, NULL, &n) == 0);
+	CHECK_STR(out.p, "\tlinux /boot/vmlinuz-6.1 root=UUID=uuid-1 ro resume=/dev/sda3 quiet\n"
+			 "(hd0) /dev/sda\n");
+	CHECK_EQ_U(n, 3);
+	sbuf_free(&out);
+
+	/* sd names stay under virtio-scsi; nothing to do is not an error */
+	const char *same = "/dev/sda1 / ext4 defaults 0 1";
+	CHECK(remap_text(same, strlen(same), CONV_BUS_VIRTIO_SCSI, NULL, NULL, &out, NULL, &n) == 0);
+	CHECK_STR(out.p, same);
+	CHECK_EQ_U(n, 0);
+	sbuf_free(&out);
+
+	/* hostile: a name at the very end, embedded NULs, a cut name */
+	const char bin[] = "x\0/dev/hda1\0/dev/xvd";
+	CHECK(remap_text(bin, sizeof(bin) - 1, CONV_BUS_VIRTIO_BLK, NULL, NULL, &out, NULL, &n) == 0);
+	CHECK_EQ_U(out.len, sizeof(bin) - 1);
+	CHECK(!memcmp(out.p, "x\0/dev/vda1\0/dev/xvd", out.len));
+	CHECK_EQ_U(n, 1);
+	sbuf_free(&out);
+}
+
+static void modules(void)
+{
+	const char *dep =
+		"kernel/drivers/virtio/virtio.ko:\n"
+		"kernel/drivers/virtio/virtio_ring.ko: kernel/drivers/virtio/virtio.ko\n"
+		"kernel/drivers/block/virtio_blk.ko: kernel/drivers/virtio/virtio_ring.ko kernel/drivers/virtio/virtio.ko\n"
+		"kernel/drivers/virtio/virtio_pci.ko.xz: kernel/drivers/virtio/virtio_pci_legacy_dev.ko kernel/drivers/virtio/virtio_ring.ko kernel/drivers/virtio/virtio.ko\n"
+		"kernel/drivers/virtio/virtio_pci_legacy_dev.ko:\n"
+		"kernel/fs/ext4/ext4.ko: kernel/fs/mbcache.ko kernel/fs/jbd2/jbd2.ko\n";
+	const char *builtin = "kernel/drivers/scsi/sd_mod.ko\n";
+	const char *want[] = { "virtio_pci", "virtio-blk", "sd_mod" };
+	char **p;
+	size_t np, nb;
+	const char *missing;
+
+	CHECK(module_path_is("kernel/drivers/block/virtio_blk.ko", 34, "virtio-blk"));
+	CHECK(!module_path_is("kernel/drivers/block/virtio_blk.ko", 34, "virtio"));
+	CHECK(!module_path_is("virtio_blk.kox", 14, "virtio_blk"));
+	CHECK(modules_closure(dep, strlen(dep), builtin, strlen(builtin), want, 3, &p, &np, &nb,
+			      &missing) == 0);
+	CHECK(missing == NULL);
+	CHECK_EQ_U(nb, 1);
+	CHECK_EQ_U(np, 5);
+	if (np == 5) {
+		CHECK_STR(p[0], "kernel/drivers/virtio/virtio.ko");
+		CHECK_STR(p[1], "kernel/drivers/virtio/virtio_ring.ko");
+		CHECK_STR(p[2], "kernel/drivers/virtio/virtio_pci_legacy_dev.ko");
+		CHECK_STR(p[3], "kernel/drivers/virtio/virtio_pci.ko.xz");
+		CHECK_STR(p[4], "kernel/drivers/block/virtio_blk.ko");
+	}
+	strv_free(p, np);
+	const char *none[] = { "virtio_scsi" };
+	CHECK(modules_closure(dep, strlen(dep), NULL, 0, none, 1, &p, &np, &nb, &missing) == 0);
+	CHECK_STR(missing, "virtio_scsi");
+	CHECK_EQ_U(np, 0);
+	strv_free(p, np);
+	/* hostile modules.dep: no newline at the end, empty, colons only */
+	const char *bad = "::\n:\nkernel/x/virtio_scsi.ko:   ";
+	CHECK(modules_closure(bad, strlen(bad), NULL, 0, none, 1, &p, &np, &nb, &missing) == 0);
+	CHECK(missing == NULL);
+	CHECK_EQ_U(np, 1);
+	strv_free(p, np);
+}
+
+static void grub(void)
+{
+	const char *cfg =
+		"set default=\"0\"\n"
+		"menuentry 'Debian GNU/Linux' --class debian $menuentry_id_option 'gnulinux-simple-U' {\n"
+		"\tlinux\t/boot/vmlinuz-5.10.0-old root=/dev/sda1 ro\n"
+		"}\n"
+		"submenu 'Advanced options' $menuentry_id_option 'gnulinux-advanced-U' {\n"
+		"\tmenuentry 'Debian, with Linux 6.1.0-new' $menuentry_id_option 'gnulinux-6.1.0-new-advanced-U' {\n"
+		"\t\tlinux /vmlinuz-6.1.0-new root=/dev/sda1 ro\n"
+		"\t\techo 'Loading { ...'\n"
+		"\t}\n"
+		"\tmenuentry 'Debian, with Linux 5.10.0-old' $menuentry_id_option 'gnulinux-5.10.0-old-advanced-U' {\n"
+		"\t\tlinux /boot/vmlinuz-5.10.0-old root=/dev/sda1 ro\n"
+		"\t}\n"
+		"}\n"
+		"menuentry 'Memory test' {\n\tlinux16 /boot/memtest86+.bin\n}\n";
+	struct grub_entry e[8];
+	char dv[64];
+	int n = grub_entries(cfg, strlen(cfg), e, 8, dv, sizeof(dv));
+
+	CHECK_EQ_U(n, 4);
+	CHECK_STR(dv, "0");
+	if (n == 4) {
+		CHECK_STR(e[0].kernel, "5.10.0-old");
+		CHECK_STR(e[0].index, "0");
+		CHECK_STR(e[1].index, "1>0");
+		CHECK_STR(e[1].id, "gnulinux-advanced-U>gnulinux-6.1.0-new-advanced-U");
+		CHECK_STR(e[1].kernel, "6.1.0-new");
+		CHECK_STR(e[2].index, "1>1");
+		CHECK_STR(e[3].index, "2");
+		CHECK_STR(e[3].kernel, "");
+	}
+	CHECK_EQ_U(grub_default_entry(e, 4, "0"), 0);
+	CHECK_EQ_U(grub_default_entry(e, 4, "1>0"), 1);
+	CHECK_EQ_U(grub_default_entry(e, 4, "gnulinux-advanced-U>gnulinux-6.1.0-new-advanced-U"), 1);
+	CHECK_EQ_U(grub_default_entry(e, 4, "Memory test"), 3);
+	CHECK(grub_default_entry(e, 4, "saved") < 0);
+
+	struct sbuf out;
+	CHECK(set_assignment(cfg, strlen(cfg), "default", "1>0", true, &out) == 0);
+	CHECK(!strncmp(out.p, "set default=\"1>0\"\nmenuentry", 26));
+	CHECK_EQ_U(out.len, strlen(cfg) + 2);
+	sbuf_free(&out);
+	const char *def = "GRUB_DEFAULT=0\nGRUB_TIMEOUT=5\n";
+	CHECK(set_assignment(def, strlen(def), "GRUB_DEFAULT", "x>y", false, &out) == 0);
+	CHECK_STR(out.p, "GRUB_DEFAULT=\"x>y\"\nGRUB_TIMEOUT=5\n");
+	sbuf_free(&out);
+	CHECK(set_assignment("A=1", 3, "GRUB_DEFAULT", "2", false, &out) == 0);
+	CHECK_STR(out.p, "A=1\nGRUB_DEFAULT=\"2\"\n");
+	sbuf_free(&out);
+
+	/* hostile: unbalanced braces, a nested submenu, nothing */
+	CHECK(grub_entries("}}}{{{", 6, e, 8, dv, sizeof(dv)) == 0);
+	const char *nest = "submenu a {\nsubmenu b {\n}\n}\n";
+	CHECK(grub_entries(nest, strlen(nest), e, 8, dv, sizeof(dv)) < 0);
+	CHECK(grub_entries("", 0, e, 8, dv, sizeof(dv)) == 0);
+	CHECK_STR(dv, "0");
+}
+
+static void cpio(void)
+{
+	struct sbuf ar = { 0 };
+	char dir[] = "/tmp/imager-unit-cpio-XXXXXX", cmd[512], line[256], path[300];
+	FILE *f;
+
+	cpio_add(&ar, "usr", S_IFDIR | 0755, 1, 0, NULL, 0);
+	cpio_add(&ar, "usr/lib", S_IFDIR | 0755, 2, 0, NULL, 0);
+	cpio_add(&ar, "usr/lib/a.ko", S_IFREG | 0644, 3, 0, "hello", 5);
+	cpio_add(&ar, "conf", S_IFDIR | 0755, 4, 0, NULL, 0);
+	cpio_add(&ar, "conf/modules", S_IFREG | 0644, 5, 0, "virtio_blk\n", 11);
+	cpio_finish(&ar, 6);
+	CHECK(!ar.oom);
+	CHECK_EQ_U(ar.len % 512, 0);
+	CHECK(!memcmp(ar.p, "070701", 6));
+	if (access("/bin/cpio", X_OK) && access("/usr/bin/cpio", X_OK)) {
+		printf("  (cpio not installed: archive not read back)\n");
+		sbuf_free(&ar);
+		return;
+	}
+	CHECK(mkdtemp(dir) != NULL);
+	snprintf(path, sizeof(path), "%s/a.cpio", dir);
+	f = fopen(path, "wb");
+	CHECK(f && fwrite(ar.p, 1, ar.len, f) == ar.len);
+	if (f)
+		fclose(f);
+	snprintf(cmd, sizeof(cmd), "cd %s && cpio -idm --quiet < a.cpio 2>&1 && cat usr/lib/a.ko conf/modules", dir);
+	f = popen(cmd, "r");
+	CHECK(f != NULL);
+	size_t got = f ? fread(line, 1, sizeof(line) - 1, f) : 0;
+	line[got] = '\0';
+	CHECK(f && pclose(f) == 0);
+	CHECK_STR(line, "hellovirtio_blk\n");
+	snprintf(cmd, sizeof(cmd), "rm -rf %s", dir);
+	CHECK(system(cmd) == 0);
+	sbuf_free(&ar);
+}
+
+UNIT_MAIN(UNIT(names), UNIT(remap), UNIT(modules), UNIT(grub), UNIT(cpio))
