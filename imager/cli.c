@@ -10,6 +10,7 @@
 #include <json-c/json.h>
 
 #include "commands.h"
+#include "imager/convert.h"
 
 void cli_error(const char *cmd, const char *fmt, ...)
 {
@@ -233,6 +234,33 @@ int cli_target_option(const char *cmd, int c, const char *arg, struct cli_target
 			return cli_usage(cmd, "--grow-last and --proportional exclude each other"), -1;
 		t->grow = c == 'G' ? GROW_LAST : GROW_PROPORTIONAL;
 		return 1;
+	case 'C':
+		t->convert = true;
+		return 1;
+	case 'b':
+		if (!(t->block = conv_block_parse(arg)))
+			return cli_usage(cmd, "--block takes virtio-blk or virtio-scsi"), -1;
+		return 1;
+	case 'I':
+		t->rebuild_initramfs = true;
+		return 1;
 	}
 	return 0;
+}
+
+int cli_target_convert(const char *cmd, const char *target, const struct cli_target *t,
+		       struct cli *cli, struct json_object **json_out)
+{
+	struct conv_opts o = { .block = t->block ? (enum conv_block)t->block : CONV_BLOCK_VIRTIO_BLK,
+			       .rebuild_initramfs = t->rebuild_initramfs };
+	struct im_err err = { 0 };
+	const char *format;
+
+	if (json_out)
+		*json_out = NULL;
+	if (!t->convert)
+		return IM_EXIT_OK;
+	if (cli_disk_format(target, &format, &err) < 0)
+		return cli_fail(cmd, &err);
+	return cli_convert(cmd, &target, &format, 1, &o, false, cli, json_out);
 }

@@ -71,8 +71,12 @@ int cmd_clone(int argc, char **argv, struct cli *cli)
 		cli_error("clone", "warning: %s", st.warnings[i]);
 	if (!json && cli->verbose >= 0)
 		cli_print_grow(&st.grow);
+	json_object *conv = NULL;
+	int crc = cli_target_convert("clone", argv[optind + 1], &t, cli, json ? &conv : NULL);
 	if (json) {
 		json_object *root = json_object_new_object();
+		if (conv)
+			json_object_object_add(root, "convert", conv);
 		json_object_object_add(root, "source", json_object_new_string(argv[optind]));
 		json_object_object_add(root, "target", json_object_new_string(argv[optind + 1]));
 		json_object_object_add(root, "target_format", json_object_new_string(st.target_format));
@@ -94,5 +98,5 @@ int cmd_clone(int argc, char **argv, struct cli *cli)
 		       argv[optind + 1], st.target_format, a, b, o.verify ? ", verified" : "",
 		       cli_now() - t0);
 	}
-	return cli_finish_stdout("clone", IM_EXIT_OK);
+	return cli_finish_stdout("clone", crc);
 }

@@ -61,8 +61,12 @@ int cmd_restore(int argc, char **argv, struct cli *cli)
 		return cli_fail("restore", &err);
 	if (!json && cli->verbose >= 0)
 		cli_print_grow(&st.grow);
+	json_object *conv = NULL;
+	int crc = cli_target_convert("restore", argv[optind + 1], &t, cli, json ? &conv : NULL);
 	if (json) {
 		json_object *root = json_object_new_object();
+		if (conv)
+			json_object_object_add(root, "convert", conv);
 		json_object_object_add(root, "image", json_object_new_string(argv[optind]));
 		json_object_object_add(root, "target", json_object_new_string(argv[optind + 1]));
 		json_object_object_add(root, "target_size", json_object_new_uint64(st.target_size));
@@ -79,5 +83,5 @@ int cmd_restore(int argc, char **argv, struct cli *cli)
 		printf("restored %s to %s: %s of data, %.1f s\n", argv[optind], argv[optind + 1], a,
 		       cli_now() - t0);
 	}
-	return cli_finish_stdout("restore", IM_EXIT_OK);
+	return cli_finish_stdout("restore", crc);
 }

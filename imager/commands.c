@@ -9,6 +9,7 @@ const struct command commands[] = {
 	  "SOURCE TARGET [--format raw|qcow2] [--preallocation off|metadata|falloc|full]\n"
 	  "        [--cluster-size SIZE] [--size SIZE] [--grow-last|--proportional]\n"
 	  "        [--source-format raw|qcow2] [--verify]\n"
+	  "        [--convert [--block virtio-blk|virtio-scsi] [--rebuild-initramfs]]\n"
 	  "        [--threads N] [--force] [--json] [--no-progress]",
 	  "copy a disk or image onto a disk or image in one pass, used blocks only" },
 	{ "convert", cmd_convert, CMD_NEEDS_ROOT,
@@ -22,6 +23,7 @@ const struct command commands[] = {
 	{ "restore", cmd_restore, CMD_NEEDS_ROOT,
 	  "DIR TARGET [--format raw|qcow2] [--preallocation off|metadata|falloc|full]\n"
 	  "        [--cluster-size SIZE] [--size SIZE] [--grow-last|--proportional]\n"
+	  "        [--convert [--block virtio-blk|virtio-scsi] [--rebuild-initramfs]]\n"
 	  "        [--threads N] [--force] [--json] [--no-progress]",
 	  "write an image folder onto a disk or image file" },
 	{ "save", cmd_save, CMD_NEEDS_ROOT,

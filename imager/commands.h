@@ -82,8 +82,14 @@ struct cli_target {
 	uint32_t cluster_size;
 	uint64_t size;
 	enum grow_mode grow;
+	bool convert;              /* --convert: make the guest boot on virtio afterwards */
+	int block;                 /* --block (enum conv_block), 0: virtio-blk */
+	bool rebuild_initramfs;    /* --rebuild-initramfs */
 };
 #define CLI_TARGET_OPTIONS \
+	{ "convert", no_argument, NULL, 'C' }, \
+	{ "block", required_argument, NULL, 'b' }, \
+	{ "rebuild-initramfs", no_argument, NULL, 'I' }, \
 	{ "format", required_argument, NULL, 'F' }, \
 	{ "preallocation", required_argument, NULL, 'p' }, \
 	{ "cluster-size", required_argument, NULL, 'c' }, \
@@ -104,6 +110,12 @@ struct conv_opts;
 struct json_object;
 int cli_convert(const char *cmd, const char *const *disks, const char *const *formats, size_t n,
 		const struct conv_opts *o, bool json, struct cli *cli, struct json_object **json_out);
+
+/* After a restore or clone onto target: the --convert step when asked
+ * (nothing otherwise).  The conversion's JSON goes to *json_out when
+ * json_out is given, else its report is printed.  Returns an exit code. */
+int cli_target_convert(const char *cmd, const char *target, const struct cli_target *t,
+		       struct cli *cli, struct json_object **json_out);
 
 /* What --grow-last / --proportional did, as lines on stdout or JSON. */
 void cli_print_grow(const struct grow_report *g);
