@@ -9,6 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <zlib.h>
 
 #include "convert-int.h"
 
@@ -18,12 +19,12 @@ static const char *const virtio_modules[] = {
 };
 #define NVIRTIO (sizeof(virtio_modules) / sizeof(virtio_modules[0]))
 
-/* The kernel's module indexes: modprobe reads the binary ones. */
+/* The kernel's module indexes that modprobe (libkmod) reads: the binary
+ * ones, and the text files that have no binary form. */
 static const char *const module_indexes[] = {
-	"modules.dep", "modules.dep.bin", "modules.alias", "modules.alias.bin",
-	"modules.softdep", "modules.symbols", "modules.symbols.bin", "modules.builtin",
-	"modules.builtin.bin", "modules.builtin.alias.bin", "modules.builtin.modinfo",
-	"modules.order", "modules.devname",
+	"modules.dep.bin", "modules.alias.bin", "modules.softdep", "modules.symbols.bin",
+	"modules.builtin", "modules.builtin.bin", "modules.builtin.alias.bin",
+	"modules.builtin.modinfo", "modules.devname",
 };
 
 /* Services that only work on the platform the machine leaves. */
@@ -354,6 +355,35 @@ static int choose_default(struct lx *l, struct lkernel **chosen)
 
 /* ---- the fast way: an archive appended to the initramfs ---- */
 
+static int gzip_buffer(const char *in, size_t len, struct sbuf *out)
+{
+	z_stream z = { 0 };
+	int r;
+
+	if (deflateInit2(&z, 6, Z_DEFLATED, 15 + 16, 8, Z_DEFAULT_STRATEGY) != Z_OK)
+		return -ENOMEM;
+	size_t cap = deflateBound(&z, (uLong)len);
+	out->p = malloc(cap + 1);
+	if (!out->p) {
+		deflateEnd(&z);
+		return -ENOMEM;
+	}
+	out->cap = cap + 1;
+	z.next_in = (Bytef *)in;
+	z.avail_in = (uInt)len;
+	z.next_out = (Bytef *)out->p;
+	z.avail_out = (uInt)cap;
+	r = deflate(&z, Z_FINISH);
+	out->len = cap - z.avail_out;
+	deflateEnd(&z);
+	if (r != Z_STREAM_END) {
+		sbuf_free(out);
+		return -ENOMEM;
+	}
+	out->p[out->len] = '\0';
+	return 0;
+}
+
 /* "a/b/c" adds "a", "a/b" as directories (once each). */
 static void cpio_parents(struct sbuf *ar, char ***dirs, size_t *nd, const char *path, uint32_t *ino)
 {
@@ -530,13 +560,21 @@ static int plan_append(struct lx *l, struct lkernel *k)
 		sbuf_free(&ar);
 		return oom(c);
 	}
+	/* gzip: every kernel that takes an initramfs can unpack it. */
+	struct sbuf gz = { 0 };
+	r = gzip_buffer(ar.p, ar.len, &gz);
+	size_t cpio_len = ar.len;
+	sbuf_free(&ar);
+	if (r < 0)
+		return oom(c);
 	snprintf(src, sizeof(src), "%s.imager-orig", k->initrd);
 	snprintf(detail, sizeof(detail),
-		 "kernel %s: appended %zu modules (%zu KiB archive, %s) to %s; the original is kept "
-		 "as %s", k->version, np, ar.len / 1024, conv_block_name(c->o->block),
+		 "kernel %s: appended %zu modules (a gzip archive of %zu KiB, %zu KiB unpacked, %s) "
+		 "to %s; the original is kept as %s", k->version, np, gz.len / 1024, cpio_len / 1024,
+		 conv_block_name(c->o->block),
 		 gx_exists(g, src) ? "the original kept from an earlier conversion" : "the initramfs",
 		 src);
-	return conv_act(c, ACT_APPEND_INITRD, k->initrd, ar.p, ar.len, NULL, 0, "append-initramfs",
+	return conv_act(c, ACT_APPEND_INITRD, k->initrd, gz.p, gz.len, NULL, 0, "append-initramfs",
 			detail);
 }
 
