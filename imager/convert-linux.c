@@ -346,11 +346,14 @@ static int choose_default(struct lx *l, struct lkernel **chosen)
 				return 0;
 			}
 	}
+	if (!l->nk)
+		return im_errf(c->err, IM_EXIT_UNSUPP, -EOPNOTSUPP,
+			       "no kernel found (/lib/modules/VERSION with /boot/vmlinuz-VERSION); "
+			       "nothing changed");
 	return im_errf(c->err, IM_EXIT_UNSUPP, -EOPNOTSUPP,
-		       "no installed kernel%s can boot from %s (virtio_pci and %s are neither "
-		       "modules nor built in)%s; nothing changed",
-		       l->nk ? " with a boot entry" : "", conv_block_name(c->o->block),
-		       block_module(c), l->nk ? "" : ": no kernel found under /lib/modules and /boot");
+		       "no installed kernel with a boot entry can boot from %s (virtio_pci and %s "
+		       "are neither modules nor built in); nothing changed",
+		       conv_block_name(c->o->block), block_module(c));
 }
 
 /* ---- the fast way: an archive appended to the initramfs ---- */

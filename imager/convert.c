@@ -294,8 +294,10 @@ static int cmp_mountpoint(const void *a, const void *b)
 }
 
 /* Mount the guest's filesystems as its fstab does, shortest mount point
- * first.  The root must mount; others that fail are left out (reported). */
-static int mount_guest(struct conv_ctx *c, const char *root)
+ * first.  The root must mount; others that fail are left out (reported).
+ * Read-only while inspecting and planning: even mounting an ext4 read-write
+ * writes its superblock, and a refused guest must keep every byte. */
+static int mount_guest(struct conv_ctx *c, const char *root, bool ro)
 {
 	char **mp = guestfs_inspect_get_mountpoints(c->g, root);
 	size_t n = 0;
@@ -308,14 +310,16 @@ static int mount_guest(struct conv_ctx *c, const char *root)
 	qsort(mp, n / 2, 2 * sizeof(char *), cmp_mountpoint);
 	for (size_t i = 0; i + 1 < n; i += 2) {
 		bool is_root = !strcmp(mp[i], "/");
-		if (guestfs_mount(c->g, mp[i + 1], mp[i]) == -1) {
+		int m = ro ? guestfs_mount_ro(c->g, mp[i + 1], mp[i]) : guestfs_mount(c->g, mp[i + 1], mp[i]);
+		if (m == -1) {
 			if (is_root) {
 				rc = im_errf(c->err, IM_EXIT_IO, -EIO, "mounting the root %s: %s",
 					     mp[i + 1], gx_error(c->g));
 				break;
 			}
-			conv_change(c, mp[i], "note", "%s could not be mounted (%s): left as it is",
-				    mp[i + 1], gx_error(c->g));
+			if (ro)
+				conv_change(c, mp[i], "note", "%s could not be mounted (%s): left as it is",
+					    mp[i + 1], gx_error(c->g));
 		}
 	}
 	free_strings(mp);
@@ -384,14 +388,18 @@ int im_convert(const char *const *disks, const char *const *formats, size_t n,
 			    "nothing changed", rep->os_type, rep->product);
 		goto out;
 	}
-	if ((r = mount_guest(&c, roots[0])) < 0)
+	if ((r = mount_guest(&c, roots[0], true)) < 0)
 		goto out;
 	if ((r = conv_linux_plan(&c, roots[0])) < 0)
 		goto out;
-	if (!o->dry_run) {
+	if (!o->dry_run && c.nacts) {
 		if (o->phase)
 			o->phase(o->opaque, "applying");
-		if ((r = apply_plan(&c)) < 0)
+		if (guestfs_umount_all(c.g) == -1) {
+			r = im_errf(err, IM_EXIT_IO, -EIO, "unmounting: %s", gx_error(c.g));
+			goto out;
+		}
+		if ((r = mount_guest(&c, roots[0], false)) < 0 || (r = apply_plan(&c)) < 0)
 			goto out;
 	}
 	if (guestfs_umount_all(c.g) == -1 || (!o->dry_run && guestfs_shutdown(c.g) == -1)) {
