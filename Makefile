@@ -14,6 +14,8 @@ DEB_BUILD := build-essential pkg-config libparted-dev libblkid-dev libzstd-dev \
 DEB_TEST  := parted fdisk dosfstools mtools e2fsprogs zstd util-linux time \
              partclone qemu-utils xxd jq python3 nbdkit libguestfs-tools xxhash \
              cpio debootstrap qemu-system-x86 initramfs-tools-core
+# Only for make bench: the anchor of guest conversion.
+DEB_BENCH := virt-v2v
 
 CC        ?= gcc
 OPT       ?= -O2 -g
@@ -88,6 +90,7 @@ demo: deps
 	@IMAGER=$(abspath $(BUILD)/imager) bash tests/demo.sh
 
 bench: deps
+	@sh tests/lib/deps.sh $(DEB_BENCH)
 	@$(MAKE) --no-print-directory all
 	@IMAGER=$(abspath $(BUILD)/imager) bash tests/bench/bench.sh
 

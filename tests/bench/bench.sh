@@ -231,3 +231,8 @@ echo "virtual disk targets (tests/bench/bench-targets.sh):"
 mkdir -p "$WORK/targets"
 IMAGER=$IMAGER PART_SRC=$DISK IMG_DIR=$WORK/image PC_IMG=$WORK/partclone.zst PART_OFFSET=$START \
 	PART_SIZE=$PSIZE WORK=$WORK/targets BENCH_RUNS=$RUNS bash "$ROOT/tests/bench/bench-targets.sh"
+
+# ---- guest conversion: imager convert against virt-v2v ----
+echo
+echo "guest conversion (tests/bench/bench-convert.sh):"
+IMAGER=$IMAGER BENCH_WORK=$WORK bash "$ROOT/tests/bench/bench-convert.sh"

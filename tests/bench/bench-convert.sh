@@ -1,0 +1,79 @@
+#!/bin/bash
+# Conversion benchmark (part of `make bench`): imager convert against
+# virt-v2v -i disk -o local, side by side on copies of the same test guest
+# (tests/guest/debian12.sh: a Debian 12 "physical" machine without virtio in
+# its initramfs), both forced to TCG as everything here must be.
+#
+#   imager convert COPY1                      the fast way (appended archive)
+#   imager convert COPY2 --rebuild-initramfs  the full way (shown, no target)
+#   virt-v2v -i disk COPY3 -o local -os DIR -of qcow2
+#
+# Each converted disk is then booted under qemu (TCG) on virtio-blk with a
+# virtio NIC, and whether it reaches userspace is shown.  Target: imager's
+# fast way takes at most 0.2 of virt-v2v's time.
+#
+# Environment: IMAGER (default build/imager), BENCH_WORK (scratch space).
+set -euo pipefail
+export LC_ALL=C
+ROOT=$(cd "$(dirname "$0")/../.." && pwd)
+IMAGER=${IMAGER:-$ROOT/build/imager}
+WORK=${BENCH_WORK:-/var/tmp/imager-bench/work}/convert
+export TESTS_LIB=$ROOT/tests/lib
+export LIBGUESTFS_BACKEND=direct LIBGUESTFS_BACKEND_SETTINGS=force_tcg IMAGER_ACCEL=tcg
+# shellcheck source=../lib/guestboot.sh
+. "$TESTS_LIB/guestboot.sh"
+
+[ "$(id -u)" = 0 ] || { echo "bench-convert: needs root (the test guest is built with loop devices): skipped"; exit 0; }
+command -v virt-v2v >/dev/null || { echo "bench-convert: virt-v2v missing (make bench installs it)"; exit 1; }
+GUEST=$(guest_image) || { echo "bench-convert: the test guest could not be built"; exit 1; }
+rm -rf "$WORK"
+mkdir -p "$WORK/v2v"
+for n in 1 2 3; do
+	qemu-img convert -O qcow2 "$GUEST" "$WORK/copy$n.qcow2"
+done
+
+now() { date +%s.%N; }
+calc() { awk "BEGIN { printf \"%.3f\", $* }"; }
+timed() { # NAME CMD...
+	local t0 t1 name=$1
+	shift
+	t0=$(now)
+	if "$@" >"$WORK/$name.log" 2>&1; then :; else
+		echo "bench-convert: $name failed:"; tail -n 20 "$WORK/$name.log"; exit 1
+	fi
+	t1=$(now)
+	T[$name]=$(calc "$t1 - $t0")
+	echo "  $name: ${T[$name]} s"
+}
+declare -A T B
+echo "converting (TCG; a libguestfs launch alone takes ~25 s here):"
+timed imager_fast "$IMAGER" convert "$WORK/copy1.qcow2"
+timed imager_rebuild "$IMAGER" convert "$WORK/copy2.qcow2" --rebuild-initramfs
+timed virt_v2v virt-v2v -i disk "$WORK/copy3.qcow2" -o local -os "$WORK/v2v" -of qcow2 -on v2vguest
+
+v2vdisk=$(ls "$WORK"/v2v/v2vguest-sd* | head -n 1)
+echo "booting each on virtio-blk (TCG):"
+for pair in "imager_fast:$WORK/copy1.qcow2" "imager_rebuild:$WORK/copy2.qcow2" "virt_v2v:$v2vdisk"; do
+	name=${pair%%:*} disk=${pair#*:}
+	if guest_boot "$disk" qcow2 virtio-blk "$WORK/boot-$name.log" 420 >/dev/null 2>&1; then
+		B[$name]="boots (root=$(guest_marker_field "$WORK/boot-$name.log" root), ${GUEST_BOOT_SECONDS} s)"
+	else
+		B[$name]="DOES NOT BOOT ($GUEST_BOOT_RESULT)"
+	fi
+	echo "  $name: ${B[$name]}"
+done
+
+r=$(calc "${T[imager_fast]} / ${T[virt_v2v]}")
+rr=$(calc "${T[imager_rebuild]} / ${T[virt_v2v]}")
+echo
+printf '%-44s %8s  %s\n' "" "wall s" "converted guest"
+printf '%-44s %8.1f  %s\n' "imager convert (appended initramfs archive)" "${T[imager_fast]}" "${B[imager_fast]}"
+printf '%-44s %8.1f  %s\n' "imager convert --rebuild-initramfs" "${T[imager_rebuild]}" "${B[imager_rebuild]}"
+printf '%-44s %8.1f  %s\n' "virt-v2v -i disk -o local" "${T[virt_v2v]}" "${B[virt_v2v]}"
+echo
+ok=ok
+awk "BEGIN { exit !($r <= 0.2) }" || ok=MISSED
+case ${B[imager_fast]} in boots*) ;; *) ok=MISSED ;; esac
+echo "imager / virt-v2v:"
+printf '  convert (fast way)     %5.2f  (target <= 0.20, and the guest boots) %s\n' "$r" "$ok"
+printf '  convert (rebuild)      %5.2f  (shown for comparison)\n' "$rr"
