@@ -1,0 +1,153 @@
+# Booting the Debian 12 test guest (tests/guest/debian12.sh) under qemu.
+# Sourced (defines functions only):
+#   . "$TESTS_LIB/guestboot.sh"
+#
+#   guest_image                      builds or finds the cached guest image
+#                                    and prints its path; returns 77 (after a
+#                                    "skip: REASON" line on stderr) when it
+#                                    cannot be built here, 1 on failure.
+#   guest_boot IMAGE FORMAT BUS LOG [TIMEOUT]
+#                                    boots IMAGE with its disk on BUS
+#                                    (virtio-blk, virtio-scsi, ide, sata), the
+#                                    serial console in LOG; returns 0 and
+#                                    prints the marker line once the guest
+#                                    reached userspace, 1 otherwise (with the
+#                                    end of LOG).  Sets GUEST_BOOT_RESULT to
+#                                    marker (seen), exited (qemu ended without
+#                                    it) or timeout, and GUEST_BOOT_SECONDS.
+#   guest_marker_field LOG FIELD     prints a field (root, net, virtio) of the
+#                                    marker line in LOG.
+#
+# qemu always runs with -accel tcg (KVM does not run stock kernels here),
+# -no-reboot (a guest that panics or reboots ends qemu) and a virtio-net NIC
+# on user networking, so the marker's net= shows whether virtio_net came up.
+
+GUEST_MARKER=IMAGER-GUEST-UP
+
+guest_image() {
+	local lib script out errf rc=0
+	lib=${TESTS_LIB:-$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)}
+	script=$lib/../guest/debian12.sh
+	errf=$(mktemp)
+	# stdout (the path) is captured; stderr goes on to ours and to errf;
+	# the status is the script's, whether or not pipefail is set.
+	out=$({
+		bash "$script" 2>&1 1>&3 3>&- | tee "$errf" >&2 3>&-
+		exit "${PIPESTATUS[0]}"
+	} 3>&1) || rc=$?
+	if [ "$rc" = 77 ]; then
+		echo "skip: the test guest cannot be built here: $(tail -n 1 "$errf" | sed 's/^debian12: //')" >&2
+		rm -f "$errf"
+		return 77
+	fi
+	rm -f "$errf"
+	out=$(printf '%s\n' "$out" | tail -n 1)
+	if [ "$rc" != 0 ] || [ ! -f "$out" ]; then
+		echo "guest_image: tests/guest/debian12.sh failed (exit $rc)" >&2
+		return 1
+	fi
+	echo "$out"
+}
+
+# The marker line of LOG, without the serial console's carriage returns.
+_guest_marker_line() {
+	grep -a -o "$GUEST_MARKER root=.*" "$1" 2>/dev/null | tr -d '\r' | tail -n 1
+}
+
+guest_marker_field() { # LOG FIELD
+	_guest_marker_line "$1" | tr ' ' '\n' | sed -n "s/^$2=//p"
+}
+
+# Kills the qemu of a boot whose pidfile is PIDFILE, if it still runs.
+_guest_kill() {
+	local pid
+	[ -s "$1" ] || return 0
+	pid=$(cat "$1" 2>/dev/null) || return 0
+	[ -n "$pid" ] && kill "$pid" 2>/dev/null
+	rm -f "$1"
+}
+
+guest_boot() { # IMAGE FORMAT BUS LOG [TIMEOUT]
+	local image=$1 format=$2 bus=$3 log=$4 limit=${5:-300}
+	local pidf=$4.pid rcf=$4.qemu-rc errf=$4.qemu-stderr sub start line
+	local -a disk
+	# shellcheck disable=SC2054  # commas inside qemu's -device arguments
+	case $bus in
+	virtio-blk) disk=(-device virtio-blk-pci,drive=d0,bootindex=0) ;;
+	virtio-scsi) disk=(-device virtio-scsi-pci,id=scsi0
+		-device scsi-hd,bus=scsi0.0,drive=d0,bootindex=0) ;;
+	ide) disk=(-device ide-hd,bus=ide.0,drive=d0,bootindex=0) ;;
+	sata) disk=(-device ahci,id=ahci0 -device ide-hd,bus=ahci0.0,drive=d0,bootindex=0) ;;
+	*)
+		echo "guest_boot: unknown bus '$bus' (virtio-blk, virtio-scsi, ide, sata)" >&2
+		return 2
+		;;
+	esac
+	rm -f "$pidf" "$rcf" "$errf"
+	: >"$log"
+	# If the caller dies first (a test killed by its timeout), its cleanup
+	# kills qemu; `timeout` bounds it anyway.
+	declare -F on_exit >/dev/null && on_exit "_guest_kill '$pidf'"
+
+	printf 'guest_boot: %s (%s) on %s, serial log %s, at most %ss\n' \
+		"$image" "$format" "$bus" "$log" "$limit"
+	start=$SECONDS
+	# qemu runs in a subshell of ours that records its exit status in rcf
+	# when it ends: that file, not `ps` or `kill -0` (a killed process may
+	# stay a zombie, PID 1 reaps nothing here), tells whether it still runs.
+	(
+		rc=0
+		timeout -k 10 "$limit" qemu-system-x86_64 -accel tcg -machine pc \
+			-m 1024 -smp 2 -display none -no-reboot -no-user-config \
+			-serial "file:$log" -pidfile "$pidf" \
+			-nic user,model=virtio-net-pci \
+			-drive "file=$image,format=$format,if=none,id=d0,cache=unsafe" \
+			"${disk[@]}" </dev/null >"$errf" 2>&1 || rc=$?
+		echo "$rc" >"$rcf.tmp" && mv "$rcf.tmp" "$rcf"
+	) &
+	sub=$!
+
+	GUEST_BOOT_RESULT=timeout
+	while [ $((SECONDS - start)) -lt $((limit + 15)) ]; do
+		if [ -n "$(_guest_marker_line "$log")" ]; then
+			GUEST_BOOT_RESULT=marker
+			break
+		fi
+		if [ -f "$rcf" ]; then
+			GUEST_BOOT_RESULT=exited
+			# The last words may land in the log just as qemu ends.
+			[ -n "$(_guest_marker_line "$log")" ] && GUEST_BOOT_RESULT=marker
+			break
+		fi
+		sleep 1
+	done
+	GUEST_BOOT_SECONDS=$((SECONDS - start))
+	# After the marker the guest powers itself off: give it a minute, so
+	# the disk is no longer in use when we return.
+	if [ "$GUEST_BOOT_RESULT" = marker ]; then
+		local i
+		for ((i = 0; i < 60; i++)); do
+			[ -f "$rcf" ] && break
+			sleep 1
+		done
+	fi
+	[ -f "$rcf" ] || _guest_kill "$pidf"
+	wait "$sub" 2>/dev/null || true
+	rm -f "$pidf" "$rcf"
+
+	if [ "$GUEST_BOOT_RESULT" = marker ]; then
+		line=$(_guest_marker_line "$log")
+		printf 'guest_boot: up after %ss: %s\n' "$GUEST_BOOT_SECONDS" "$line"
+		echo "$line"
+		return 0
+	fi
+	if [ "$GUEST_BOOT_RESULT" = exited ]; then
+		printf 'guest_boot: qemu ended after %ss without the marker\n' "$GUEST_BOOT_SECONDS"
+	else
+		printf 'guest_boot: no marker after %ss; qemu killed\n' "$GUEST_BOOT_SECONDS"
+	fi
+	[ -s "$errf" ] && sed 's/^/   qemu| /' "$errf"
+	echo "   last lines of $log:"
+	tr -d '\r' <"$log" | tail -n 15 | sed 's/^/   | /'
+	return 1
+}
