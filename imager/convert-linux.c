@@ -387,6 +387,25 @@ static int gzip_buffer(const char *in, size_t len, struct sbuf *out)
 	return 0;
 }
 
+/* A path from modules.dep (hostile): relative, no "..", no empty or "."
+ * component, printable. */
+static bool safe_relative(const char *p)
+{
+	if (!*p || *p == '/' || strlen(p) > 400)
+		return false;
+	for (const char *s = p; *s; s++)
+		if ((unsigned char)*s < 0x21 || *s == 0x7f)
+			return false;
+	for (const char *s = p; s; s = strchr(s, '/')) {
+		if (*s == '/')
+			s++;
+		size_t l = strcspn(s, "/");
+		if (l == 0 || (l == 1 && s[0] == '.') || (l == 2 && s[0] == '.' && s[1] == '.'))
+			return false;
+	}
+	return true;
+}
+
 /* "a/b/c" adds "a", "a/b" as directories (once each). */
 static void cpio_parents(struct sbuf *ar, char ***dirs, size_t *nd, const char *path, uint32_t *ino)
 {
@@ -484,6 +503,12 @@ static int plan_append(struct lx *l, struct lkernel *k)
 	for (size_t i = 0; i < np && !r; i++) {
 		size_t len;
 		char *data;
+		if (!safe_relative(paths[i])) {
+			r = im_errf(c->err, IM_EXIT_UNSUPP, -EOPNOTSUPP,
+				    "kernel %s: modules.dep names \"%.100s\", which is not a path "
+				    "inside the module tree; nothing changed", k->version, paths[i]);
+			break;
+		}
 		snprintf(src, sizeof(src), "%s/%s/%s", l->moddir, k->version, paths[i]);
 		snprintf(dst, sizeof(dst), "%s/%s", prefix, paths[i]);
 		if (!(data = guestfs_read_file(g, src, &len))) {
