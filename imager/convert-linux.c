@@ -436,39 +436,46 @@ static bool is_xen_module(const char *w, size_t l)
 	return l > 3 && !memcmp(w, "xen", 3) && (w[3] == '-' || w[3] == '_');
 }
 
+/* One line of a module list: [start, end) without the newline; word is
+ * the first word (after blanks), [word, word_end). */
+struct mline { size_t start, end, word, word_end; };
+
+static bool next_mline(const char *text, size_t len, size_t *pos, struct mline *m)
+{
+	if (!text || *pos >= len)
+		return false;
+	m->start = m->end = *pos;
+	while (m->end < len && text[m->end] != '\n')
+		m->end++;
+	m->word = m->start;
+	while (m->word < m->end && (text[m->word] == ' ' || text[m->word] == '\t'))
+		m->word++;
+	m->word_end = m->word;
+	while (m->word_end < m->end && text[m->word_end] != ' ' && text[m->word_end] != '\t')
+		m->word_end++;
+	*pos = m->end + 1;
+	return true;
+}
+
 static void module_lines(const char *text, size_t len, struct sbuf *out)
 {
-	size_t i = 0;
-	while (text && i < len) {
-		size_t e = i, s = i, w;
-		while (e < len && text[e] != '\n')
-			e++;
-		while (s < e && (text[s] == ' ' || text[s] == '\t'))
-			s++;
-		for (w = s; w < e && text[w] != ' ' && text[w] != '\t'; w++)
-			;
-		if (s < e && text[s] != '#' && !is_xen_module(text + s, w - s)) {
-			sbuf_add(out, text + s, e - s);
+	struct mline m;
+	size_t pos = 0;
+	while (next_mline(text, len, &pos, &m))
+		if (m.word < m.end && text[m.word] != '#' &&
+		    !is_xen_module(text + m.word, m.word_end - m.word)) {
+			sbuf_add(out, text + m.word, m.end - m.word);
 			sbuf_add(out, "\n", 1);
 		}
-		i = e + 1;
-	}
 }
 
 static bool lists_module(const char *text, size_t len, const char *mod)
 {
-	size_t i = 0, ml = strlen(mod);
-	while (text && i < len) {
-		size_t e = i, s = i;
-		while (e < len && text[e] != '\n')
-			e++;
-		while (s < e && (text[s] == ' ' || text[s] == '\t'))
-			s++;
-		if (e - s >= ml && !memcmp(text + s, mod, ml) &&
-		    (e - s == ml || text[s + ml] == ' ' || text[s + ml] == '\t'))
+	struct mline m;
+	size_t pos = 0, ml = strlen(mod);
+	while (next_mline(text, len, &pos, &m))
+		if (m.word_end - m.word == ml && !memcmp(text + m.word, mod, ml))
 			return true;
-		i = e + 1;
-	}
 	return false;
 }
 
@@ -905,19 +912,13 @@ static int plan_old_platform(struct lx *l)
 		struct sbuf nb = { 0 };
 		bool dropped = false;
 		FORWARD_ERR(conv_read(c, lists[i], &text, &len));
-		for (size_t p = 0; text && p < len;) {
-			size_t e = p, s = p, w;
-			while (e < len && text[e] != '\n')
-				e++;
-			while (s < e && (text[s] == ' ' || text[s] == '\t'))
-				s++;
-			for (w = s; w < e && text[w] != ' ' && text[w] != '\t'; w++)
-				;
-			if (is_xen_module(text + s, w - s))
+		struct mline m;
+		size_t pos = 0;
+		while (next_mline(text, len, &pos, &m)) {
+			if (is_xen_module(text + m.word, m.word_end - m.word))
 				dropped = true;
 			else
-				sbuf_add(&nb, text + p, e - p + (e < len));
-			p = e + 1;
+				sbuf_add(&nb, text + m.start, m.end - m.start + (m.end < len));
 		}
 		if (dropped)
 			FORWARD_ERR(conv_edit(c, lists[i], &nb, "Xen PV drivers no longer loaded"));

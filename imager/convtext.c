@@ -109,6 +109,24 @@ static bool take_letters(const char *s, size_t len, size_t *i, unsigned *out)
 	return true;
 }
 
+/* An optional "pN" (N >= 1) after nvme0n1, cciss/c0d0, mmcblk0. */
+static bool take_part_suffix(const char *s, size_t len, size_t *j, unsigned *part)
+{
+	if (*j >= len || s[*j] != 'p')
+		return true;
+	(*j)++;
+	return take_num(s, len, j, part) && *part != 0;
+}
+
+/* "N<sep>M" as in nvme0n1 and cciss/c0d1. */
+static bool take_pair(const char *s, size_t len, size_t *j, char sep, unsigned *a, unsigned *b)
+{
+	if (!take_num(s, len, j, a) || *j >= len || s[*j] != sep)
+		return false;
+	(*j)++;
+	return take_num(s, len, j, b);
+}
+
 bool devname_parse(const char *s, size_t len, struct devref *out)
 {
 	static const struct { const char *prefix; enum devkind kind; } letters[] = {
@@ -135,37 +153,25 @@ bool devname_parse(const char *s, size_t len, struct devref *out)
 	}
 	if (len - i > 4 && !memcmp(s + i, "nvme", 4)) {
 		size_t j = i + 4;
-		if (!take_num(s, len, &j, &a) || j >= len || s[j] != 'n')
-			return false;
-		j++;
-		if (!take_num(s, len, &j, &b) || b == 0)
+		if (!take_pair(s, len, &j, 'n', &a, &b) || b == 0)
 			return false;
 		r.kind = DEV_NVME;
 		/* nvme0n1 is disk 0; more namespaces on one controller follow it.
 		 * Several controllers with one namespace each is the usual case. */
 		r.disk = a + (b - 1);
-		if (j < len && s[j] == 'p') {
-			j++;
-			if (!take_num(s, len, &j, &r.part) || r.part == 0)
-				return false;
-		}
+		if (!take_part_suffix(s, len, &j, &r.part))
+			return false;
 		i = j;
 		goto done;
 	}
 	if (len - i > 6 && !memcmp(s + i, "cciss/c", 7)) {
 		size_t j = i + 7;
-		if (!take_num(s, len, &j, &a) || j >= len || s[j] != 'd')
-			return false;
-		j++;
-		if (!take_num(s, len, &j, &b))
+		if (!take_pair(s, len, &j, 'd', &a, &b))
 			return false;
 		r.kind = DEV_CCISS;
 		r.disk = a * 16 + b;
-		if (j < len && s[j] == 'p') {
-			j++;
-			if (!take_num(s, len, &j, &r.part) || r.part == 0)
-				return false;
-		}
+		if (!take_part_suffix(s, len, &j, &r.part))
+			return false;
 		i = j;
 		goto done;
 	}
@@ -174,11 +180,8 @@ bool devname_parse(const char *s, size_t len, struct devref *out)
 		if (!take_num(s, len, &j, &r.disk))
 			return false;
 		r.kind = DEV_MMC;
-		if (j < len && s[j] == 'p') {
-			j++;
-			if (!take_num(s, len, &j, &r.part) || r.part == 0)
-				return false;
-		}
+		if (!take_part_suffix(s, len, &j, &r.part))
+			return false;
 		i = j;
 		goto done;
 	}
