@@ -6,6 +6,7 @@
 #include <getopt.h>
 #include <json-c/json.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <errno.h>
 #include <fcntl.h>
@@ -33,7 +34,8 @@ int cli_disk_format(const char *path, const char **format, struct im_err *err)
 	if (S_ISDIR(st.st_mode))
 		return im_errf(err, IM_EXIT_USAGE, -EISDIR,
 			       "%s is a folder: an image folder is converted while it is restored "
-			       "(imager restore DIR DISK --convert)", path);
+			       "(imager convert DIR --output DISK, or imager restore DIR DISK --convert)",
+			       path);
 	if (!S_ISREG(st.st_mode) && !S_ISBLK(st.st_mode))
 		return im_errf(err, IM_EXIT_TARGET, -EINVAL, "%s is not a disk or an image file", path);
 	/* The magic only: libguestfs reads the image itself (backing files
@@ -145,6 +147,50 @@ int cli_convert(const char *cmd, const char *const *disks, const char *const *fo
 	return IM_EXIT_OK;
 }
 
+/* An image folder, restored on the fly: onto --output (then converted), or
+ * with --dry-run onto a temporary sparse qcow2 that is removed afterwards. */
+static int convert_folder(const char *dir, const char *output, const char *format,
+			  const struct conv_opts *o, bool json, struct cli *cli)
+{
+	struct restore_opts ro = { .format = format };
+	struct restore_stats st;
+	struct im_err err = { 0 };
+	char tmp[4096] = "";
+	const char *target = output, *fmt;
+	int rc;
+
+	if (!output && !o->dry_run)
+		return cli_usage("convert", "an image folder needs --output DISK (or --dry-run)");
+	if (!output) {
+		const char *td = getenv("TMPDIR");
+		int fd;
+		snprintf(tmp, sizeof(tmp), "%s/imager-convert-XXXXXX", td && *td ? td : "/tmp");
+		if ((fd = mkstemp(tmp)) < 0) {
+			cli_error("convert", "%s: %s", tmp, strerror(errno));
+			return IM_EXIT_IO;
+		}
+		close(fd);
+		unlink(tmp);   /* restore creates it, as qcow2 */
+		ro.format = "qcow2";
+		target = tmp;
+	}
+	ro.progress.cancel = cli->interrupted;
+	if (cli->verbose >= 1)
+		fprintf(stderr, "imager convert: restoring %s onto %s\n", dir, target);
+	if (im_restore(&cli->roots, dir, target, &ro, &st, &err) < 0) {
+		if (tmp[0])
+			unlink(tmp);
+		return cli_fail("convert", &err);
+	}
+	if (cli_disk_format(target, &fmt, &err) < 0)
+		rc = cli_fail("convert", &err);
+	else
+		rc = cli_convert("convert", &target, &fmt, 1, o, json, cli, NULL);
+	if (tmp[0])
+		unlink(tmp);
+	return rc;
+}
+
 int cmd_convert(int argc, char **argv, struct cli *cli)
 {
 	static const struct option opts[] = {
@@ -153,8 +199,10 @@ int cmd_convert(int argc, char **argv, struct cli *cli)
 		{ "block", required_argument, NULL, 'b' },
 		{ "rebuild-initramfs", no_argument, NULL, 'r' },
 		{ "format", required_argument, NULL, 'F' },
+		{ "output", required_argument, NULL, 'o' },
 		{ NULL, 0, NULL, 0 },
 	};
+	const char *output = NULL;
 	struct conv_opts o = { .block = CONV_BLOCK_VIRTIO_BLK };
 	const char *force_format = NULL;
 	const char *formats[16];
@@ -175,6 +223,7 @@ int cmd_convert(int argc, char **argv, struct cli *cli)
 				return cli_usage("convert", "--format takes raw or qcow2");
 			force_format = optarg;
 			break;
+		case 'o': output = optarg; break;
 		default: return cli_usage("convert", "unknown option");
 		}
 	}
@@ -183,6 +232,11 @@ int cmd_convert(int argc, char **argv, struct cli *cli)
 		return cli_usage("convert", "needs DISK");
 	if (n > sizeof(formats) / sizeof(formats[0]))
 		return cli_usage("convert", "at most %zu disks", sizeof(formats) / sizeof(formats[0]));
+	struct stat st;
+	if (n == 1 && !stat(argv[optind], &st) && S_ISDIR(st.st_mode))
+		return convert_folder(argv[optind], output, force_format, &o, json, cli);
+	if (output)
+		return cli_usage("convert", "--output is for an image folder");
 	for (size_t i = 0; i < n; i++) {
 		struct im_err err = { 0 };
 		if (force_format)

@@ -13,8 +13,8 @@ const struct command commands[] = {
 	  "        [--threads N] [--force] [--json] [--no-progress]",
 	  "copy a disk or image onto a disk or image in one pass, used blocks only" },
 	{ "convert", cmd_convert, CMD_NEEDS_ROOT,
-	  "DISK... [--block virtio-blk|virtio-scsi] [--rebuild-initramfs] [--format raw|qcow2]\n"
-	  "        [--dry-run] [--json]",
+	  "DISK... | DIR --output DISK [--block virtio-blk|virtio-scsi] [--rebuild-initramfs]\n"
+	  "        [--format raw|qcow2] [--dry-run] [--json]",
 	  "make the guest on a disk or image boot on virtio (drivers, device names)" },
 	{ "info", cmd_info, 0, "DIR|DISK [--json]",
 	  "describe an image folder, or a disk or image file and its filesystems" },
