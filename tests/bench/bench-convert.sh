@@ -59,6 +59,8 @@ for pair in "imager_fast:$WORK/copy1.qcow2" "imager_rebuild:$WORK/copy2.qcow2" "
 		B[$name]="boots (root=$(guest_marker_field "$WORK/boot-$name.log" root), ${GUEST_BOOT_SECONDS} s)"
 	else
 		B[$name]="DOES NOT BOOT ($GUEST_BOOT_RESULT)"
+		echo "  $name: the end of its serial console:"
+		tr -d '\r' <"$WORK/boot-$name.log" | grep -a -v '^$' | tail -n 12 | sed 's/^/    | /'
 	fi
 	echo "  $name: ${B[$name]}"
 done
