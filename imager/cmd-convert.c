@@ -127,10 +127,10 @@ int cli_convert(const char *cmd, const char *const *disks, const char *const *fo
 		*json_out = report_json(&rep, r < 0 ? &err : NULL);
 	else if (json) {
 		json_object *root = report_json(&rep, r < 0 ? &err : NULL);
-		json_object_object_add(root, "disks", json_object_new_array());
+		json_object *arr = json_object_new_array();
 		for (size_t i = 0; i < n; i++)
-			json_object_array_add(json_object_object_get(root, "disks"),
-					      json_object_new_string(disks[i]));
+			json_object_array_add(arr, json_object_new_string(disks[i]));
+		json_object_object_add(root, "disks", arr);
 		puts(json_object_to_json_string_ext(root, JSON_C_TO_STRING_PRETTY | JSON_C_TO_STRING_SPACED |
 						    JSON_C_TO_STRING_NOSLASHESCAPE));
 		json_object_put(root);

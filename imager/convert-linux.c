@@ -59,7 +59,6 @@ struct lkernel {
 
 struct lx {
 	struct conv_ctx *c;
-	const char *root;
 	char moddir[32];      /* "/lib/modules" or "/usr/lib/modules" */
 	bool merged_usr;      /* /lib is a link: archives write usr/lib/... */
 	char tool[24];
@@ -936,7 +935,7 @@ static int plan_old_platform(struct lx *l)
 
 int conv_linux_plan(struct conv_ctx *c, const char *root)
 {
-	struct lx l = { .c = c, .root = root };
+	struct lx l = { .c = c };
 	struct lkernel *def = NULL;
 	char *fs;
 	int r;
