@@ -20,6 +20,8 @@ const struct command commands[] = {
 	  "describe an image folder, or a disk or image file and its filesystems" },
 	{ "list", cmd_list, 0, "[--json]",
 	  "list the disks of this machine: bus (virtio or not), size, partitions" },
+	{ "pools", cmd_pools, 0, "[--connect URI] [--probe] [--seconds N] [--size SIZE] [--json]",
+	  "list the host's storage pools, measure fsyncs, rank them for a new disk" },
 	{ "restore", cmd_restore, CMD_NEEDS_ROOT,
 	  "DIR TARGET [--format raw|qcow2] [--preallocation off|metadata|falloc|full]\n"
 	  "        [--cluster-size SIZE] [--size SIZE] [--grow-last|--proportional]\n"

@@ -1,0 +1,232 @@
+/* SPDX-License-Identifier: GPL-2.0-or-later */
+/*
+ * imager pools: the target host's active storage pools, what is under them,
+ * how fast they make writes durable (--probe), which format suits a new disk
+ * there, and which pool is best for a disk of --size.
+ */
+#include <getopt.h>
+#include <json-c/json.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "commands.h"
+#include "imager/pools.h"
+
+/* One decimal is all a rate or a duration means here. */
+static json_object *json_tenth(double v)
+{
+	char s[32];
+
+	snprintf(s, sizeof(s), "%.1f", v);
+	return json_object_new_double_s(v, s);
+}
+
+static json_object *pool_json(const struct im_pool *p)
+{
+	json_object *o = json_object_new_object(), *w = json_object_new_array(), *rec, *z;
+
+	json_object_object_add(o, "name", json_object_new_string(p->name));
+	json_object_object_add(o, "type", json_object_new_string(p->type));
+	json_object_object_add(o, "path", json_object_new_string(p->path));
+	json_object_object_add(o, "fstype", json_object_new_string(p->fstype));
+	json_object_object_add(o, "source", json_object_new_string(p->source));
+	json_object_object_add(o, "capacity", json_object_new_uint64(p->capacity));
+	json_object_object_add(o, "allocation", json_object_new_uint64(p->allocation));
+	json_object_object_add(o, "available", json_object_new_uint64(p->available));
+	json_object_object_add(o, "local", json_object_new_boolean(p->local));
+	json_object_object_add(o, "fsyncs", p->fsyncs >= 0 ? json_tenth(p->fsyncs) : NULL);
+	json_object_object_add(o, "probe_seconds", json_tenth(p->probe_seconds));
+	if (p->probe_note[0])
+		json_object_object_add(o, "probe_note", json_object_new_string(p->probe_note));
+	if (p->zfs) {
+		z = json_object_new_object();
+		json_object_object_add(z, "pool", json_object_new_string(p->zpool));
+		json_object_object_add(z, "log", p->zfs_log < 0 ? NULL : json_object_new_boolean(p->zfs_log));
+		json_object_object_add(z, "arc_max", json_object_new_uint64(p->arc_max));
+		json_object_object_add(o, "zfs", z);
+	} else {
+		json_object_object_add(o, "zfs", NULL);
+	}
+	rec = json_object_new_object();
+	json_object_object_add(rec, "format", json_object_new_string(p->format));
+	json_object_object_add(rec, "preallocation", json_object_new_string(p->preallocation));
+	json_object_object_add(rec, "reason", json_object_new_string(p->reason));
+	json_object_object_add(o, "recommended", rec);
+	json_object_object_add(o, "fits", json_object_new_boolean(p->fits));
+	json_object_object_add(o, "rank", json_object_new_int(p->rank));
+	for (size_t i = 0; i < sizeof(p->warnings) / sizeof(p->warnings[0]); i++)
+		if (p->warnings[i][0])
+			json_object_array_add(w, json_object_new_string(p->warnings[i]));
+	json_object_object_add(o, "warnings", w);
+	return o;
+}
+
+static void print_json(json_object *root)
+{
+	puts(json_object_to_json_string_ext(root, JSON_C_TO_STRING_PRETTY | JSON_C_TO_STRING_SPACED |
+					    JSON_C_TO_STRING_NOSLASHESCAPE));
+	json_object_put(root);
+}
+
+static void print_text(const char *uri, bool local, const struct im_pool *p, size_t n,
+		       uint64_t need, bool sized, bool probed)
+{
+	char need_h[32];
+
+	cli_human(need, need_h, sizeof(need_h));
+	printf("host %s (%s)%s%s: %zu active pool%s\n", uri, local ? "local" : "remote",
+	       sized ? ", disk of " : "", sized ? need_h : "", n, n == 1 ? "" : "s");
+	printf("%4s %-20s %-8s %-8s %11s %11s %9s %s %s\n", "RANK", "POOL", "TYPE", "FSTYPE",
+	       "AVAILABLE", "CAPACITY", "FSYNCS/S", sized ? "FITS" : "", "NEW DISK");
+	for (size_t i = 0; i < n; i++) {
+		const struct im_pool *q = &p[i];
+		char avail[32], cap[32], fs[24] = "-", disk[40];
+
+		cli_human(q->available, avail, sizeof(avail));
+		cli_human(q->capacity, cap, sizeof(cap));
+		if (q->fsyncs >= 0)
+			snprintf(fs, sizeof(fs), "%.1f", q->fsyncs);
+		snprintf(disk, sizeof(disk), "%s %s", q->format, q->preallocation);
+		printf("%4d %-20s %-8s %-8s %11s %11s %9s %s %s\n", q->rank, q->name, q->type,
+		       q->fstype[0] ? q->fstype : "-", avail, cap, fs,
+		       sized ? (q->fits ? "yes " : "no  ") : "", disk);
+		if (q->path[0])
+			printf("     path: %s\n", q->path);
+		if (q->source[0])
+			printf("     source: %s\n", q->source);
+		if (q->zfs) {
+			char arc[32] = "unknown";
+			if (q->arc_known && q->arc_max)
+				cli_human(q->arc_max, arc, sizeof(arc));
+			else if (q->arc_known)
+				snprintf(arc, sizeof(arc), "no limit");
+			printf("     zfs: pool %s, log vdev %s, ARC max %s\n", q->zpool[0] ? q->zpool : "?",
+			       q->zfs_log > 0 ? "yes" : q->zfs_log == 0 ? "none" : "unknown", arc);
+		}
+		if (probed && q->fsyncs >= 0)
+			printf("     fsyncs: %.1f per second (%.1f s)\n", q->fsyncs, q->probe_seconds);
+		else if (probed)
+			printf("     fsyncs: %s\n", q->probe_note[0] ? q->probe_note : "not measured");
+		printf("     new disk: %s, preallocation %s: %s\n", q->format, q->preallocation, q->reason);
+		for (size_t k = 0; k < sizeof(q->warnings) / sizeof(q->warnings[0]); k++)
+			if (q->warnings[k][0])
+				printf("     warning: %s\n", q->warnings[k]);
+	}
+	if (n && p[0].fits)
+		printf("best: %s\n", p[0].name);
+	else if (sized)
+		printf("best: none (no pool has room for %s and its margin)\n", need_h);
+	else
+		printf("best: none (no pool has room left)\n");
+}
+
+int cmd_pools(int argc, char **argv, struct cli *cli)
+{
+	static const struct option opts[] = {
+		{ "connect", required_argument, NULL, 'c' },
+		{ "probe", no_argument, NULL, 'p' },
+		{ "seconds", required_argument, NULL, 't' },
+		{ "size", required_argument, NULL, 's' },
+		{ "json", no_argument, NULL, 'j' },
+		{ NULL, 0, NULL, 0 },
+	};
+	const char *uri = NULL;
+	bool probe = false, json = false, sized = false, local;
+	unsigned seconds = 0;
+	uint64_t need = 0;
+	struct im_err err = { 0 };
+	struct im_pool *pools = NULL;
+	virConnectPtr conn = NULL;
+	char *conn_uri = NULL;
+	const char *shown;
+	size_t n = 0;
+	int c, rc = IM_EXIT_OK;
+
+	while ((c = getopt_long(argc, argv, "", opts, NULL)) != -1) {
+		switch (c) {
+		case 'c': uri = optarg; break;
+		case 'p': probe = true; break;
+		case 't':
+			if (cli_parse_uint(optarg, 1, 60, &seconds) < 0)
+				return cli_usage("pools", "--seconds takes 1..60");
+			break;
+		case 's':
+			if (cli_parse_size(optarg, &need) < 0 || !need)
+				return cli_usage("pools", "--size takes a size such as 20G or 512MiB");
+			sized = true;
+			break;
+		case 'j': json = true; break;
+		default: return cli_usage("pools", "unknown option");
+		}
+	}
+	if (optind < argc)
+		return cli_usage("pools", "unexpected argument '%s'", argv[optind]);
+	if (seconds && !probe)
+		return cli_usage("pools", "--seconds is for --probe");
+
+	if (host_open(uri, &conn, &err) < 0) {
+		if (json) {
+			json_object *root = json_object_new_object();
+			json_object_object_add(root, "ok", json_object_new_boolean(0));
+			json_object_object_add(root, "uri", uri ? json_object_new_string(uri) : NULL);
+			json_object_object_add(root, "error", json_object_new_string(err.msg));
+			print_json(root);
+			cli_finish_stdout("pools", 0);
+		}
+		return cli_fail("pools", &err);
+	}
+	local = host_is_local(conn);
+	conn_uri = virConnectGetURI(conn);
+	shown = conn_uri ? conn_uri : uri ? uri : "(default)";
+	if (pools_list(conn, &pools, &n, &err) < 0) {
+		rc = cli_fail("pools", &err);
+		goto out;
+	}
+	for (size_t i = 0; probe && i < n; i++) {
+		struct im_err perr = { 0 };
+		if (*cli->interrupted) {
+			cli_error("pools", "interrupted");
+			rc = IM_EXIT_INTERRUPTED;
+			goto out;
+		}
+		if (cli->verbose >= 1)
+			fprintf(stderr, "imager pools: measuring %s\n", pools[i].name);
+		/* A pool that cannot be measured is still listed, with why. */
+		if (pools_probe(&pools[i], seconds, &perr) < 0 && cli->verbose >= 0)
+			cli_error("pools", "%s: %s", pools[i].name, perr.msg);
+	}
+	if (probe && *cli->interrupted) {
+		cli_error("pools", "interrupted");
+		rc = IM_EXIT_INTERRUPTED;
+		goto out;
+	}
+	pools_rank(pools, n, need);
+	if (!n)
+		cli_error("pools", "no active storage pool on %s (define one: virsh pool-define-as NAME "
+			  "dir --target PATH; virsh pool-build NAME; virsh pool-start NAME)", shown);
+	if (json) {
+		json_object *root = json_object_new_object(), *arr = json_object_new_array();
+		json_object_object_add(root, "ok", json_object_new_boolean(n > 0));
+		if (!n)
+			json_object_object_add(root, "error", json_object_new_string("no active storage pool"));
+		json_object_object_add(root, "uri", json_object_new_string(shown));
+		json_object_object_add(root, "local", json_object_new_boolean(local));
+		for (size_t i = 0; i < n; i++)
+			json_object_array_add(arr, pool_json(&pools[i]));
+		json_object_object_add(root, "pools", arr);
+		json_object_object_add(root, "best", n && pools[0].fits ?
+				       json_object_new_string(pools[0].name) : NULL);
+		json_object_object_add(root, "need", json_object_new_uint64(need));
+		print_json(root);
+	} else if (n) {
+		print_text(shown, local, pools, n, need, sized, probe);
+	}
+	rc = n ? IM_EXIT_OK : IM_EXIT_TARGET;
+	rc = cli_finish_stdout("pools", rc);
+out:
+	free(pools);
+	free(conn_uri);
+	virConnectClose(conn);
+	return rc;
+}
