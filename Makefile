@@ -5,15 +5,18 @@ VERSION   := 0.1.0
 PREFIX    ?= /usr/local
 DESTDIR   ?=
 BUILD     ?= build
-PKGS      := libparted blkid libzstd json-c libxxhash zlib libnbd libguestfs
+PKGS      := libparted blkid libzstd json-c libxxhash zlib libnbd libguestfs libvirt libxml-2.0
 
 # Debian packages: to build, to test, to demo.  `make deps` installs the
 # missing ones (idempotent; a no-op when all are present).
 DEB_BUILD := build-essential pkg-config libparted-dev libblkid-dev libzstd-dev \
-             libjson-c-dev libxxhash-dev zlib1g-dev libnbd-dev libguestfs-dev
+             libjson-c-dev libxxhash-dev zlib1g-dev libnbd-dev libguestfs-dev \
+             libvirt-dev libxml2-dev
 DEB_TEST  := parted fdisk dosfstools mtools e2fsprogs zstd util-linux time \
              partclone qemu-utils xxd jq python3 nbdkit libguestfs-tools xxhash \
-             cpio debootstrap qemu-system-x86 initramfs-tools-core
+             cpio debootstrap qemu-system-x86 initramfs-tools-core \
+             libvirt-daemon libvirt-daemon-driver-qemu libvirt-daemon-system \
+             libvirt-clients libxml2-utils ovmf
 # Only for make bench: the anchor of guest conversion.
 DEB_BENCH := virt-v2v
 
@@ -26,7 +29,7 @@ BASE_CFLAGS = -std=gnu11 $(OPT) $(WARN) -Iinclude -D_GNU_SOURCE \
 LDLIBS    = $(shell pkg-config --libs $(PKGS) 2>/dev/null) -pthread
 SAN_FLAGS := -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=all
 
-CMD_SRC    := imager/main.c imager/commands.c imager/cli.c $(wildcard imager/cmd-*.c)
+CMD_SRC    := imager/main.c imager/commands.c imager/cli.c imager/cli-domain.c $(wildcard imager/cmd-*.c)
 ENGINE_SRC := $(filter-out $(CMD_SRC),$(wildcard imager/*.c)) $(wildcard fsplugins/*.c)
 UNIT_SRC   := $(wildcard tests/unit/test-*.c)
 HEADERS    := $(wildcard include/imager/*.h) $(wildcard imager/*.h)

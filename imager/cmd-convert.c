@@ -50,7 +50,7 @@ int cli_disk_format(const char *path, const char **format, struct im_err *err)
 	return 0;
 }
 
-static json_object *report_json(const struct conv_report *r, const struct im_err *err)
+json_object *cli_convert_json(const struct conv_report *r, const struct im_err *err)
 {
 	json_object *root = json_object_new_object(), *arr = json_object_new_array();
 	json_object *ks = json_object_new_array();
@@ -95,7 +95,7 @@ static json_object *report_json(const struct conv_report *r, const struct im_err
 	return root;
 }
 
-static void report_text(const struct conv_report *r, FILE *out)
+void cli_convert_text(const struct conv_report *r, FILE *out)
 {
 	if (r->os_type[0])
 		fprintf(out, "guest: %s (%s %d.%d, %s), root %s, %s, %s, initramfs by %s\n",
@@ -124,9 +124,9 @@ int cli_convert(const char *cmd, const char *const *disks, const char *const *fo
 	oo.opaque = cli;
 	r = im_convert(disks, formats, n, &oo, &rep, &err);
 	if (json_out)
-		*json_out = report_json(&rep, r < 0 ? &err : NULL);
+		*json_out = cli_convert_json(&rep, r < 0 ? &err : NULL);
 	else if (json) {
-		json_object *root = report_json(&rep, r < 0 ? &err : NULL);
+		json_object *root = cli_convert_json(&rep, r < 0 ? &err : NULL);
 		json_object *arr = json_object_new_array();
 		for (size_t i = 0; i < n; i++)
 			json_object_array_add(arr, json_object_new_string(disks[i]));
@@ -135,7 +135,7 @@ int cli_convert(const char *cmd, const char *const *disks, const char *const *fo
 						    JSON_C_TO_STRING_NOSLASHESCAPE));
 		json_object_put(root);
 	} else if (cli->verbose >= 0 || r < 0) {
-		report_text(&rep, stdout);
+		cli_convert_text(&rep, stdout);
 		if (r == 0)
 			printf("%s %s for %s in %.1f s (%s)\n", rep.dry_run ? "planned" : "converted",
 			       rep.default_kernel[0] ? rep.default_kernel : "the guest", rep.block,

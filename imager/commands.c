@@ -16,12 +16,30 @@ const struct command commands[] = {
 	  "DISK... | DIR --output DISK [--block virtio-blk|virtio-scsi] [--rebuild-initramfs]\n"
 	  "        [--format raw|qcow2] [--dry-run] [--json]",
 	  "make the guest on a disk or image boot on virtio (drivers, device names)" },
+	{ "define", cmd_define, 0,
+	  "DISK... --name NAME [--memory SIZE] [--vcpus N]\n"
+	  "        [--cpu host-model|host-passthrough|maximum|MODEL] [--machine q35|pc]\n"
+	  "        [--bus virtio-blk|virtio-scsi|sata|ide] [--nic virtio|e1000] [--mac MAC]\n"
+	  "        [--firmware bios|uefi] [--domain-type kvm|qemu] [--io native|io_uring|threads|auto]\n"
+	  "        [--network NAME|--bridge NAME|--user-net] [--serial-log FILE]\n"
+	  "        [--inspection FILE|--no-inspect] [--connect URI] [--output FILE] [--force] [--json]",
+	  "write a libvirt VM definition tuned for the guest on the disks" },
 	{ "info", cmd_info, 0, "DIR|DISK [--json]",
 	  "describe an image folder, or a disk or image file and its filesystems" },
 	{ "list", cmd_list, 0, "[--json]",
 	  "list the disks of this machine: bus (virtio or not), size, partitions" },
 	{ "pools", cmd_pools, 0, "[--connect URI] [--probe] [--seconds N] [--size SIZE] [--json]",
 	  "list the host's storage pools, measure fsyncs, rank them for a new disk" },
+	{ "p2v", cmd_p2v, CMD_NEEDS_ROOT,
+	  "SOURCE... --name NAME [--connect URI]... [--pool auto|NAME] [--probe]\n"
+	  "        [--format raw|qcow2] [--preallocation off|metadata|falloc|full]\n"
+	  "        [--output DIR] [--start] [--force] [--no-convert] [--rebuild-initramfs] [--upload]\n"
+	  "        [--memory SIZE] [--vcpus N] [--cpu MODE|MODEL] [--machine q35|pc]\n"
+	  "        [--bus virtio-blk|virtio-scsi|sata|ide] [--nic virtio|e1000] [--mac MAC]\n"
+	  "        [--firmware bios|uefi] [--domain-type kvm|qemu] [--io native|io_uring|threads|auto]\n"
+	  "        [--network NAME|--bridge NAME|--user-net] [--serial-log FILE]\n"
+	  "        [--json] [--no-progress]",
+	  "move a machine onto a libvirt host: disks into a pool, converted, VM defined" },
 	{ "restore", cmd_restore, CMD_NEEDS_ROOT,
 	  "DIR TARGET [--format raw|qcow2] [--preallocation off|metadata|falloc|full]\n"
 	  "        [--cluster-size SIZE] [--size SIZE] [--grow-last|--proportional]\n"

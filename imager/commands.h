@@ -49,9 +49,11 @@ const struct command *command_find(const char *name);
 
 int cmd_clone(int argc, char **argv, struct cli *cli);
 int cmd_convert(int argc, char **argv, struct cli *cli);
+int cmd_define(int argc, char **argv, struct cli *cli);
 int cmd_info(int argc, char **argv, struct cli *cli);
 int cmd_list(int argc, char **argv, struct cli *cli);
 int cmd_pools(int argc, char **argv, struct cli *cli);
+int cmd_p2v(int argc, char **argv, struct cli *cli);
 int cmd_restore(int argc, char **argv, struct cli *cli);
 int cmd_save(int argc, char **argv, struct cli *cli);
 int cmd_verify(int argc, char **argv, struct cli *cli);
@@ -112,6 +114,12 @@ struct json_object;
 int cli_convert(const char *cmd, const char *const *disks, const char *const *formats, size_t n,
 		const struct conv_opts *o, bool json, struct cli *cli, struct json_object **json_out);
 
+/* A conversion report as text lines (guest, kernels, changes) or as the
+ * JSON object `imager convert --json` prints (err: the failure, or NULL). */
+struct conv_report;
+void cli_convert_text(const struct conv_report *r, FILE *out);
+struct json_object *cli_convert_json(const struct conv_report *r, const struct im_err *err);
+
 /* After a restore or clone onto target: the --convert step when asked
  * (nothing otherwise).  The conversion's JSON goes to *json_out when
  * json_out is given, else its report is printed.  Returns an exit code. */
@@ -122,6 +130,51 @@ int cli_target_convert(const char *cmd, const char *target, const struct cli_tar
 void cli_print_grow(const struct grow_report *g);
 struct json_object;
 struct json_object *cli_grow_json(const struct grow_report *g);
+
+/* ---- the VM definition (cli-domain.c), shared by define and p2v ---- */
+#include "imager/domain.h"
+enum {
+	DO_NAME = 300, DO_MEMORY, DO_VCPUS, DO_CPU, DO_MACHINE, DO_BUS, DO_NIC, DO_MAC,
+	DO_FIRMWARE, DO_TYPE, DO_IO, DO_NETWORK, DO_BRIDGE, DO_USER_NET, DO_SERIAL_LOG,
+};
+#define CLI_DOMAIN_OPTIONS \
+	{ "name", required_argument, NULL, DO_NAME }, \
+	{ "memory", required_argument, NULL, DO_MEMORY }, \
+	{ "vcpus", required_argument, NULL, DO_VCPUS }, \
+	{ "cpu", required_argument, NULL, DO_CPU }, \
+	{ "machine", required_argument, NULL, DO_MACHINE }, \
+	{ "bus", required_argument, NULL, DO_BUS }, \
+	{ "nic", required_argument, NULL, DO_NIC }, \
+	{ "mac", required_argument, NULL, DO_MAC }, \
+	{ "firmware", required_argument, NULL, DO_FIRMWARE }, \
+	{ "domain-type", required_argument, NULL, DO_TYPE }, \
+	{ "io", required_argument, NULL, DO_IO }, \
+	{ "network", required_argument, NULL, DO_NETWORK }, \
+	{ "bridge", required_argument, NULL, DO_BRIDGE }, \
+	{ "user-net", no_argument, NULL, DO_USER_NET }, \
+	{ "serial-log", required_argument, NULL, DO_SERIAL_LOG }
+struct cli_domain {
+	struct dom_opts o;          /* disks are filled in by the command */
+	bool memory_set;
+	char net[80], mac[18];
+};
+/* Take one of CLI_DOMAIN_OPTIONS: 1 taken, 0 not one of them, -1 bad value
+ * (reported; exit with IM_EXIT_USAGE). */
+int cli_domain_option(const char *cmd, int c, const char *arg, struct cli_domain *d);
+/* Live media: memory, vCPUs and MAC of this machine where not given, and
+ * UEFI when this machine booted UEFI. */
+void cli_domain_machine(struct cli_domain *d, struct dom_guest *g);
+/* Guest facts from a conversion report saved by `imager convert --json`
+ * (or restore/clone --convert --json).  Errors: IM_EXIT_SOURCE. */
+int cli_inspection_file(const char *path, struct dom_guest *g, struct im_err *err);
+/* Decide and write the XML; the choices (unless -q) and every warning go to
+ * stderr.  Returns 0 or an exit code. */
+int cli_domain_plan(const char *cmd, struct cli_domain *d, const struct dom_guest *g,
+		    const struct dom_host *h, struct dom_plan *plan, char **xml, struct cli *cli);
+struct json_object *cli_domain_json(const struct dom_plan *plan);
+/* Write a file through a temporary name and rename(): a reader sees the old
+ * file or the whole new one.  An existing file is refused unless force. */
+int cli_write_atomic(const char *path, const char *data, size_t len, bool force, struct im_err *err);
 
 /* Progress on stderr: on when stderr is a terminal and not disabled; at
  * most a few redraws a second, with bytes, rate and ETA. */

@@ -1,0 +1,210 @@
+/* SPDX-License-Identifier: GPL-2.0-or-later */
+/* Volumes in a libvirt storage pool.  See include/imager/volume.h. */
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include <libvirt/virterror.h>
+#include <libxml/xmlwriter.h>
+
+#include "imager/volume.h"
+
+bool vol_pool_is_block(const char *t)
+{
+	static const char *const block[] = { "logical", "disk", "iscsi", "iscsi-direct", "scsi",
+					     "mpath", "rbd", "sheepdog", "gluster", "vstorage", NULL };
+
+	for (const char *const *b = block; *b; b++)
+		if (!strcmp(t, *b))
+			return true;
+	return false;
+}
+
+static const char *virt_msg(void)
+{
+	const virError *e = virGetLastError();
+	return e && e->message ? e->message : "unknown libvirt error";
+}
+
+static int pool_type(virStoragePoolPtr pool, char *out, size_t len)
+{
+	char *x = virStoragePoolGetXMLDesc(pool, 0);
+	const char *p = x ? strstr(x, "<pool type='") : NULL;
+	size_t n;
+
+	out[0] = '\0';
+	if (!p) {
+		free(x);
+		return -1;
+	}
+	p += strlen("<pool type='");
+	n = strcspn(p, "'");
+	if (n >= len)
+		n = len - 1;
+	memcpy(out, p, n);
+	out[n] = '\0';
+	free(x);
+	return 0;
+}
+
+/* The volume's XML, written with libxml2 (the name is escaped). */
+static char *vol_xml(const char *name, uint64_t capacity, uint64_t allocation, const char *format)
+{
+	xmlBufferPtr buf = xmlBufferCreate();
+	xmlTextWriterPtr w = buf ? xmlNewTextWriterMemory(buf, 0) : NULL;
+	char cap[32], alloc[32];
+	char *out = NULL;
+	int r = 0;
+
+	if (!w) {
+		if (buf)
+			xmlBufferFree(buf);
+		return NULL;
+	}
+	snprintf(cap, sizeof(cap), "%" PRIu64, capacity);
+	snprintf(alloc, sizeof(alloc), "%" PRIu64, allocation);
+	r |= xmlTextWriterStartElement(w, BAD_CAST "volume");
+	r |= xmlTextWriterWriteElement(w, BAD_CAST "name", BAD_CAST name);
+	r |= xmlTextWriterStartElement(w, BAD_CAST "capacity");
+	r |= xmlTextWriterWriteAttribute(w, BAD_CAST "unit", BAD_CAST "bytes");
+	r |= xmlTextWriterWriteString(w, BAD_CAST cap);
+	r |= xmlTextWriterEndElement(w);
+	r |= xmlTextWriterStartElement(w, BAD_CAST "allocation");
+	r |= xmlTextWriterWriteAttribute(w, BAD_CAST "unit", BAD_CAST "bytes");
+	r |= xmlTextWriterWriteString(w, BAD_CAST alloc);
+	r |= xmlTextWriterEndElement(w);
+	if (format) {
+		r |= xmlTextWriterStartElement(w, BAD_CAST "target");
+		r |= xmlTextWriterStartElement(w, BAD_CAST "format");
+		r |= xmlTextWriterWriteAttribute(w, BAD_CAST "type", BAD_CAST format);
+		r |= xmlTextWriterEndElement(w);
+		r |= xmlTextWriterEndElement(w);
+	}
+	r |= xmlTextWriterEndDocument(w);
+	xmlFreeTextWriter(w);
+	if (r >= 0)
+		out = strdup((const char *)xmlBufferContent(buf));
+	xmlBufferFree(buf);
+	return out;
+}
+
+int vol_create(virStoragePoolPtr pool, const char *name, uint64_t capacity, const char *format,
+	       enum bk_prealloc prealloc, bool replace, virStorageVolPtr *out, struct im_err *err)
+{
+	virStoragePoolInfo info;
+	virStorageVolPtr old;
+	unsigned flags = 0;
+	uint64_t allocation = 0;
+	char type[32], *xml;
+	bool block;
+
+	*out = NULL;
+	if (virStoragePoolRefresh(pool, 0) < 0 || virStoragePoolGetInfo(pool, &info) < 0 ||
+	    pool_type(pool, type, sizeof(type)) < 0)
+		return im_errf(err, IM_EXIT_TARGET, -EIO, "pool %s: %s", virStoragePoolGetName(pool),
+			       virt_msg());
+	block = vol_pool_is_block(type);
+	RETURN_IF(block && strcmp(format, "raw"), err, IM_EXIT_USAGE, -EINVAL,
+		  "pool %s is a %s pool: its volumes are raw (--format raw)",
+		  virStoragePoolGetName(pool), type);
+	RETURN_IF(prealloc == BK_PREALLOC_METADATA && strcmp(format, "qcow2"), err, IM_EXIT_USAGE,
+		  -EINVAL, "preallocation metadata is for qcow2");
+	if ((old = virStorageVolLookupByName(pool, name))) {
+		if (!replace) {
+			virStorageVolFree(old);
+			return im_errf(err, IM_EXIT_TARGET, -EEXIST,
+				       "volume %s exists in pool %s (--force replaces it)", name,
+				       virStoragePoolGetName(pool));
+		}
+		if (virStorageVolDelete(old, 0) < 0) {
+			virStorageVolFree(old);
+			return im_errf(err, IM_EXIT_TARGET, -EIO, "deleting the old volume %s: %s",
+				       name, virt_msg());
+		}
+		virStorageVolFree(old);
+		(void)virStoragePoolRefresh(pool, 0);
+		(void)virStoragePoolGetInfo(pool, &info);
+	}
+	/* qcow2's tables take a little more than the capacity when full. */
+	RETURN_IF(capacity + (strcmp(format, "qcow2") ? 0 : capacity / 512) > info.available,
+		  err, IM_EXIT_TARGET, -ENOSPC,
+		  "pool %s has %" PRIu64 " MiB available; the volume %s needs %" PRIu64 " MiB",
+		  virStoragePoolGetName(pool), (uint64_t)(info.available >> 20), name,
+		  capacity >> 20);
+	if (block || prealloc == BK_PREALLOC_FALLOC || prealloc == BK_PREALLOC_FULL)
+		allocation = capacity;
+	else if (prealloc == BK_PREALLOC_METADATA)
+		flags |= VIR_STORAGE_VOL_CREATE_PREALLOC_METADATA;
+	if (!(xml = vol_xml(name, capacity, allocation, block ? NULL : format)))
+		return im_errf(err, IM_EXIT_INTERNAL, -ENOMEM, "writing the volume XML");
+	*out = virStorageVolCreateXML(pool, xml, flags);
+	free(xml);
+	if (!*out)
+		return im_errf(err, IM_EXIT_TARGET, -EIO, "creating volume %s in pool %s: %s", name,
+			       virStoragePoolGetName(pool), virt_msg());
+	return 0;
+}
+
+struct upload {
+	int fd;
+	const volatile sig_atomic_t *cancel;
+	int err;
+};
+
+static int upload_chunk(virStreamPtr st, char *data, size_t n, void *opaque)
+{
+	struct upload *u = opaque;
+	ssize_t r;
+
+	(void)st;
+	if (u->cancel && *u->cancel) {
+		u->err = -EINTR;
+		return -1;
+	}
+	r = read(u->fd, data, n);
+	if (r < 0)
+		u->err = -errno;
+	return (int)r;
+}
+
+int vol_upload(virConnectPtr conn, virStorageVolPtr vol, const char *path,
+	       const volatile sig_atomic_t *cancel, struct im_err *err)
+{
+	struct upload u = { open(path, O_RDONLY | O_CLOEXEC), cancel, 0 };
+	virStreamPtr st;
+	off_t size;
+	int r;
+
+	if (u.fd < 0)
+		return im_errf(err, IM_EXIT_IO, -errno, "%s: %s", path, strerror(errno));
+	size = lseek(u.fd, 0, SEEK_END);
+	if (size < 0 || lseek(u.fd, 0, SEEK_SET) < 0) {
+		r = -errno;
+		close(u.fd);
+		return im_errf(err, IM_EXIT_IO, r, "%s: %s", path, strerror(-r));
+	}
+	if (!(st = virStreamNew(conn, 0))) {
+		close(u.fd);
+		return im_errf(err, IM_EXIT_IO, -EIO, "upload stream: %s", virt_msg());
+	}
+	if (virStorageVolUpload(vol, st, 0, (unsigned long long)size, 0) < 0 ||
+	    virStreamSendAll(st, upload_chunk, &u) < 0 || virStreamFinish(st) < 0) {
+		char m[512];
+
+		snprintf(m, sizeof(m), "%s", virt_msg());
+		(void)virStreamAbort(st);
+		virStreamFree(st);
+		close(u.fd);
+		if (u.err == -EINTR)
+			return im_errf(err, IM_EXIT_INTERRUPTED, -EINTR, "upload interrupted");
+		return im_errf(err, IM_EXIT_IO, u.err ? u.err : -EIO, "uploading %s to %s: %s", path,
+			       virStorageVolGetName(vol), u.err ? strerror(-u.err) : m);
+	}
+	virStreamFree(st);
+	close(u.fd);
+	return 0;
+}
