@@ -74,6 +74,34 @@ static int write_zero_bufs(int fd, uint64_t off, uint64_t len)
 	return 0;
 }
 
+static int zero_keep_layout(int fd, uint64_t off, uint64_t len)
+{
+	uint64_t end = off + len;
+
+	while (off < end) {
+		off_t data = lseek(fd, (off_t)off, SEEK_DATA), hole;
+		uint64_t n;
+
+		if (data < 0 && errno == ENXIO)
+			return 0;                    /* holes up to the end of the file */
+		if (data < 0)
+			return write_zero_bufs(fd, off, end - off);
+		if ((uint64_t)data >= end)
+			return 0;
+		hole = lseek(fd, data, SEEK_HOLE);
+		if (hole < 0)
+			return write_zero_bufs(fd, (uint64_t)data, end - (uint64_t)data);
+		n = ((uint64_t)hole < end ? (uint64_t)hole : end) - (uint64_t)data;
+		if (fallocate(fd, FALLOC_FL_ZERO_RANGE | FALLOC_FL_KEEP_SIZE, data, (off_t)n) < 0) {
+			int r = write_zero_bufs(fd, (uint64_t)data, n);
+			if (r < 0)
+				return r;
+		}
+		off = (uint64_t)data + n;
+	}
+	return 0;
+}
+
 static int raw_create(struct bk *bk, const char *path, const struct bk_create_opts *o,
 		      struct im_err *err)
 {
@@ -141,6 +169,11 @@ static int raw_pwrite_zeroes(struct bk *bk, uint64_t off, uint64_t len)
 		uint64_t range[2] = { off, len };
 		if (ioctl(s->fd, BLKZEROOUT, range) == 0)
 			return 0;
+	} else if (!s->created) {
+		/* A file that existed (a volume made by libvirt, say): keep its
+		 * layout.  Holes already read as zeros; allocated ranges are
+		 * zeroed in place and stay allocated. */
+		return zero_keep_layout(s->fd, off, len);
 	} else {
 		/* Keep the allocation the target was created with. */
 		int mode = s->prealloc == BK_PREALLOC_OFF || s->prealloc == BK_PREALLOC_METADATA ?

@@ -25,10 +25,17 @@ int cli_domain_option(const char *cmd, int c, const char *arg, struct cli_domain
 	case DO_NAME: d->o.name = arg; return 1;
 	case DO_MEMORY:
 		/* A bare number is MiB, as in virt-install; else a size. */
-		if (arg[strspn(arg, "0123456789")] == '\0' && cli_parse_uint(arg, 1, 1u << 30, &n) == 0)
+		if (arg[strspn(arg, "0123456789")] == '\0') {
+			if (cli_parse_uint(arg, 1, 1u << 24, &n) < 0)
+				goto bad;
 			size = (uint64_t)n << 20;
-		else if (cli_parse_size(arg, &size) < 0)
+		} else if (cli_parse_size(arg, &size) < 0) {
 			goto bad;
+		}
+		if (size < (UINT64_C(64) << 20)) {
+			cli_usage(cmd, "--memory %s: at least 64 MiB", arg);
+			return -1;
+		}
 		d->o.memory_mib = size >> 20;
 		d->memory_set = true;
 		return 1;
@@ -62,7 +69,7 @@ int cli_domain_option(const char *cmd, int c, const char *arg, struct cli_domain
 		return 0;
 	}
 bad:
-	cli_usage(cmd, "bad value '%s'", arg);
+	cli_usage(cmd, "bad value '%s' for --%s", arg, c == DO_MEMORY ? "memory" : "vcpus");
 	return -1;
 twice:
 	cli_usage(cmd, "give one of --network, --bridge, --user-net");

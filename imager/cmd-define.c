@@ -112,6 +112,12 @@ int cmd_define(int argc, char **argv, struct cli *cli)
 			rc = IM_EXIT_SOURCE;
 			goto out;
 		}
+		if (S_ISDIR(st.st_mode)) {
+			cli_usage("define", "%s is a folder: an image folder becomes a VM with "
+				  "imager p2v DIR --name NAME (disks written, converted, defined)", real[i]);
+			rc = IM_EXIT_USAGE;
+			goto out;
+		}
 		if (cli_disk_format(real[i], &formats[i], &err) < 0) {
 			rc = cli_fail("define", &err);
 			goto out;
@@ -124,6 +130,11 @@ int cmd_define(int argc, char **argv, struct cli *cli)
 	d.o.disks = disks;
 	d.o.ndisks = n;
 
+	/* The host first: an unreachable one is found before a long inspection. */
+	if (uri && host_open(uri, &conn, &err) < 0) {
+		rc = cli_fail("define", &err);
+		goto out;
+	}
 	if (inspection) {
 		if (cli_inspection_file(inspection, &g, &err) < 0) {
 			rc = cli_fail("define", &err);
@@ -136,10 +147,6 @@ int cmd_define(int argc, char **argv, struct cli *cli)
 	if (all_block)
 		cli_domain_machine(&d, &g);
 
-	if (uri && host_open(uri, &conn, &err) < 0) {
-		rc = cli_fail("define", &err);
-		goto out;
-	}
 	dom_host_detect(conn, conn ? host_is_local(conn) : true, !d.o.type, &h, why, sizeof(why));
 	if (cli->verbose >= 1)
 		fprintf(stderr, "imager define: host: %s\n", why);

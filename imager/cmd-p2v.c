@@ -20,7 +20,11 @@
  * (default ./NAME), ready for `virsh define`.
  *
  * Failure leaves nothing half-made: volumes and files created by the job are
- * deleted again; the domain XML is written (or defined) last.
+ * deleted again; the domain XML is written (or defined) last.  --force
+ * replaces: an existing (shut off) domain of that name is undefined and
+ * volumes or files of the new disks' names are deleted before anything is
+ * written, so a failed --force job leaves neither the old nor the new
+ * machine.
  */
 #include <errno.h>
 #include <getopt.h>
@@ -149,7 +153,9 @@ static int write_disk(struct job *j, size_t i, const char *path)
 }
 
 /* Convert the written disks; a guest the conversion refuses keeps SATA and
- * e1000 (with a warning), any other failure ends the job. */
+ * e1000 when inspection knew its system (with a warning; a disk where no
+ * single system was found counts as unknown: virtio), any other failure
+ * ends the job. */
 static int convert_disks(struct job *j)
 {
 	struct conv_opts co = { .block = j->d.o.bus && !strcmp(j->d.o.bus, "virtio-scsi")
@@ -252,16 +258,22 @@ static int p2v_folder(struct job *j, const char *dir)
 	char xmlpath[4096], why[256], *xml = NULL;
 	int rc;
 
+	bool made_dir;
+
 	default_prealloc(j, NULL);
-	if (mkdir(dir, 0755) < 0 && errno != EEXIST) {
+	made_dir = mkdir(dir, 0755) == 0;
+	if (!made_dir && errno != EEXIST) {   /* the parent must exist */
 		cli_error("p2v", "%s: %s", dir, strerror(errno));
 		return IM_EXIT_TARGET;
 	}
-	if (snprintf(xmlpath, sizeof(xmlpath), "%s/%s.xml", dir, j->d.o.name) >= (int)sizeof(xmlpath))
-		return cli_usage("p2v", "--output: path too long");
+	if (snprintf(xmlpath, sizeof(xmlpath), "%s/%s.xml", dir, j->d.o.name) >= (int)sizeof(xmlpath)) {
+		rc = cli_usage("p2v", "--output: path too long");
+		goto fail;
+	}
 	if (!j->force && access(xmlpath, F_OK) == 0) {
 		cli_error("p2v", "%s exists (--force replaces it)", xmlpath);
-		return IM_EXIT_TARGET;
+		rc = IM_EXIT_TARGET;
+		goto fail;
 	}
 	for (size_t i = 0; i < j->n; i++) {
 		char *abs;
@@ -271,11 +283,13 @@ static int p2v_folder(struct job *j, const char *dir)
 		if (access(j->dst[i].path, F_OK) == 0) {
 			if (!j->force) {
 				cli_error("p2v", "%s exists (--force replaces it)", j->dst[i].path);
-				return IM_EXIT_TARGET;
+				rc = IM_EXIT_TARGET;
+				goto fail;
 			}
 			if (unlink(j->dst[i].path) < 0) {
 				cli_error("p2v", "%s: %s", j->dst[i].path, strerror(errno));
-				return IM_EXIT_TARGET;
+				rc = IM_EXIT_TARGET;
+				goto fail;
 			}
 		}
 		/* The XML names absolute paths. */
@@ -314,6 +328,8 @@ fail:
 	for (size_t i = 0; i < j->n; i++)
 		if (j->dst[i].created)
 			unlink(j->dst[i].path);
+	if (made_dir)
+		(void)rmdir(dir);
 	return rc;
 }
 
@@ -429,6 +445,19 @@ static int p2v_host(struct job *j, struct host *h, struct im_pool *pool)
 		rc = IM_EXIT_USAGE;
 		goto out;
 	}
+	/* --force replaces: the old definition goes first, so that no domain
+	 * is left pointing at volumes this job deletes and re-creates. */
+	if (dom) {
+		if (virDomainUndefineFlags(dom, VIR_DOMAIN_UNDEFINE_NVRAM |
+					   VIR_DOMAIN_UNDEFINE_MANAGED_SAVE |
+					   VIR_DOMAIN_UNDEFINE_SNAPSHOTS_METADATA) < 0) {
+			cli_error("p2v", "replacing domain %s: %s", j->d.o.name, virt_msg());
+			rc = IM_EXIT_TARGET;
+			goto out;
+		}
+		virDomainFree(dom);
+		dom = NULL;
+	}
 	if (j->cli->verbose >= 0 && !j->json)
 		fprintf(stderr, "imager p2v: pool %s (%s) on %s, %s %s\n", pool->name, pool->type,
 			h->uri, j->format, bk_prealloc_name(j->prealloc));
@@ -499,17 +528,6 @@ static int p2v_host(struct job *j, struct host *h, struct im_pool *pool)
 		fprintf(stderr, "imager p2v: host: %s\n", why);
 	if ((rc = cli_domain_plan("p2v", &j->d, &g, &hf, &plan, &xml, j->cli)) != 0)
 		goto fail;
-	if (dom) {
-		if (virDomainUndefineFlags(dom, VIR_DOMAIN_UNDEFINE_NVRAM |
-					   VIR_DOMAIN_UNDEFINE_MANAGED_SAVE |
-					   VIR_DOMAIN_UNDEFINE_SNAPSHOTS_METADATA) < 0) {
-			cli_error("p2v", "replacing domain %s: %s", j->d.o.name, virt_msg());
-			rc = IM_EXIT_TARGET;
-			goto fail;
-		}
-		virDomainFree(dom);
-		dom = NULL;
-	}
 	if (!(dom = virDomainDefineXML(h->conn, xml))) {
 		cli_error("p2v", "defining %s on %s: %s", j->d.o.name, h->uri, virt_msg());
 		rc = IM_EXIT_TARGET;

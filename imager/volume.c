@@ -151,6 +151,7 @@ int vol_create(virStoragePoolPtr pool, const char *name, uint64_t capacity, cons
 
 struct upload {
 	int fd;
+	off_t size;
 	const volatile sig_atomic_t *cancel;
 	int err;
 };
@@ -171,17 +172,68 @@ static int upload_chunk(virStreamPtr st, char *data, size_t n, void *opaque)
 	return (int)r;
 }
 
+/* Sparse streams: where the file's next data or hole section is, by
+ * SEEK_DATA / SEEK_HOLE (the position is left where it was). */
+static int upload_in_data(virStreamPtr st, int *in_data, long long *length, void *opaque)
+{
+	struct upload *u = opaque;
+	off_t cur = lseek(u->fd, 0, SEEK_CUR), data, hole;
+
+	(void)st;
+	if (cur < 0)
+		goto bad;
+	if (cur >= u->size) {
+		*in_data = 0;
+		*length = 0;
+		return 0;
+	}
+	data = lseek(u->fd, cur, SEEK_DATA);
+	if (data < 0 && errno == ENXIO) {           /* a hole up to the end */
+		*in_data = 0;
+		*length = u->size - cur;
+	} else if (data < 0) {
+		goto bad;
+	} else if (data > cur) {
+		*in_data = 0;
+		*length = data - cur;
+	} else {
+		hole = lseek(u->fd, cur, SEEK_HOLE);
+		if (hole < 0)
+			goto bad;
+		*in_data = 1;
+		*length = (hole > u->size ? u->size : hole) - cur;
+	}
+	if (lseek(u->fd, cur, SEEK_SET) < 0)
+		goto bad;
+	return 0;
+bad:
+	u->err = -errno;
+	return -1;
+}
+
+static int upload_skip(virStreamPtr st, long long length, void *opaque)
+{
+	struct upload *u = opaque;
+
+	(void)st;
+	if (lseek(u->fd, (off_t)length, SEEK_CUR) < 0) {
+		u->err = -errno;
+		return -1;
+	}
+	return 0;
+}
+
 int vol_upload(virConnectPtr conn, virStorageVolPtr vol, const char *path,
 	       const volatile sig_atomic_t *cancel, struct im_err *err)
 {
-	struct upload u = { open(path, O_RDONLY | O_CLOEXEC), cancel, 0 };
+	struct upload u = { open(path, O_RDONLY | O_CLOEXEC), 0, cancel, 0 };
 	virStreamPtr st;
 	off_t size;
 	int r;
 
 	if (u.fd < 0)
 		return im_errf(err, IM_EXIT_IO, -errno, "%s: %s", path, strerror(errno));
-	size = lseek(u.fd, 0, SEEK_END);
+	size = u.size = lseek(u.fd, 0, SEEK_END);
 	if (size < 0 || lseek(u.fd, 0, SEEK_SET) < 0) {
 		r = -errno;
 		close(u.fd);
@@ -191,8 +243,10 @@ int vol_upload(virConnectPtr conn, virStorageVolPtr vol, const char *path,
 		close(u.fd);
 		return im_errf(err, IM_EXIT_IO, -EIO, "upload stream: %s", virt_msg());
 	}
-	if (virStorageVolUpload(vol, st, 0, (unsigned long long)size, 0) < 0 ||
-	    virStreamSendAll(st, upload_chunk, &u) < 0 || virStreamFinish(st) < 0) {
+	if (virStorageVolUpload(vol, st, 0, (unsigned long long)size,
+				VIR_STORAGE_VOL_UPLOAD_SPARSE_STREAM) < 0 ||
+	    virStreamSparseSendAll(st, upload_chunk, upload_in_data, upload_skip, &u) < 0 ||
+	    virStreamFinish(st) < 0) {
 		char m[512];
 
 		snprintf(m, sizeof(m), "%s", virt_msg());

@@ -142,7 +142,7 @@ void dom_host_detect(virConnectPtr conn, bool local, bool ask_kvm, struct dom_ho
 struct dom_machine {
 	uint64_t memory_mib;          /* MemTotal, rounded to 256 MiB */
 	unsigned vcpus;               /* online CPUs */
-	char mac[18];                 /* first physical NIC's permanent address; "" none */
+	char mac[18];                 /* first physical NIC's address (sysfs, as now set); "" none */
 	bool uefi;                    /* booted through UEFI (/sys/firmware/efi) */
 };
 void dom_machine_local(struct dom_machine *m);

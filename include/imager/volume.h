@@ -34,7 +34,9 @@ int vol_create(virStoragePoolPtr pool, const char *name, uint64_t capacity, cons
 	       enum bk_prealloc prealloc, bool replace, virStorageVolPtr *out, struct im_err *err);
 
 /* Copy the local file at path into vol through a libvirt upload stream
- * (remote hosts).  cancel as in struct im_progress.  Returns 0 or -errno
+ * (remote hosts), sparse: holes of the file (SEEK_HOLE) are sent as holes,
+ * so a sparse raw or qcow2 file stays sparse in the volume (libvirt >= 3.4
+ * on both ends).  cancel as in struct im_progress.  Returns 0 or -errno
  * (IM_EXIT_IO; IM_EXIT_INTERRUPTED when cancelled). */
 int vol_upload(virConnectPtr conn, virStorageVolPtr vol, const char *path,
 	       const volatile sig_atomic_t *cancel, struct im_err *err);

@@ -21,3 +21,24 @@ valid_domain() {
 	virt-xml-validate "$1" domain >"$T/validate.out" 2>&1 ||
 		fail "virt-xml-validate rejects $(basename "$1"): $(cat "$T/validate.out")"
 }
+
+# wait_marker LOG DOMAIN SECONDS: waits until the test guest's marker line
+# is in the serial log LOG (libvirt's <serial><log file=.../>) and the
+# domain has powered itself off; fails with the log's tail otherwise.
+wait_marker() {
+	local log=$1 dom=$2 end=$((SECONDS + $3))
+	while [ $SECONDS -lt $end ]; do
+		if grep -aq IMAGER-GUEST-UP "$log" 2>/dev/null; then
+			while [ $SECONDS -lt $end ]; do
+				[ "$(virsh -q -c "${LIBVIRT_URI:-qemu:///system}" domstate "$dom" 2>/dev/null)" = "shut off" ] && return 0
+				sleep 2
+			done
+			fail "$dom reached its marker but did not power off"
+		fi
+		case $(virsh -q -c "${LIBVIRT_URI:-qemu:///system}" domstate "$dom" 2>/dev/null) in
+		"shut off" | crashed) fail "$dom stopped before its marker: $(tail -c 1500 "$log" 2>/dev/null)" ;;
+		esac
+		sleep 3
+	done
+	fail "$dom: no marker after $3 s: $(tail -c 1500 "$log" 2>/dev/null)"
+}
