@@ -105,7 +105,7 @@ imager_ok() { run_imager 0 "$@"; }
 # regex (case-insensitive): an error on stderr, or verify's report on stdout.
 expect_message() {
 	[ -s "$T/err" ] || [ -s "$T/out" ] || fail "no message at all"
-	cat "$T/err" "$T/out" | grep -qiE "$1" || fail "the message does not mention /$1/"
+	cat "$T/err" "$T/out" | grep -qiE -e "$1" || fail "the message does not mention /$1/"
 }
 
 # ---- assertions ----
