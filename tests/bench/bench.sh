@@ -236,3 +236,8 @@ IMAGER=$IMAGER PART_SRC=$DISK IMG_DIR=$WORK/image PC_IMG=$WORK/partclone.zst PAR
 echo
 echo "guest conversion (tests/bench/bench-convert.sh):"
 IMAGER=$IMAGER BENCH_WORK=$WORK bash "$ROOT/tests/bench/bench-convert.sh"
+
+# ---- the whole move onto libvirt: imager p2v against virt-v2v -o libvirt ----
+echo
+echo "p2v onto libvirt (tests/bench/bench-p2v.sh):"
+IMAGER=$IMAGER BENCH_WORK=$WORK bash "$ROOT/tests/bench/bench-p2v.sh"

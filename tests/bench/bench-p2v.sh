@@ -1,0 +1,137 @@
+#!/bin/bash
+# P2V benchmark (part of `make bench`): the whole move of the test guest
+# (tests/guest/debian12.sh, a Debian 12 "physical" machine on SATA) onto the
+# local libvirtd, side by side:
+#
+#   imager p2v GUEST --connect qemu:///system --pool P --start
+#       volume created by libvirt (qcow2, metadata), written, converted,
+#       defined, started; the guest must reach its marker
+#   virt-v2v -i disk COPY -o libvirt -os P -of qcow2
+#       its volume and definition in the same pool
+#
+# Shown: wall time of each job (imager's without the boot), the ratio, the
+# disk and NIC settings of each definition as libvirt holds them, and
+# whether virt-v2v's disk boots on virtio (under qemu, TCG).  Target:
+# imager's job takes at most 0.25 of virt-v2v's, and its guest boots.
+#
+# Environment: IMAGER (default build/imager), BENCH_WORK (scratch space).
+set -euo pipefail
+export LC_ALL=C
+ROOT=$(cd "$(dirname "$0")/../.." && pwd)
+IMAGER=${IMAGER:-$ROOT/build/imager}
+WORK=${BENCH_WORK:-/var/tmp/imager-bench/work}/p2v
+export TESTS_LIB=$ROOT/tests/lib
+export LIBGUESTFS_BACKEND=direct LIBGUESTFS_BACKEND_SETTINGS=force_tcg IMAGER_ACCEL=tcg
+# shellcheck source=../lib/guestboot.sh
+. "$TESTS_LIB/guestboot.sh"
+
+[ "$(id -u)" = 0 ] || { echo "bench-p2v: needs root (libvirtd, the test guest): skipped"; exit 0; }
+command -v virt-v2v >/dev/null || { echo "bench-p2v: virt-v2v missing (make bench installs it)"; exit 1; }
+GUEST=$(guest_image) || { echo "bench-p2v: the test guest could not be built"; exit 1; }
+URI=qemu:///system
+lv() { virsh -q -c "$URI" "$@"; }
+
+started=0
+if ! lv version >/dev/null 2>&1; then
+	virtlogd -d 2>/dev/null || true
+	libvirtd -d
+	for _ in $(seq 100); do lv version >/dev/null 2>&1 && break; sleep 0.2; done
+	started=1
+fi
+POOL=imager-bench-pool
+IDOM=imager-bench-p2v
+VDOM=imager-bench-v2v
+cleanup() {
+	for d in $IDOM $VDOM; do
+		lv destroy $d >/dev/null 2>&1 || true
+		lv undefine $d >/dev/null 2>&1 || true
+	done
+	lv pool-destroy $POOL >/dev/null 2>&1 || true
+	lv pool-undefine $POOL >/dev/null 2>&1 || true
+	rm -rf "$WORK"
+	if [ $started = 1 ]; then
+		kill "$(cat /run/libvirtd.pid 2>/dev/null)" 2>/dev/null || true
+	fi
+}
+trap cleanup EXIT
+cleanup
+mkdir -p "$WORK/pool"
+chmod 755 "$WORK" "$WORK/pool"
+lv pool-define-as $POOL dir --target "$WORK/pool" >/dev/null
+lv pool-start $POOL >/dev/null
+qemu-img convert -O qcow2 "$GUEST" "$WORK/copy.qcow2"
+
+now() { date +%s.%N; }
+calc() { awk "BEGIN { printf \"%.3f\", $* }"; }
+declare -A T
+timed() { # NAME CMD...
+	local t0 t1 name=$1
+	shift
+	t0=$(now)
+	if "$@" >"$WORK/$name.log" 2>&1; then :; else
+		echo "bench-p2v: $name failed:"; tail -n 20 "$WORK/$name.log"; exit 1
+	fi
+	t1=$(now)
+	T[$name]=$(calc "$t1 - $t0")
+	echo "  $name: ${T[$name]} s"
+}
+echo "moving the test guest onto $URI, pool $POOL (TCG):"
+timed imager "$IMAGER" p2v "$GUEST" --name $IDOM --connect $URI --pool $POOL --format qcow2 \
+	--preallocation metadata --serial-log "$WORK/serial.log" --no-progress --start
+timed virt_v2v virt-v2v -i disk "$WORK/copy.qcow2" -o libvirt -oc $URI -os $POOL -of qcow2 -on $VDOM
+
+echo "imager's guest, started by p2v:"
+iboot="DOES NOT BOOT"
+for _ in $(seq 200); do
+	if grep -aq IMAGER-GUEST-UP "$WORK/serial.log" 2>/dev/null; then
+		iboot="boots (root=$(guest_marker_field "$WORK/serial.log" root), net=$(guest_marker_field "$WORK/serial.log" net))"
+		break
+	fi
+	sleep 3
+done
+echo "  $iboot"
+if ! lv dominfo $VDOM >/dev/null 2>&1; then
+	echo "virt-v2v did not define $VDOM; what it said:"
+	grep -iE 'warning|error|xml' "$WORK/virt_v2v.log" | head -n 8 | sed 's/^/    | /'
+	VXML=$(grep -oE '/[^ ]*\.xml' "$WORK/virt_v2v.log" | head -n 1 || true)
+	if [ -n "$VXML" ] && [ -f "$VXML" ]; then
+		echo "  defining its XML ($VXML) as type qemu, to compare the settings"
+		sed "s/type='kvm'/type='qemu'/" "$VXML" >"$WORK/v2v-qemu.xml"
+		lv define "$WORK/v2v-qemu.xml" >/dev/null || true
+	fi
+fi
+echo "virt-v2v's disk, booted on virtio-blk under qemu:"
+vdisk=$(lv vol-list $POOL | awk '$1 ~ /^'$VDOM'/ { print $2; exit }')
+if guest_boot "$vdisk" qcow2 virtio-blk "$WORK/boot-v2v.log" 420 >/dev/null 2>&1; then
+	vboot="boots (root=$(guest_marker_field "$WORK/boot-v2v.log" root))"
+else
+	vboot="DOES NOT BOOT ($GUEST_BOOT_RESULT)"
+	tr -d '\r' <"$WORK/boot-v2v.log" | grep -a -v '^$' | tail -n 6 | sed 's/^/    | /'
+fi
+echo "  $vboot"
+
+settings() { # DOMAIN
+	lv dumpxml "$1" >"$WORK/$1.xml" 2>/dev/null || { printf 'not defined'; return; }
+	printf 'disk %s bus=%s cache=%s io=%s discard=%s; nic %s; cpu %s; machine %s' \
+		"$(xmllint --xpath 'string(/domain/devices/disk[1]/driver/@type)' "$WORK/$1.xml")" \
+		"$(xmllint --xpath 'string(/domain/devices/disk[1]/target/@bus)' "$WORK/$1.xml")" \
+		"$(xmllint --xpath 'string(/domain/devices/disk[1]/driver/@cache)' "$WORK/$1.xml")" \
+		"$(xmllint --xpath 'string(/domain/devices/disk[1]/driver/@io)' "$WORK/$1.xml")" \
+		"$(xmllint --xpath 'string(/domain/devices/disk[1]/driver/@discard)' "$WORK/$1.xml")" \
+		"$(xmllint --xpath 'string(/domain/devices/interface[1]/model/@type)' "$WORK/$1.xml")" \
+		"$(xmllint --xpath 'string(/domain/cpu/@mode)' "$WORK/$1.xml")" \
+		"$(xmllint --xpath 'string(/domain/os/type/@machine)' "$WORK/$1.xml")"
+}
+r=$(calc "${T[imager]} / ${T[virt_v2v]}")
+echo
+printf '%-26s %8s  %s\n' "" "wall s" "guest"
+printf '%-26s %8.1f  %s\n' "imager p2v --connect" "${T[imager]}" "$iboot"
+printf '%-26s %8.1f  %s\n' "virt-v2v -o libvirt" "${T[virt_v2v]}" "$vboot"
+echo "definitions as libvirt holds them:"
+echo "  imager:   $(settings $IDOM)"
+echo "  virt-v2v: $(settings $VDOM)"
+ok=ok
+awk "BEGIN { exit !($r <= 0.25) }" || ok=MISSED
+case $iboot in boots*) ;; *) ok=MISSED ;; esac
+echo "imager / virt-v2v:"
+printf '  p2v onto libvirt  %5.2f  (target <= 0.25, and the guest boots) %s\n' "$r" "$ok"
