@@ -86,3 +86,13 @@ if cmp -s "$DISK" "$DEMO/restored.img"; then
 else
 	echo "cmp: the restored disk differs from the original in unused space"
 fi
+
+say "A libvirt definition for the restored disk (imager define; no daemon needed)"
+run "$IMAGER" define "$DEMO/restored.img" --name imager-demo --no-inspect --domain-type qemu \
+	--output "$DEMO/imager-demo.xml" --force 2>&1 | rel
+grep -E '<driver|<target|<model|<cpu' "$DEMO/imager-demo.xml" | sed 's/^ */  /'
+if command -v virt-xml-validate >/dev/null && virt-xml-validate "$DEMO/imager-demo.xml" domain >/dev/null 2>&1; then
+	echo "virt-xml-validate: the definition is a valid libvirt domain"
+else
+	echo "virt-xml-validate: the definition is NOT valid"; exit 1
+fi
