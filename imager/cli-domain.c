@@ -15,6 +15,7 @@
 #include <json-c/json.h>
 
 #include "commands.h"
+#include "util.h"
 
 int cli_domain_option(const char *cmd, int c, const char *arg, struct cli_domain *d)
 {
@@ -196,39 +197,12 @@ json_object *cli_domain_json(const struct dom_plan *plan)
 
 int cli_write_atomic(const char *path, const char *data, size_t len, bool force, struct im_err *err)
 {
-	char tmp[4096];
-	int fd;
+	int r;
 
 	RETURN_IF(!force && access(path, F_OK) == 0, err, IM_EXIT_TARGET, -EEXIST,
 		  "%s exists (--force replaces it)", path);
-	RETURN_IF(snprintf(tmp, sizeof(tmp), "%s.XXXXXX", path) >= (int)sizeof(tmp), err,
-		  IM_EXIT_USAGE, -ENAMETOOLONG, "%s: name too long", path);
-	if ((fd = mkstemp(tmp)) < 0)
-		return im_errf(err, IM_EXIT_TARGET, -errno, "%s: %s", path, strerror(errno));
-	for (size_t done = 0; done < len;) {
-		ssize_t w = write(fd, data + done, len - done);
-		if (w < 0) {
-			int e = errno;
-			close(fd);
-			unlink(tmp);
-			return im_errf(err, IM_EXIT_IO, -e, "writing %s: %s", tmp, strerror(e));
-		}
-		done += (size_t)w;
-	}
-	int bad = fchmod(fd, 0644) || fsync(fd);
-	int e = errno;
-
-	if (close(fd) && !bad) {
-		bad = 1;
-		e = errno;
-	}
-	if (!bad && rename(tmp, path)) {
-		bad = 1;
-		e = errno;
-	}
-	if (bad) {
-		unlink(tmp);
-		return im_errf(err, IM_EXIT_IO, -e, "writing %s: %s", path, strerror(e));
-	}
+	if ((r = write_file_atomic(path, data, len)) < 0)
+		return im_errf(err, r == -ENAMETOOLONG ? IM_EXIT_USAGE : IM_EXIT_IO, r, "writing %s: %s",
+			       path, strerror(-r));
 	return 0;
 }

@@ -10,6 +10,7 @@
 #include <json-c/json.h>
 
 #include "commands.h"
+#include "util.h"
 #include "imager/convert.h"
 
 void cli_error(const char *cmd, const char *fmt, ...)
@@ -116,15 +117,7 @@ int cli_parse_uint(const char *s, unsigned min, unsigned max, unsigned *out)
 
 void cli_human(uint64_t bytes, char *out, size_t len)
 {
-	static const char *const units[] = { "B", "KiB", "MiB", "GiB", "TiB", "PiB" };
-	double v = (double)bytes;
-	size_t u = 0;
-
-	while (v >= 1024 && u + 1 < sizeof(units) / sizeof(units[0])) {
-		v /= 1024;
-		u++;
-	}
-	snprintf(out, len, u ? "%.1f %s" : "%.0f %s", v, units[u]);
+	human_size(bytes, out, len);
 }
 
 double cli_now(void)

@@ -12,6 +12,7 @@
 #include <libxml/xmlwriter.h>
 
 #include "imager/domain.h"
+#include "util.h"
 
 #define IMAGER_XMLNS "urn:x-imager:domain:1"
 
@@ -64,14 +65,10 @@ static void warn(struct dom_plan *p, const char *fmt, ...)
 {
 	va_list ap;
 
-	for (size_t i = 0; i < sizeof(p->warnings) / sizeof(p->warnings[0]); i++) {
-		if (p->warnings[i][0])
-			continue;
-		va_start(ap, fmt);
-		vsnprintf(p->warnings[i], sizeof(p->warnings[i]), fmt, ap);
-		va_end(ap);
-		return;
-	}
+	va_start(ap, fmt);
+	slot_vprintf(p->warnings[0], sizeof(p->warnings) / sizeof(p->warnings[0]),
+		     sizeof(p->warnings[0]), fmt, ap);
+	va_end(ap);
 }
 
 /* Old guests get the i440FX machine ("pc"): no PCIe, no AHCI needed. */

@@ -8,6 +8,7 @@
  * every value is copied bounded, with control characters replaced.
  */
 #include "imager/pools.h"
+#include "util.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -105,18 +106,13 @@ static void add_warning(struct im_pool *p, const char *fmt, ...)
 	__attribute__((format(printf, 2, 3)));
 static void add_warning(struct im_pool *p, const char *fmt, ...)
 {
-	size_t n = sizeof(p->warnings) / sizeof(p->warnings[0]);
 	va_list ap;
 
-	for (size_t i = 0; i < n; i++) {
-		if (p->warnings[i][0])
-			continue;
-		va_start(ap, fmt);
-		vsnprintf(p->warnings[i], sizeof(p->warnings[i]), fmt, ap);
-		va_end(ap);
-		return;
-	}
 	/* Full: the warnings are added most important first. */
+	va_start(ap, fmt);
+	slot_vprintf(p->warnings[0], sizeof(p->warnings) / sizeof(p->warnings[0]),
+		     sizeof(p->warnings[0]), fmt, ap);
+	va_end(ap);
 }
 
 static bool is_type(const struct im_pool *p, const char *t) { return !strcmp(p->type, t); }
@@ -460,18 +456,6 @@ static void recommend(struct im_pool *p)
 	snprintf(p->reason, sizeof(p->reason), "%s", why);
 }
 
-static void human(uint64_t v, char *out, size_t len)
-{
-	static const char *const units[] = { "B", "KiB", "MiB", "GiB", "TiB", "PiB" };
-	double d = (double)v;
-	size_t u = 0;
-
-	while (d >= 1024 && u + 1 < sizeof(units) / sizeof(units[0])) {
-		d /= 1024;
-		u++;
-	}
-	snprintf(out, len, u ? "%.1f %s" : "%.0f %s", d, units[u]);
-}
 
 /* In order of importance: add_warning() drops what does not fit. */
 static void warn(struct im_pool *p)
@@ -482,8 +466,8 @@ static void warn(struct im_pool *p)
 			    "(zpool add %s log DEVICE)", p->zpool, p->zpool);
 	if (p->capacity && p->available < p->capacity / 10) {
 		char a[32], c[32];
-		human(p->available, a, sizeof(a));
-		human(p->capacity, c, sizeof(c));
+		human_size(p->available, a, sizeof(a));
+		human_size(p->capacity, c, sizeof(c));
 		add_warning(p, "pool nearly full: %s free of %s (less than 10%%)", a, c);
 	}
 	if (p->local && (!strcmp(p->fstype, "tmpfs") || !strcmp(p->fstype, "ramfs")))

@@ -163,3 +163,26 @@ int buf_is_zero(const void *buf, size_t len)
 			return 0;
 	return 1;
 }
+
+void human_size(uint64_t bytes, char *out, size_t len)
+{
+	static const char *const units[] = { "B", "KiB", "MiB", "GiB", "TiB", "PiB" };
+	double v = (double)bytes;
+	size_t u = 0;
+
+	while (v >= 1024 && u + 1 < sizeof(units) / sizeof(units[0])) {
+		v /= 1024;
+		u++;
+	}
+	snprintf(out, len, u ? "%.1f %s" : "%.0f %s", v, units[u]);
+}
+
+void slot_vprintf(char *slots, size_t n, size_t len, const char *fmt, va_list ap)
+{
+	for (size_t i = 0; i < n; i++, slots += len) {
+		if (slots[0])
+			continue;
+		vsnprintf(slots, len, fmt, ap);
+		return;
+	}
+}

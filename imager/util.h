@@ -3,6 +3,7 @@
 #ifndef IMAGER_UTIL_H
 #define IMAGER_UTIL_H
 
+#include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -43,4 +44,10 @@ int buf_is_zero(const void *buf, size_t len);
 /* Join dir and name into out.  Returns 0 or -ENAMETOOLONG. */
 int path_join(char *out, size_t outlen, const char *dir, const char *name);
 
+/* "1.5 GiB", "512 B": binary units, one decimal above bytes. */
+void human_size(uint64_t bytes, char *out, size_t len);
+/* Format into the first empty one of n strings of len bytes each (slots
+ * laid out one after another, as char s[n][len]); nothing when all are
+ * taken.  For short fixed lists of warnings. */
+void slot_vprintf(char *slots, size_t n, size_t len, const char *fmt, va_list ap);
 #endif
