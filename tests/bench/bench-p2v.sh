@@ -41,20 +41,26 @@ fi
 POOL=imager-bench-pool
 IDOM=imager-bench-p2v
 VDOM=imager-bench-v2v
-cleanup() {
+leftovers() {
 	for d in $IDOM $VDOM; do
 		lv destroy $d >/dev/null 2>&1 || true
-		lv undefine $d >/dev/null 2>&1 || true
+		lv undefine --nvram $d >/dev/null 2>&1 || lv undefine $d >/dev/null 2>&1 || true
 	done
+	lv vol-list $POOL 2>/dev/null | awk '{ print $1 }' | while read -r v; do
+		lv vol-delete --pool $POOL "$v" >/dev/null 2>&1 || true
+	done || true
 	lv pool-destroy $POOL >/dev/null 2>&1 || true
 	lv pool-undefine $POOL >/dev/null 2>&1 || true
 	rm -rf "$WORK"
+}
+cleanup() {
+	leftovers
 	if [ $started = 1 ]; then
 		kill "$(cat /run/libvirtd.pid 2>/dev/null)" 2>/dev/null || true
 	fi
 }
 trap cleanup EXIT
-cleanup
+leftovers
 mkdir -p "$WORK/pool"
 chmod 755 "$WORK" "$WORK/pool"
 lv pool-define-as $POOL dir --target "$WORK/pool" >/dev/null
