@@ -92,12 +92,6 @@ struct job {
 	json_object *conv_json;
 };
 
-static const char *virt_msg(void)
-{
-	const virError *e = virGetLastError();
-	return e && e->message ? e->message : "unknown libvirt error";
-}
-
 static int probe_source(struct src *s, struct im_err *err)
 {
 	struct stat st;
@@ -255,7 +249,7 @@ static int p2v_folder(struct job *j, const char *dir)
 	struct dom_host h;
 	struct dom_plan plan;
 	struct im_err err = { 0 };
-	char xmlpath[4096], why[256], *xml = NULL;
+	char xmlpath[4096], why[256], *xml = NULL, *abs = NULL;
 	int rc;
 
 	bool made_dir;
@@ -275,9 +269,8 @@ static int p2v_folder(struct job *j, const char *dir)
 		rc = IM_EXIT_TARGET;
 		goto fail;
 	}
+	abs = realpath(dir, NULL);
 	for (size_t i = 0; i < j->n; i++) {
-		char *abs;
-
 		snprintf(j->dst[i].name, sizeof(j->dst[i].name), "%s-disk%zu.%s", j->d.o.name, i + 1, ext);
 		snprintf(j->dst[i].path, sizeof(j->dst[i].path), "%s/%s", dir, j->dst[i].name);
 		if (access(j->dst[i].path, F_OK) == 0) {
@@ -293,10 +286,8 @@ static int p2v_folder(struct job *j, const char *dir)
 			}
 		}
 		/* The XML names absolute paths. */
-		if ((abs = realpath(dir, NULL))) {
+		if (abs)
 			snprintf(j->dst[i].path, sizeof(j->dst[i].path), "%s/%s", abs, j->dst[i].name);
-			free(abs);
-		}
 	}
 	for (size_t i = 0; i < j->n; i++) {
 		if ((rc = write_disk(j, i, j->dst[i].path)) != 0)
@@ -317,6 +308,7 @@ static int p2v_folder(struct job *j, const char *dir)
 		goto fail;
 	}
 	free(xml);
+	free(abs);
 	if (j->json)
 		print_json(result_json(j, &plan, "output", dir, NULL, false));
 	else if (j->cli->verbose >= 0)
@@ -325,6 +317,7 @@ static int p2v_folder(struct job *j, const char *dir)
 	return cli_finish_stdout("p2v", IM_EXIT_OK);
 fail:
 	free(xml);
+	free(abs);
 	for (size_t i = 0; i < j->n; i++)
 		if (j->dst[i].created)
 			unlink(j->dst[i].path);
@@ -398,7 +391,7 @@ static void delete_volumes(struct job *j)
 		if (j->dst[i].vol) {
 			if (j->dst[i].created && virStorageVolDelete(j->dst[i].vol, 0) < 0)
 				fprintf(stderr, "imager p2v: could not delete volume %s: %s\n",
-					j->dst[i].name, virt_msg());
+					j->dst[i].name, host_last_error());
 			virStorageVolFree(j->dst[i].vol);
 			j->dst[i].vol = NULL;
 		}
@@ -423,7 +416,7 @@ static int p2v_host(struct job *j, struct host *h, struct im_pool *pool)
 	int rc = IM_EXIT_OK;
 
 	if (!sp) {
-		cli_error("p2v", "pool %s: %s", pool->name, virt_msg());
+		cli_error("p2v", "pool %s: %s", pool->name, host_last_error());
 		rc = IM_EXIT_TARGET;
 		goto out;
 	}
@@ -451,7 +444,7 @@ static int p2v_host(struct job *j, struct host *h, struct im_pool *pool)
 		if (virDomainUndefineFlags(dom, VIR_DOMAIN_UNDEFINE_NVRAM |
 					   VIR_DOMAIN_UNDEFINE_MANAGED_SAVE |
 					   VIR_DOMAIN_UNDEFINE_SNAPSHOTS_METADATA) < 0) {
-			cli_error("p2v", "replacing domain %s: %s", j->d.o.name, virt_msg());
+			cli_error("p2v", "replacing domain %s: %s", j->d.o.name, host_last_error());
 			rc = IM_EXIT_TARGET;
 			goto out;
 		}
@@ -467,14 +460,14 @@ static int p2v_host(struct job *j, struct host *h, struct im_pool *pool)
 		char *path;
 
 		snprintf(d->name, sizeof(d->name), "%s-disk%zu%s", j->d.o.name, i + 1, block ? "" : ext);
-		if (vol_create(sp, d->name, j->src[i].size, j->format, j->prealloc, j->force, &d->vol,
+		if (vol_create(sp, pool->type, d->name, j->src[i].size, j->format, j->prealloc, j->force, &d->vol,
 			       &err) < 0) {
 			rc = cli_fail("p2v", &err);
 			goto fail;
 		}
 		d->created = true;
 		if (!(path = virStorageVolGetPath(d->vol))) {
-			cli_error("p2v", "volume %s: %s", d->name, virt_msg());
+			cli_error("p2v", "volume %s: %s", d->name, host_last_error());
 			rc = IM_EXIT_TARGET;
 			goto fail;
 		}
@@ -529,7 +522,7 @@ static int p2v_host(struct job *j, struct host *h, struct im_pool *pool)
 	if ((rc = cli_domain_plan("p2v", &j->d, &g, &hf, &plan, &xml, j->cli)) != 0)
 		goto fail;
 	if (!(dom = virDomainDefineXML(h->conn, xml))) {
-		cli_error("p2v", "defining %s on %s: %s", j->d.o.name, h->uri, virt_msg());
+		cli_error("p2v", "defining %s on %s: %s", j->d.o.name, h->uri, host_last_error());
 		rc = IM_EXIT_TARGET;
 		goto fail;
 	}
@@ -538,7 +531,7 @@ static int p2v_host(struct job *j, struct host *h, struct im_pool *pool)
 		if (virDomainCreate(dom) < 0) {
 			/* The definition and disks are complete: kept, for a look. */
 			cli_error("p2v", "domain %s is defined, but did not start: %s", j->d.o.name,
-				  virt_msg());
+				  host_last_error());
 			rc = IM_EXIT_TARGET;
 			goto out;
 		}

@@ -65,6 +65,12 @@ int host_open(const char *uri, virConnectPtr *out, struct im_err *err)
 		       e && e->message ? e->message : "libvirt gave no reason");
 }
 
+const char *host_last_error(void)
+{
+	const virError *e = virGetLastError();
+	return e && e->message ? e->message : "libvirt gave no reason";
+}
+
 bool host_uri_is_local(const char *uri)
 {
 	const char *p, *host;
@@ -498,20 +504,14 @@ static int describe(virStoragePoolPtr vp, bool host_local, struct im_pool *p, st
 	/* A pool that cannot be refreshed (its folder went away) is still
 	 * listed, with what libvirt last knew. */
 	virStoragePoolRefresh(vp, 0);
-	if (virStoragePoolGetInfo(vp, &info) < 0) {
-		virErrorPtr e = virGetLastError();
-		return im_errf(err, IM_EXIT_TARGET, -EIO, "pool %s: %s", p->name,
-			       e && e->message ? e->message : "no information from libvirt");
-	}
+	if (virStoragePoolGetInfo(vp, &info) < 0)
+		return im_errf(err, IM_EXIT_TARGET, -EIO, "pool %s: %s", p->name, host_last_error());
 	p->capacity = info.capacity;
 	p->allocation = info.allocation;
 	p->available = info.available;
 	xml = virStoragePoolGetXMLDesc(vp, 0);
-	if (!xml) {
-		virErrorPtr e = virGetLastError();
-		return im_errf(err, IM_EXIT_TARGET, -EIO, "pool %s: %s", p->name,
-			       e && e->message ? e->message : "no XML description from libvirt");
-	}
+	if (!xml)
+		return im_errf(err, IM_EXIT_TARGET, -EIO, "pool %s: %s", p->name, host_last_error());
 	r = parse_pool_xml(xml, p);
 	free(xml);
 	if (r < 0)

@@ -11,6 +11,7 @@
 #include <libvirt/virterror.h>
 #include <libxml/xmlwriter.h>
 
+#include "imager/pools.h"
 #include "imager/volume.h"
 
 bool vol_pool_is_block(const char *t)
@@ -22,33 +23,6 @@ bool vol_pool_is_block(const char *t)
 		if (!strcmp(t, *b))
 			return true;
 	return false;
-}
-
-static const char *virt_msg(void)
-{
-	const virError *e = virGetLastError();
-	return e && e->message ? e->message : "unknown libvirt error";
-}
-
-static int pool_type(virStoragePoolPtr pool, char *out, size_t len)
-{
-	char *x = virStoragePoolGetXMLDesc(pool, 0);
-	const char *p = x ? strstr(x, "<pool type='") : NULL;
-	size_t n;
-
-	out[0] = '\0';
-	if (!p) {
-		free(x);
-		return -1;
-	}
-	p += strlen("<pool type='");
-	n = strcspn(p, "'");
-	if (n >= len)
-		n = len - 1;
-	memcpy(out, p, n);
-	out[n] = '\0';
-	free(x);
-	return 0;
 }
 
 /* The volume's XML, written with libxml2 (the name is escaped). */
@@ -92,21 +66,21 @@ static char *vol_xml(const char *name, uint64_t capacity, uint64_t allocation, c
 	return out;
 }
 
-int vol_create(virStoragePoolPtr pool, const char *name, uint64_t capacity, const char *format,
-	       enum bk_prealloc prealloc, bool replace, virStorageVolPtr *out, struct im_err *err)
+int vol_create(virStoragePoolPtr pool, const char *type, const char *name, uint64_t capacity,
+	       const char *format, enum bk_prealloc prealloc, bool replace, virStorageVolPtr *out,
+	       struct im_err *err)
 {
 	virStoragePoolInfo info;
 	virStorageVolPtr old;
 	unsigned flags = 0;
 	uint64_t allocation = 0;
-	char type[32], *xml;
+	char *xml;
 	bool block;
 
 	*out = NULL;
-	if (virStoragePoolRefresh(pool, 0) < 0 || virStoragePoolGetInfo(pool, &info) < 0 ||
-	    pool_type(pool, type, sizeof(type)) < 0)
+	if (virStoragePoolRefresh(pool, 0) < 0 || virStoragePoolGetInfo(pool, &info) < 0)
 		return im_errf(err, IM_EXIT_TARGET, -EIO, "pool %s: %s", virStoragePoolGetName(pool),
-			       virt_msg());
+			       host_last_error());
 	block = vol_pool_is_block(type);
 	RETURN_IF(block && strcmp(format, "raw"), err, IM_EXIT_USAGE, -EINVAL,
 		  "pool %s is a %s pool: its volumes are raw (--format raw)",
@@ -123,7 +97,7 @@ int vol_create(virStoragePoolPtr pool, const char *name, uint64_t capacity, cons
 		if (virStorageVolDelete(old, 0) < 0) {
 			virStorageVolFree(old);
 			return im_errf(err, IM_EXIT_TARGET, -EIO, "deleting the old volume %s: %s",
-				       name, virt_msg());
+				       name, host_last_error());
 		}
 		virStorageVolFree(old);
 		(void)virStoragePoolRefresh(pool, 0);
@@ -145,7 +119,7 @@ int vol_create(virStoragePoolPtr pool, const char *name, uint64_t capacity, cons
 	free(xml);
 	if (!*out)
 		return im_errf(err, IM_EXIT_TARGET, -EIO, "creating volume %s in pool %s: %s", name,
-			       virStoragePoolGetName(pool), virt_msg());
+			       virStoragePoolGetName(pool), host_last_error());
 	return 0;
 }
 
@@ -241,7 +215,7 @@ int vol_upload(virConnectPtr conn, virStorageVolPtr vol, const char *path,
 	}
 	if (!(st = virStreamNew(conn, 0))) {
 		close(u.fd);
-		return im_errf(err, IM_EXIT_IO, -EIO, "upload stream: %s", virt_msg());
+		return im_errf(err, IM_EXIT_IO, -EIO, "upload stream: %s", host_last_error());
 	}
 	if (virStorageVolUpload(vol, st, 0, (unsigned long long)size,
 				VIR_STORAGE_VOL_UPLOAD_SPARSE_STREAM) < 0 ||
@@ -249,7 +223,7 @@ int vol_upload(virConnectPtr conn, virStorageVolPtr vol, const char *path,
 	    virStreamFinish(st) < 0) {
 		char m[512];
 
-		snprintf(m, sizeof(m), "%s", virt_msg());
+		snprintf(m, sizeof(m), "%s", host_last_error());
 		(void)virStreamAbort(st);
 		virStreamFree(st);
 		close(u.fd);

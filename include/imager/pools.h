@@ -49,6 +49,9 @@
  * not running, says so.  libvirt's own error printing is turned off.
  */
 int host_open(const char *uri, virConnectPtr *out, struct im_err *err);
+/* libvirt's last error message on this thread, or "libvirt gave no
+ * reason"; for messages after a failed libvirt call. */
+const char *host_last_error(void);
 /* Whether the connection's host is this machine (no host part in the URI),
  * so that pool paths can be opened directly. */
 bool host_is_local(virConnectPtr conn);

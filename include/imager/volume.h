@@ -18,7 +18,8 @@
 #include "imager/error.h"
 
 /*
- * Create volume `name` of `capacity` bytes in pool (refreshed first).
+ * Create volume `name` of `capacity` bytes in pool (refreshed first), whose
+ * libvirt type (struct im_pool's type: "dir", "logical", ...) is type.
  * format "raw" or "qcow2"; logical (LVM) and other block pools take raw
  * only, and always allocate the whole volume.  Preallocation in file pools:
  *   off       allocation 0 (sparse);
@@ -30,8 +31,9 @@
  * space: -ENOSPC (IM_EXIT_TARGET), nothing created.
  * Returns 0 with *out set (virStorageVolFree it), or -errno.
  */
-int vol_create(virStoragePoolPtr pool, const char *name, uint64_t capacity, const char *format,
-	       enum bk_prealloc prealloc, bool replace, virStorageVolPtr *out, struct im_err *err);
+int vol_create(virStoragePoolPtr pool, const char *type, const char *name, uint64_t capacity,
+	       const char *format, enum bk_prealloc prealloc, bool replace, virStorageVolPtr *out,
+	       struct im_err *err);
 
 /* Copy the local file at path into vol through a libvirt upload stream
  * (remote hosts), sparse: holes of the file (SEEK_HOLE) are sent as holes,
