@@ -5,19 +5,20 @@ VERSION   := 0.1.0
 PREFIX    ?= /usr/local
 DESTDIR   ?=
 BUILD     ?= build
-PKGS      := libparted blkid libzstd json-c libxxhash zlib libnbd libguestfs libvirt libxml-2.0
+PKGS      := libparted blkid libzstd json-c libxxhash zlib libnbd libguestfs libvirt libxml-2.0 hivex libarchive
 
 # Debian packages: to build, to test, to demo.  `make deps` installs the
 # missing ones (idempotent; a no-op when all are present).
 DEB_BUILD := build-essential pkg-config libparted-dev libblkid-dev libzstd-dev \
              libjson-c-dev libxxhash-dev zlib1g-dev libnbd-dev libguestfs-dev \
-             libvirt-dev libxml2-dev
+             libvirt-dev libxml2-dev libhivex-dev libarchive-dev
 DEB_TEST  := parted fdisk dosfstools mtools e2fsprogs zstd util-linux time \
              partclone qemu-utils xxd jq python3 nbdkit libguestfs-tools xxhash \
              cpio debootstrap qemu-system-x86 initramfs-tools-core \
              libvirt-daemon libvirt-daemon-driver-qemu libvirt-daemon-system \
-             libvirt-clients libxml2-utils ovmf
-# Only for make bench: the anchor of guest conversion.
+             libvirt-clients libxml2-utils ovmf libwin-hivex-perl ntfs-3g \
+             genisoimage virt-v2v
+# For make bench: the anchor of guest conversion (also compared in make check).
 DEB_BENCH := virt-v2v
 
 CC        ?= gcc

@@ -237,6 +237,9 @@ int cli_target_option(const char *cmd, int c, const char *arg, struct cli_target
 	case 'I':
 		t->rebuild_initramfs = true;
 		return 1;
+	case 'W':
+		t->virtio_win = arg;
+		return 1;
 	}
 	return 0;
 }
@@ -245,7 +248,8 @@ int cli_target_convert(const char *cmd, const char *target, const struct cli_tar
 		       struct cli *cli, struct json_object **json_out)
 {
 	struct conv_opts o = { .block = t->block ? (enum conv_block)t->block : CONV_BLOCK_VIRTIO_BLK,
-			       .rebuild_initramfs = t->rebuild_initramfs };
+			       .rebuild_initramfs = t->rebuild_initramfs,
+			       .virtio_win = t->virtio_win };
 	struct im_err err = { 0 };
 	const char *format;
 

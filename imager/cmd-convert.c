@@ -90,6 +90,20 @@ json_object *cli_convert_json(const struct conv_report *r, const struct im_err *
 		json_object_array_add(arr, c);
 	}
 	json_object_object_add(root, "changes", arr);
+	if (!strcmp(r->os_type, "windows")) {
+		json_object *w = json_object_new_object();
+		json_object_object_add(w, "variant", json_object_new_string(r->variant));
+		json_object_object_add(w, "edition", json_object_new_string(r->edition));
+		json_object_object_add(w, "build", json_object_new_int(r->build));
+		json_object_object_add(w, "systemroot", json_object_new_string(r->systemroot));
+		json_object_object_add(w, "control_set", json_object_new_string(r->control_set));
+		json_object_object_add(w, "virtio_win", json_object_new_string(r->virtio_win));
+		json_object_object_add(w, "drivers_os", json_object_new_string(r->drivers_os));
+		json_object_object_add(w, "drivers", json_object_new_string(r->drivers));
+		json_object_object_add(w, "guest_agent", json_object_new_boolean(r->guest_agent));
+		json_object_object_add(w, "firstboot", json_object_new_boolean(r->firstboot));
+		json_object_object_add(root, "windows", w);
+	}
 	json_object_object_add(root, "accel", json_object_new_string(r->accel));
 	json_object_object_add(root, "seconds", json_object_new_double(r->seconds));
 	return root;
@@ -97,7 +111,13 @@ json_object *cli_convert_json(const struct conv_report *r, const struct im_err *
 
 void cli_convert_text(const struct conv_report *r, FILE *out)
 {
-	if (r->os_type[0])
+	if (!strcmp(r->os_type, "windows"))
+		fprintf(out, "guest: %s (Windows NT %d.%d build %d, %s%s%s, %s), %s on %s, %s; "
+			"drivers: %s/%s from %s\n", r->product, r->major, r->minor, r->build,
+			r->variant, r->edition[0] ? " " : "", r->edition, r->arch, r->systemroot,
+			r->root, r->control_set, r->drivers_os[0] ? r->drivers_os : "-",
+			r->drivers[0] ? r->drivers : "-", r->virtio_win[0] ? r->virtio_win : "-");
+	else if (r->os_type[0])
 		fprintf(out, "guest: %s (%s %d.%d, %s), root %s, %s, %s, initramfs by %s\n",
 			r->product, r->distro, r->major, r->minor, r->arch, r->root,
 			r->bootloader[0] ? r->bootloader : "no known bootloader", r->firmware,
@@ -198,6 +218,7 @@ int cmd_convert(int argc, char **argv, struct cli *cli)
 		{ "json", no_argument, NULL, 'j' },
 		{ "block", required_argument, NULL, 'b' },
 		{ "rebuild-initramfs", no_argument, NULL, 'r' },
+		{ "virtio-win", required_argument, NULL, 'W' },
 		{ "format", required_argument, NULL, 'F' },
 		{ "output", required_argument, NULL, 'o' },
 		{ NULL, 0, NULL, 0 },
@@ -214,6 +235,7 @@ int cmd_convert(int argc, char **argv, struct cli *cli)
 		case 'n': o.dry_run = true; break;
 		case 'j': json = true; break;
 		case 'r': o.rebuild_initramfs = true; break;
+		case 'W': o.virtio_win = optarg; break;
 		case 'b':
 			if (!(o.block = conv_block_parse(optarg)))
 				return cli_usage("convert", "--block takes virtio-blk or virtio-scsi");

@@ -49,7 +49,7 @@
 
 enum {
 	OPT_CONNECT = 400, OPT_POOL, OPT_FORMAT, OPT_PREALLOC, OPT_OUTPUT, OPT_START, OPT_FORCE,
-	OPT_PROBE, OPT_NO_CONVERT, OPT_REBUILD, OPT_JSON, OPT_NO_PROGRESS, OPT_UPLOAD,
+	OPT_PROBE, OPT_NO_CONVERT, OPT_REBUILD, OPT_VIRTIO_WIN, OPT_JSON, OPT_NO_PROGRESS, OPT_UPLOAD,
 };
 
 struct src {
@@ -86,6 +86,7 @@ struct job {
 	const char *format;
 	enum bk_prealloc prealloc;
 	bool prealloc_set, force, start, json, progress, convert, rebuild, upload;
+	const char *virtio_win;
 	uint64_t need;
 	struct conv_report rep;
 	bool have_rep, convertible;
@@ -154,7 +155,7 @@ static int convert_disks(struct job *j)
 {
 	struct conv_opts co = { .block = j->d.o.bus && !strcmp(j->d.o.bus, "virtio-scsi")
 						 ? CONV_BLOCK_VIRTIO_SCSI : CONV_BLOCK_VIRTIO_BLK,
-				.rebuild_initramfs = j->rebuild };
+				.rebuild_initramfs = j->rebuild, .virtio_win = j->virtio_win };
 	const char *paths[MAX_SOURCES], *formats[MAX_SOURCES];
 	struct im_err err = { 0 };
 	int r;
@@ -629,6 +630,7 @@ int cmd_p2v(int argc, char **argv, struct cli *cli)
 		{ "probe", no_argument, NULL, OPT_PROBE },
 		{ "no-convert", no_argument, NULL, OPT_NO_CONVERT },
 		{ "rebuild-initramfs", no_argument, NULL, OPT_REBUILD },
+		{ "virtio-win", required_argument, NULL, OPT_VIRTIO_WIN },
 		{ "json", no_argument, NULL, OPT_JSON },
 		{ "no-progress", no_argument, NULL, OPT_NO_PROGRESS },
 		{ "upload", no_argument, NULL, OPT_UPLOAD },
@@ -673,6 +675,7 @@ int cmd_p2v(int argc, char **argv, struct cli *cli)
 		case OPT_PROBE: probe = true; break;
 		case OPT_NO_CONVERT: j.convert = false; break;
 		case OPT_REBUILD: j.rebuild = true; break;
+		case OPT_VIRTIO_WIN: j.virtio_win = optarg; break;
 		case OPT_JSON: j.json = true; break;
 		case OPT_NO_PROGRESS: j.progress = false; break;
 		case OPT_UPLOAD: j.upload = true; break;

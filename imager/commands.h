@@ -88,11 +88,13 @@ struct cli_target {
 	bool convert;              /* --convert: make the guest boot on virtio afterwards */
 	int block;                 /* --block (enum conv_block), 0: virtio-blk */
 	bool rebuild_initramfs;    /* --rebuild-initramfs */
+	const char *virtio_win;    /* --virtio-win PATH (Windows guests) */
 };
 #define CLI_TARGET_OPTIONS \
 	{ "convert", no_argument, NULL, 'C' }, \
 	{ "block", required_argument, NULL, 'b' }, \
 	{ "rebuild-initramfs", no_argument, NULL, 'I' }, \
+	{ "virtio-win", required_argument, NULL, 'W' }, \
 	{ "format", required_argument, NULL, 'F' }, \
 	{ "preallocation", required_argument, NULL, 'p' }, \
 	{ "cluster-size", required_argument, NULL, 'c' }, \

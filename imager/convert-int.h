@@ -7,6 +7,7 @@
 #define IMAGER_CONVERT_INT_H
 
 #include <guestfs.h>
+#include <hivex.h>
 
 #include "convtext.h"
 #include "imager/convert.h"
@@ -17,6 +18,7 @@ enum act_kind {
 	ACT_MKDIR,           /* mkdir -p path */
 	ACT_APPEND_INITRD,   /* path = base (+ zero padding to 4) + data; base kept */
 	ACT_REBUILD,         /* run argv (writing path.imager-new), then move it to path */
+	ACT_UPLOAD,          /* path = the local file named by data (via path.imager-new) */
 };
 
 struct conv_action {
@@ -48,6 +50,7 @@ struct conv_ctx {
 	size_t nacts;
 	struct conv_file *files;
 	size_t nfiles;
+	struct win_state *win;  /* Windows: what lives until the plan is applied */
 };
 
 /* Record a change in the report; returns its index or -ENOMEM. */
@@ -74,5 +77,46 @@ const char *gx_error(guestfs_h *g);
 
 /* The Linux part: plan (nothing written) for the inspected root. */
 int conv_linux_plan(struct conv_ctx *c, const char *root);
+
+/* The Windows part (convert-windows.c): plan for the inspected root; the
+ * state it keeps (hive copies, the virtio-win source) is freed by
+ * conv_windows_free(). */
+int conv_windows_plan(struct conv_ctx *c, const char *root);
+void conv_windows_free(struct conv_ctx *c);
+
+/* The registry half of the Windows plan, on hives opened here (libhivex),
+ * kept apart from libguestfs so that it can be tested on its own. */
+struct win_reg_in {
+	const char *cs;              /* current control set: "ControlSet001" */
+	int major, minor;            /* NT version */
+	const char *block;           /* "viostor", "vioscsi" */
+	bool firstboot;              /* register the first-boot service */
+};
+struct win_reg_line {
+	char *hive;                  /* "HKLM\\SYSTEM", "HKLM\\SOFTWARE" */
+	char *key;
+	char *detail;
+};
+struct win_reg_out {
+	char *old_devicepath;        /* SOFTWARE's DevicePath before */
+	char *new_devicepath;        /* after (NULL: unchanged) */
+	char disabled[512];          /* services disabled, comma separated */
+	struct win_reg_line *lines;  /* every change, in order */
+	size_t nlines;
+};
+#define WIN_DRIVER_DIR "%SystemRoot%\\Drivers\\VirtIO"
+#define WIN_FIRSTBOOT_DIR "%SystemRoot%\\imager-firstboot"
+#define WIN_FIRSTBOOT_SERVICE "imager-firstboot"
+/* Returns 0, or -errno with err filled (IM_EXIT_DAMAGED when the control
+ * set is missing). */
+int win_registry_plan(hive_h *system, hive_h *software, const struct win_reg_in *in,
+		      struct win_reg_out *out, struct im_err *err);
+void win_reg_out_free(struct win_reg_out *out);
+/* The first-boot script (CRLF lines) for what win_registry_plan did;
+ * agent is the guest agent installer's file name or NULL. */
+void win_firstboot_script(const struct win_reg_in *in, const struct win_reg_out *out,
+			  const char *agent, struct sbuf *b);
+/* The PCI IDs the boot driver is bound to (legacy, modern). */
+void win_pci_ids(const char *block, const char **legacy, const char **modern);
 
 #endif

@@ -247,6 +247,11 @@ static int apply_one(struct conv_ctx *c, const struct conv_action *a)
 			return -1;
 		return guestfs_mv(g, tmp, a->path);
 	}
+	case ACT_UPLOAD:
+		snprintf(tmp, sizeof(tmp), "%s.imager-new", a->path);
+		if (guestfs_upload(g, a->data, tmp) == -1)
+			return -1;
+		return guestfs_mv(g, tmp, a->path);
 	case ACT_REBUILD: {
 		char *out;
 		if (keep_original(g, a->path, orig, sizeof(orig)) == -1)
@@ -382,15 +387,19 @@ int im_convert(const char *const *disks, const char *const *formats, size_t n,
 	copy_str(rep->arch, sizeof(rep->arch), guestfs_inspect_get_arch(c.g, roots[0]));
 	rep->major = guestfs_inspect_get_major_version(c.g, roots[0]);
 	rep->minor = guestfs_inspect_get_minor_version(c.g, roots[0]);
-	if (strcmp(rep->os_type, "linux")) {
+	if (strcmp(rep->os_type, "linux") && strcmp(rep->os_type, "windows")) {
 		r = im_errf(err, IM_EXIT_UNSUPP, -EOPNOTSUPP,
-			    "the guest is %s (%s): only Linux guests are converted so far; "
+			    "the guest is %s (%s): only Linux and Windows guests are converted; "
 			    "nothing changed", rep->os_type, rep->product);
 		goto out;
 	}
 	if ((r = mount_guest(&c, roots[0], true)) < 0)
 		goto out;
-	if ((r = conv_linux_plan(&c, roots[0])) < 0)
+	if (!strcmp(rep->os_type, "windows"))
+		r = conv_windows_plan(&c, roots[0]);
+	else
+		r = conv_linux_plan(&c, roots[0]);
+	if (r < 0)
 		goto out;
 	if (!o->dry_run && c.nacts) {
 		if (o->phase)
@@ -410,6 +419,7 @@ int im_convert(const char *const *disks, const char *const *formats, size_t n,
 out:
 	if (c.g)
 		guest_close(c.g);
+	conv_windows_free(&c);
 	free_strings(roots);
 	free_strings(c.devices);
 	for (size_t i = 0; i < c.nacts; i++) {

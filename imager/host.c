@@ -154,6 +154,12 @@ void dom_guest_from_report(const struct conv_report *r, bool convertible, struct
 	snprintf(g->firmware, sizeof(g->firmware), "%s", r->firmware);
 	g->major = r->major;
 	g->minor = r->minor;
-	g->virtio_blk = g->virtio_scsi = convertible;
+	if (!strcmp(r->os_type, "windows")) {
+		/* only the storage driver that was registered for boot */
+		g->virtio_blk = convertible && !strcmp(r->block, "virtio-blk");
+		g->virtio_scsi = convertible && !strcmp(r->block, "virtio-scsi");
+	} else {
+		g->virtio_blk = g->virtio_scsi = convertible;
+	}
 	g->virtio_net = convertible && r->virtio_net;
 }

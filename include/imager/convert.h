@@ -45,7 +45,38 @@
  *      Xen PV modules removed from initramfs and module-load
  *      configuration; device caches removed (blkid.tab, LVM's cache and
  *      devices file).
- * Other systems (Windows: issue 6) are refused with IM_EXIT_UNSUPP.
+ *
+ * Windows (convert-windows.c), from the drivers of a virtio-win folder or
+ * ISO (virtio_win, else $VIRTIO_WIN, else /usr/share/virtio-win/virtio-win.iso
+ * or /usr/share/virtio-win; see virtiowin.h for the layouts and how the
+ * version's folder is picked):
+ *   1. inspection: version (NT major.minor, build from the SOFTWARE hive),
+ *      product and edition, client or server, architecture, system root,
+ *      the current control set (SYSTEM's Select\Current);
+ *   2. the boot-critical driver (viostor for virtio-blk, vioscsi for
+ *      virtio-scsi) is copied to system32\drivers and registered in the
+ *      current control set as a boot-start service (Type 1, Start 0, Group
+ *      "SCSI miniport", ErrorControl 1, ImagePath system32\drivers\NAME.sys),
+ *      bound to its PCI IDs (VEN_1AF4, legacy DEV_1001/DEV_1004 REV_00 and
+ *      modern DEV_1042/DEV_1048 REV_01) where that version looks at boot:
+ *      Control\CriticalDeviceDatabase before Windows 8, a temporary package
+ *      in the DriverDatabase from 8 on;
+ *   3. every driver of the picked folder goes to %SystemRoot%\Drivers\VirtIO,
+ *      which is added to SOFTWARE's DevicePath (PnP looks there for new
+ *      devices); from Vista on a first-boot service (imager-firstboot,
+ *      %SystemRoot%\imager-firstboot\firstboot.cmd, run once as SYSTEM)
+ *      installs them all with pnputil and the guest agent when virtio-win
+ *      has its installer, then removes the temporary DriverDatabase
+ *      package, restores DevicePath and deletes the folder and itself (a
+ *      log stays in %SystemRoot%\Temp\imager-firstboot.log); when the boot
+ *      driver does not install it keeps what boots the disk;
+ *   4. the old platform: services of VMware Tools, VirtualBox additions,
+ *      Xen PV drivers and Hyper-V integration are disabled (Start 4) and
+ *      taken out of device class filter lists (a filter that no longer
+ *      loads would stop its class: for the disk class, the boot).
+ * The hives are edited in copies here (libhivex) and written back last, so
+ * a failure while copying files leaves the registry as it was.
+ * Other systems are refused with IM_EXIT_UNSUPP.
  */
 #ifndef IMAGER_CONVERT_H
 #define IMAGER_CONVERT_H
@@ -61,6 +92,7 @@ struct conv_opts {
 	enum conv_block block;        /* 0: virtio-blk */
 	bool rebuild_initramfs;       /* run the guest's own initramfs tool */
 	bool dry_run;                 /* report the plan; change nothing */
+	const char *virtio_win;       /* Windows: virtio-win folder or ISO; NULL: see above */
 	/* Called with a short phase name ("launching", "inspecting",
 	 * "applying") as the work goes on; may be NULL. */
 	void (*phase)(void *opaque, const char *what);
@@ -105,6 +137,17 @@ struct conv_report {
 	bool dry_run;
 	double seconds;
 	char accel[8];                /* "kvm", "tcg" */
+	/* Windows */
+	char variant[16];             /* "Client", "Server" */
+	char edition[48];             /* EditionID: "Professional", "ServerStandard" */
+	int build;                    /* CurrentBuildNumber; 0 unknown */
+	char systemroot[64];          /* "/Windows" */
+	char control_set[32];         /* "ControlSet001" */
+	char virtio_win[256];         /* the driver source used (path, and the ISO's label) */
+	char drivers_os[16];          /* its folder picked: "w10" */
+	char drivers[256];            /* driver packages copied: "balloon,netkvm,viostor" */
+	bool guest_agent;             /* its installer is run at first boot */
+	bool firstboot;               /* a first-boot step was set up */
 };
 
 /*
@@ -113,8 +156,11 @@ struct conv_report {
  * got that far (free it with conv_report_free() whatever the result).
  * Returns 0; -EINVAL for bad options (IM_EXIT_USAGE); -ENOENT when no
  * operating system is found and -EOPNOTSUPP for one that cannot be converted
- * (no kernel with virtio, an unknown initramfs layout, several roots, not
- * Linux), both with the disks untouched (IM_EXIT_UNSUPP); -EIO for a
+ * (no kernel with virtio, an unknown initramfs layout, several roots, a
+ * system neither Linux nor Windows, a Windows without drivers in virtio-win),
+ * both with the disks untouched (IM_EXIT_UNSUPP); for Windows also -ENOENT
+ * (IM_EXIT_SOURCE) when virtio-win is missing or is not virtio-win, and
+ * -EUCLEAN (IM_EXIT_DAMAGED) when a hive is damaged, untouched; -EIO for a
  * failure while applying (IM_EXIT_IO: the report lists what was done); the
  * errors of guest_open().
  */
