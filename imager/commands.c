@@ -9,13 +9,14 @@ const struct command commands[] = {
 	  "SOURCE TARGET [--format raw|qcow2] [--preallocation off|metadata|falloc|full]\n"
 	  "        [--cluster-size SIZE] [--size SIZE] [--grow-last|--proportional]\n"
 	  "        [--source-format raw|qcow2] [--verify]\n"
-	  "        [--convert [--block virtio-blk|virtio-scsi] [--rebuild-initramfs]]\n"
+	  "        [--convert [--block virtio-blk|virtio-scsi] [--rebuild-initramfs]\n"
+	  "                   [--virtio-win PATH]]\n"
 	  "        [--threads N] [--force] [--json] [--no-progress]",
 	  "copy a disk or image onto a disk or image in one pass, used blocks only" },
 	{ "convert", cmd_convert, CMD_NEEDS_ROOT,
 	  "DISK... | DIR --output DISK [--block virtio-blk|virtio-scsi] [--rebuild-initramfs]\n"
-	  "        [--format raw|qcow2] [--dry-run] [--json]",
-	  "make the guest on a disk or image boot on virtio (drivers, device names)" },
+	  "        [--virtio-win PATH] [--format raw|qcow2] [--dry-run] [--json]",
+	  "make the Linux or Windows guest on a disk or image boot on virtio" },
 	{ "define", cmd_define, 0,
 	  "DISK... --name NAME [--memory SIZE] [--vcpus N]\n"
 	  "        [--cpu host-model|host-passthrough|maximum|MODEL] [--machine q35|pc]\n"
@@ -34,6 +35,7 @@ const struct command commands[] = {
 	  "SOURCE... --name NAME [--connect URI]... [--pool auto|NAME] [--probe]\n"
 	  "        [--format raw|qcow2] [--preallocation off|metadata|falloc|full]\n"
 	  "        [--output DIR] [--start] [--force] [--no-convert] [--rebuild-initramfs] [--upload]\n"
+	  "        [--virtio-win PATH]\n"
 	  "        [--memory SIZE] [--vcpus N] [--cpu MODE|MODEL] [--machine q35|pc]\n"
 	  "        [--bus virtio-blk|virtio-scsi|sata|ide] [--nic virtio|e1000] [--mac MAC]\n"
 	  "        [--firmware bios|uefi] [--domain-type kvm|qemu] [--io native|io_uring|threads|auto]\n"
@@ -43,7 +45,8 @@ const struct command commands[] = {
 	{ "restore", cmd_restore, CMD_NEEDS_ROOT,
 	  "DIR TARGET [--format raw|qcow2] [--preallocation off|metadata|falloc|full]\n"
 	  "        [--cluster-size SIZE] [--size SIZE] [--grow-last|--proportional]\n"
-	  "        [--convert [--block virtio-blk|virtio-scsi] [--rebuild-initramfs]]\n"
+	  "        [--convert [--block virtio-blk|virtio-scsi] [--rebuild-initramfs]\n"
+	  "                   [--virtio-win PATH]]\n"
 	  "        [--threads N] [--force] [--json] [--no-progress]",
 	  "write an image folder onto a disk or image file" },
 	{ "save", cmd_save, CMD_NEEDS_ROOT,

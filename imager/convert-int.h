@@ -100,6 +100,7 @@ struct win_reg_line {
 struct win_reg_out {
 	char *old_devicepath;        /* SOFTWARE's DevicePath before */
 	char *new_devicepath;        /* after (NULL: unchanged) */
+	bool devicepath_ours;        /* imager's entry is in it (added now or before) */
 	char disabled[512];          /* services disabled, comma separated */
 	struct win_reg_line *lines;  /* every change, in order */
 	size_t nlines;
@@ -116,7 +117,9 @@ void win_reg_out_free(struct win_reg_out *out);
  * agent is the guest agent installer's file name or NULL. */
 void win_firstboot_script(const struct win_reg_in *in, const struct win_reg_out *out,
 			  const char *agent, struct sbuf *b);
-/* The PCI IDs the boot driver is bound to (legacy, modern). */
-void win_pci_ids(const char *block, const char **legacy, const char **modern);
+/* The PCI IDs the boot driver is bound to: legacy with and without the
+ * subsystem, modern with and without. */
+#define WIN_PCI_IDS 4
+void win_pci_ids(const char *block, const char *ids[WIN_PCI_IDS]);
 
 #endif

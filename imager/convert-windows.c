@@ -29,15 +29,22 @@ struct win_state {
 
 static const char scsi_class_guid[] = "{4D36E97B-E325-11CE-BFC1-08002BE10318}";
 
-void win_pci_ids(const char *block, const char **legacy, const char **modern)
+void win_pci_ids(const char *block, const char *ids[WIN_PCI_IDS])
 {
-	if (!strcmp(block, "vioscsi")) {
-		*legacy = "VEN_1AF4&DEV_1004&REV_00";
-		*modern = "VEN_1AF4&DEV_1048&REV_01";
-	} else {
-		*legacy = "VEN_1AF4&DEV_1001&REV_00";
-		*modern = "VEN_1AF4&DEV_1042&REV_01";
-	}
+	/* The device's first hardware ID (with the subsystem: virtio's device
+	 * number for legacy devices, 0x1100 for modern ones; what virt-v2v 2.2
+	 * binds) and the compatible ID without it (what later virt-v2v binds):
+	 * Windows tries the first, then the second. */
+	static const char *const blk[] = {
+		"VEN_1AF4&DEV_1001&SUBSYS_00021AF4&REV_00", "VEN_1AF4&DEV_1001&REV_00",
+		"VEN_1AF4&DEV_1042&SUBSYS_11001AF4&REV_01", "VEN_1AF4&DEV_1042&REV_01",
+	};
+	static const char *const scsi[] = {
+		"VEN_1AF4&DEV_1004&SUBSYS_00081AF4&REV_00", "VEN_1AF4&DEV_1004&REV_00",
+		"VEN_1AF4&DEV_1048&SUBSYS_11001AF4&REV_01", "VEN_1AF4&DEV_1048&REV_01",
+	};
+	for (int i = 0; i < WIN_PCI_IDS; i++)
+		ids[i] = !strcmp(block, "vioscsi") ? scsi[i] : blk[i];
 }
 
 /* ---- the registry ---- */
@@ -94,16 +101,17 @@ static int add_line(struct win_reg_out *out, const char *hive, const char *key, 
 static int set_logged(hive_h *h, const char *hive, struct win_reg_out *out, const char *key,
 		      const struct reg_val *v, size_t n, const char *why, struct im_err *err)
 {
-	struct sbuf d = { 0 };
+	struct sbuf vals = { 0 }, d = { 0 };
 	int r;
 
-	if (why)
-		sbuf_addf(&d, "%s: ", why);
-	if ((r = reg_set(h, key, v, n, &d)) < 0) {
-		sbuf_free(&d);
+	if ((r = reg_set(h, key, v, n, &vals)) < 0) {
+		sbuf_free(&vals);
 		return im_errf(err, IM_EXIT_INTERNAL, r, "registry %s\\%s: %s", hive, key, strerror(-r));
 	}
+	sbuf_addf(&d, "%s%s", why ? why : "", why ? ": " : "");
+	sbuf_add(&d, vals.p ? vals.p : "", vals.len);
 	sbuf_add(&d, "", 1);
+	sbuf_free(&vals);
 	r = d.oom ? -ENOMEM : add_line(out, hive, key, d.p);
 	sbuf_free(&d);
 	return r < 0 ? im_errf(err, IM_EXIT_INTERNAL, r, "out of memory") : 0;
@@ -197,8 +205,8 @@ static int disable_old_platform(hive_h *sys, const char *cs, struct win_reg_out 
  * service, bound to the PCI IDs.  The first boot removes it once the real
  * package is installed (left behind, such entries break
  * `pnputil /enum-drivers` and upgrades). */
-static int ddb_entries(hive_h *sys, const char *drv, const char *pciid, struct win_reg_out *out,
-		       struct im_err *err)
+static int ddb_entries(hive_h *sys, const char *drv, const char **ids,
+		       struct win_reg_out *out, struct im_err *err)
 {
 	static const unsigned char version[] = {
 		0x00, 0xff, 0x09, 0x00, 0x00, 0x00, 0x00, 0x00, 0x7b, 0xe9, 0x36, 0x4d,
@@ -207,22 +215,18 @@ static int ddb_entries(hive_h *sys, const char *drv, const char *pciid, struct w
 		0,    0,    0,    0,    0,    0,    0,    0,    0,    0,    0,    0,
 	};
 	static const unsigned char rank[] = { 0x01, 0xff, 0x00, 0x00 };
+	const char *why = "temporary boot-driver package (removed at first boot)";
 	char inf[64], label[80], conf[64], key[320];
 	int r;
 
 	snprintf(inf, sizeof(inf), "imager_%s.inf", drv);
 	snprintf(label, sizeof(label), "%s_tmp", inf);
 	snprintf(conf, sizeof(conf), "imager_%s_conf", drv);
-	const char *why = "temporary boot-driver package (removed at first boot)";
 
 	snprintf(key, sizeof(key), "DriverDatabase\\DriverInfFiles\\%s", inf);
 	struct reg_val v1[] = { RV_MULTI("", label), RV_SZ("Active", label),
 				RV_MULTI("Configurations", conf) };
 	if ((r = set_logged(sys, "HKLM\\SYSTEM", out, key, v1, 3, why, err)) < 0)
-		return r;
-	snprintf(key, sizeof(key), "DriverDatabase\\DeviceIds\\PCI\\%s", pciid);
-	struct reg_val v2[] = { RV_BIN(inf, rank, sizeof(rank)) };
-	if ((r = set_logged(sys, "HKLM\\SYSTEM", out, key, v2, 1, why, err)) < 0)
 		return r;
 	snprintf(key, sizeof(key), "DriverDatabase\\DriverPackages\\%s", label);
 	struct reg_val v3[] = { RV_BIN("Version", version, sizeof(version)) };
@@ -232,10 +236,20 @@ static int ddb_entries(hive_h *sys, const char *drv, const char *pciid, struct w
 	struct reg_val v4[] = { RV_DWORD("ConfigFlags", 0), RV_SZ("Service", drv) };
 	if ((r = set_logged(sys, "HKLM\\SYSTEM", out, key, v4, 2, why, err)) < 0)
 		return r;
-	snprintf(key, sizeof(key), "DriverDatabase\\DriverPackages\\%s\\Descriptors\\PCI\\%s", label,
-		 pciid);
-	struct reg_val v5[] = { RV_SZ("Configuration", conf) };
-	return set_logged(sys, "HKLM\\SYSTEM", out, key, v5, 1, why, err);
+	for (int i = 0; i < WIN_PCI_IDS; i++) {
+		snprintf(key, sizeof(key), "DriverDatabase\\DriverPackages\\%s\\Descriptors\\PCI\\%s",
+			 label, ids[i]);
+		struct reg_val v5[] = { RV_SZ("Configuration", conf) };
+		if ((r = set_logged(sys, "HKLM\\SYSTEM", out, key, v5, 1, why, err)) < 0)
+			return r;
+		snprintf(key, sizeof(key), "DriverDatabase\\DeviceIds\\PCI\\%s", ids[i]);
+		struct reg_val v2[] = { RV_BIN(inf, rank, sizeof(rank)) };
+		if ((r = set_logged(sys, "HKLM\\SYSTEM", out, key, v2, 1,
+				    "binds the PCI ID to the temporary package (removed at first boot)",
+				    err)) < 0)
+			return r;
+	}
+	return 0;
 }
 
 static bool windows8_or_later(int major, int minor)
@@ -246,7 +260,7 @@ static bool windows8_or_later(int major, int minor)
 int win_registry_plan(hive_h *sys, hive_h *soft, const struct win_reg_in *in,
 		      struct win_reg_out *out, struct im_err *err)
 {
-	const char *ids[2];
+	const char *ids[WIN_PCI_IDS];
 	char key[256], img[96];
 	int r;
 
@@ -254,7 +268,7 @@ int win_registry_plan(hive_h *sys, hive_h *soft, const struct win_reg_in *in,
 	if (!reg_find(sys, in->cs) || !reg_find(sys, "Select"))
 		return im_errf(err, IM_EXIT_DAMAGED, -EUCLEAN,
 			       "the SYSTEM hive has no %s or no Select key: damaged", in->cs);
-	win_pci_ids(in->block, &ids[0], &ids[1]);
+	win_pci_ids(in->block, ids);
 
 	/* The boot-start service. */
 	snprintf(key, sizeof(key), "%s\\Services\\%s", in->cs, in->block);
@@ -266,10 +280,11 @@ int win_registry_plan(hive_h *sys, hive_h *soft, const struct win_reg_in *in,
 		return r;
 
 	/* Bound to its PCI IDs where this version looks at boot. */
-	for (int i = 0; i < 2; i++) {
-		if (windows8_or_later(in->major, in->minor)) {
-			r = ddb_entries(sys, in->block, ids[i], out, err);
-		} else {
+	if (windows8_or_later(in->major, in->minor) &&
+	    (r = ddb_entries(sys, in->block, ids, out, err)) < 0)
+		return r;
+	for (int i = 0; i < WIN_PCI_IDS && !windows8_or_later(in->major, in->minor); i++) {
+		{
 			snprintf(key, sizeof(key), "%s\\Control\\CriticalDeviceDatabase\\PCI#%s", in->cs,
 				 ids[i]);
 			struct reg_val v[] = { RV_SZ("Service", in->block),
@@ -283,13 +298,19 @@ int win_registry_plan(hive_h *sys, hive_h *soft, const struct win_reg_in *in,
 
 	/* PnP looks for drivers of new devices along DevicePath. */
 	const char *cv = "Microsoft\\Windows\\CurrentVersion";
-	char *old = reg_get_str(soft, cv, "DevicePath");
+	char *old = reg_get_str(soft, cv, "DevicePath"), *ours;
 	if (!(out->old_devicepath = strdup(old ? old : "%SystemRoot%\\inf"))) {
 		free(old);
 		return im_errf(err, IM_EXIT_INTERNAL, -ENOMEM, "out of memory");
 	}
 	free(old);
-	if (!strcasestr(out->old_devicepath, WIN_DRIVER_DIR)) {
+	/* Converted before: what was there before is the value without ours. */
+	if ((ours = strcasestr(out->old_devicepath, ";" WIN_DRIVER_DIR))) {
+		size_t l = strlen(";" WIN_DRIVER_DIR);
+		memmove(ours, ours + l, strlen(ours + l) + 1);
+		out->devicepath_ours = true;
+	} else if (!strcasestr(out->old_devicepath, WIN_DRIVER_DIR)) {
+		out->devicepath_ours = true;
 		if (asprintf(&out->new_devicepath, "%s;%s", out->old_devicepath, WIN_DRIVER_DIR) < 0) {
 			out->new_devicepath = NULL;
 			return im_errf(err, IM_EXIT_INTERNAL, -ENOMEM, "out of memory");
@@ -367,10 +388,10 @@ static void batch_quote(const char *s, char *out, size_t len)
 void win_firstboot_script(const struct win_reg_in *in, const struct win_reg_out *out,
 			  const char *agent, struct sbuf *b)
 {
-	const char *ids[2];
+	const char *ids[WIN_PCI_IDS];
 	char dp[1024];
 
-	win_pci_ids(in->block, &ids[0], &ids[1]);
+	win_pci_ids(in->block, ids);
 	line(b, "@echo off");
 	line(b, "rem imager first boot: installs the virtio drivers imager copied while the");
 	line(b, "rem disk was offline, then removes every trace of itself.");
@@ -398,11 +419,11 @@ void win_firstboot_script(const struct win_reg_in *in, const struct win_reg_out 
 			"/f >>\"%%LOG%%\" 2>&1", in->block);
 		line(b, "reg.exe delete \"HKLM\\SYSTEM\\DriverDatabase\\DriverInfFiles\\imager_%s.inf\" "
 			"/f >>\"%%LOG%%\" 2>&1", in->block);
-		for (int i = 0; i < 2; i++)
+		for (int i = 0; i < WIN_PCI_IDS; i++)
 			line(b, "reg.exe delete \"HKLM\\SYSTEM\\DriverDatabase\\DeviceIds\\PCI\\%s\" "
 				"/v imager_%s.inf /f >>\"%%LOG%%\" 2>&1", ids[i], in->block);
 	}
-	if (out->new_devicepath) {
+	if (out->devicepath_ours) {
 		batch_quote(out->old_devicepath, dp, sizeof(dp));
 		line(b, "reg.exe add \"HKLM\\SOFTWARE\\Microsoft\\Windows\\CurrentVersion\" /v DevicePath "
 			"/t REG_EXPAND_SZ /d \"%s\" /f >>\"%%LOG%%\" 2>&1", dp);
@@ -500,11 +521,14 @@ static int plan_hive(struct conv_ctx *c, hive_h *h, const char *guest, const cha
 			       strerror(errno));
 	snprintf(detail, sizeof(detail), "%s: %zu key%s changed (below)", hive, n, n == 1 ? "" : "s");
 	FORWARD_ERR(plan_upload(c, local, guest, "edit", detail));
-	for (size_t i = 0; i < out->nlines; i++)
-		if (!strcmp(out->lines[i].hive, hive) &&
-		    conv_change(c, "", "registry", "%s\\%s: %s", hive, out->lines[i].key,
-				out->lines[i].detail) < 0)
+	for (size_t i = 0; i < out->nlines; i++) {
+		char key[600];
+		if (strcmp(out->lines[i].hive, hive))
+			continue;
+		snprintf(key, sizeof(key), "%s\\%s", hive, out->lines[i].key);
+		if (conv_change(c, key, "set", "%s", out->lines[i].detail) < 0)
 			return im_errf(c->err, IM_EXIT_INTERNAL, -ENOMEM, "out of memory");
+	}
 	return 0;
 }
 

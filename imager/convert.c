@@ -363,7 +363,14 @@ int im_convert(const char *const *disks, const char *const *formats, size_t n,
 	c.devices = guestfs_list_devices(c.g);
 	roots = guestfs_inspect_os(c.g);
 	if (!c.devices || !roots) {
-		r = im_errf(err, IM_EXIT_IO, -EIO, "inspection: %s", gx_error(c.g));
+		/* libguestfs reads Windows' hives while inspecting; a damaged hive
+		 * ends inspection with hivex's exception. */
+		if (!roots && strstr(gx_error(c.g), "Hivex"))
+			r = im_errf(err, IM_EXIT_DAMAGED, -EUCLEAN,
+				    "a Windows registry hive on the disk is damaged (inspection: %s); "
+				    "nothing changed", gx_error(c.g));
+		else
+			r = im_errf(err, IM_EXIT_IO, -EIO, "inspection: %s", gx_error(c.g));
 		goto out;
 	}
 	while (c.devices[c.ndevices])

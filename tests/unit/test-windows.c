@@ -309,6 +309,10 @@ static void registry_win7(void)
 	check_str(sys, cdd, "ClassGUID", "{4D36E97B-E325-11CE-BFC1-08002BE10318}");
 	check_str(sys, "ControlSet002\\Control\\CriticalDeviceDatabase\\pci#ven_1af4&dev_1042&rev_01",
 		  "Service", "viostor");
+	check_str(sys, "ControlSet002\\Control\\CriticalDeviceDatabase\\PCI#VEN_1AF4&DEV_1001&SUBSYS_00021AF4&REV_00",
+		  "Service", "viostor");
+	check_str(sys, "ControlSet002\\Control\\CriticalDeviceDatabase\\PCI#VEN_1AF4&DEV_1042&SUBSYS_11001AF4&REV_01",
+		  "Service", "viostor");
 	CHECK(reg_find(sys, "DriverDatabase") == 0);                   /* not before Windows 8 */
 	/* old platform: disabled in the current set only, filter taken out */
 	check_dword(sys, "ControlSet002\\Services\\VMTools", "Start", 4);
@@ -347,6 +351,8 @@ static void registry_win7(void)
 	soft = hivex_open(p, HIVEX_OPEN_WRITE);
 	CHECK_EQ_U(win_registry_plan(sys, soft, &in, &out, &err), 0);
 	CHECK(out.new_devicepath == NULL);
+	CHECK(out.devicepath_ours);                       /* still restored at first boot */
+	CHECK_STR(out.old_devicepath, "%SystemRoot%\\inf");
 	CHECK_STR(out.disabled, "");
 	win_reg_out_free(&out);
 	hivex_close(sys);
@@ -376,8 +382,9 @@ static void registry_win10_scsi(void)
 	CHECK_EQ_U(win_registry_plan(sys, soft, &in, &out, &err), 0);
 	check_dword(sys, "ControlSet002\\Services\\vioscsi", "Start", 0);
 	CHECK(reg_find(sys, "ControlSet002\\Control\\CriticalDeviceDatabase") == 0);
-	const char *ids[] = { "VEN_1AF4&DEV_1004&REV_00", "VEN_1AF4&DEV_1048&REV_01" };
-	for (int i = 0; i < 2; i++) {
+	const char *ids[] = { "VEN_1AF4&DEV_1004&SUBSYS_00081AF4&REV_00", "VEN_1AF4&DEV_1004&REV_00",
+			      "VEN_1AF4&DEV_1048&SUBSYS_11001AF4&REV_01", "VEN_1AF4&DEV_1048&REV_01" };
+	for (int i = 0; i < 4; i++) {
 		char k[256];
 		snprintf(k, sizeof(k), "DriverDatabase\\DeviceIds\\PCI\\%s", ids[i]);
 		hive_node_h n = reg_find(sys, k);

@@ -1,0 +1,520 @@
+# Synthetic Windows disks, fake virtio-win media and registry comparisons for
+# the Windows conversion tests.  Sourced after common.sh:
+#   . "$TESTS_LIB/windisk.sh"
+#
+#   windisk_need          skips unless guestfish, hivexregedit, python3 and a
+#                         kernel libguestfs can boot are here
+#   win_disk OUT KIND     OUT: a 128 MiB sparse raw disk (MBR, one NTFS
+#                         partition) that libguestfs inspects as Windows; KIND
+#                         is win7 (6.1, current control set ControlSet002) or
+#                         win10 (10.0, ControlSet001).  Sets and exports
+#                         WINDISK_CONTROLSET to the current control set's name.
+#   win_hives KIND OUTDIR OUTDIR/SYSTEM and OUTDIR/SOFTWARE: the hives win_disk
+#                         puts on a KIND disk, made without an appliance (the
+#                         "before" side of a reg_diff)
+#   virtio_win_tree DIR LAYOUT [OS...]
+#                         a fake virtio-win folder of one-line placeholder
+#                         files; LAYOUT "iso" (DRV/OS/ARCH/FILE, as on the
+#                         virtio-win ISO) or "by-os" (drivers/by-os/ARCH/OS/FILE,
+#                         as in the virtio-win RPM)
+#   virtio_win_iso ISO DIR
+#                         an ISO 9660 image of DIR (Joliet and Rock Ridge),
+#                         volume id virtio-win-0.1.262
+#   win_extract DISK OUTDIR
+#                         one read-only guestfish run: OUTDIR/SYSTEM and
+#                         OUTDIR/SOFTWARE (the hives), OUTDIR/files.txt (every
+#                         path, sorted) and OUTDIR/sums.txt (md5sum lines for
+#                         every regular file outside /Windows/System32/config),
+#                         and OUTDIR/firstboot.cmd when imager's first-boot
+#                         script is there
+#   reg_flat HIVE [PREFIX]
+#                         the hive as sorted lines KEY<TAB>NAME<TAB>TYPE<TAB>DATA,
+#                         plus KEY<TAB><TAB>key<TAB> for every key; NAME "@" is
+#                         the default value; DATA: dword 0x%08x, strings as
+#                         text, multi_sz joined with "|", others as hex bytes
+#   reg_diff BEFORE AFTER lines "- ..." (only before) and "+ ..." (only after)
+#                         of the two hives' reg_flat, sorted by key and value
+#                         name, a changed value's "-" line before its "+" line
+#
+# A disk is built once per version of this file, with one guestfish session
+# that also checks that inspection sees the Windows it should, and cached as
+# $IMAGER_TEST_CACHE/windisk-KIND-KEY.raw (default /var/cache/imager-tests,
+# KEY the first 16 hex digits of this file's sha256); each call copies it.
+# The hives grow from minimal.hive of the shared test data (IMAGER_TESTDATA,
+# else ../shared/testdata beside the repository, else /work/shared/testdata).
+#
+# libguestfs runs its appliance under TCG (KVM does not work here): a launch
+# costs 25-35 s, so every function launches at most one appliance.
+
+export LIBGUESTFS_BACKEND=${LIBGUESTFS_BACKEND:-direct}
+export LIBGUESTFS_BACKEND_SETTINGS=${LIBGUESTFS_BACKEND_SETTINGS:-force_tcg}
+
+WINDISK_SELF=$(readlink -f "${BASH_SOURCE[0]}")
+
+windisk_need() {
+	local k readable=
+	need_cmd guestfish hivexregedit python3 iconv od flock
+	# The appliance boots the host's kernel, which Debian keeps root-only.
+	for k in /boot/vmlinuz-*; do
+		[ -r "$k" ] && readable=$k
+	done
+	[ -n "$readable" ] || skip "libguestfs needs a readable host kernel in /boot (root, and not a bare container)"
+}
+
+# ---- where minimal.hive is ----
+# Sets _wd_hive (not in a subshell: skip must end the test).
+_wd_find_hive() {
+	local top
+	if [ -n "${IMAGER_TESTDATA:-}" ]; then
+		[ -f "$IMAGER_TESTDATA/minimal.hive" ] ||
+			skip "IMAGER_TESTDATA=$IMAGER_TESTDATA holds no minimal.hive"
+		_wd_hive=$IMAGER_TESTDATA/minimal.hive
+		return 0
+	fi
+	top=$(git -C "${TESTS_LIB:-$(dirname "$WINDISK_SELF")}" rev-parse --show-toplevel 2>/dev/null) || top=
+	if [ -n "$top" ] && [ -f "$top/../shared/testdata/minimal.hive" ]; then
+		_wd_hive=$top/../shared/testdata/minimal.hive
+	elif [ -f /work/shared/testdata/minimal.hive ]; then
+		_wd_hive=/work/shared/testdata/minimal.hive
+	else
+		skip "no minimal.hive: set IMAGER_TESTDATA to the shared testdata folder (../shared/testdata beside the repository)"
+	fi
+}
+
+# ---- regedit text ----
+# Keys go through _wd_key, which writes every missing ancestor first
+# (hivexregedit --merge cannot create a key whose parent does not exist).
+declare -A _wd_keys_written=()
+_wd_prefix=
+_wd_reg_begin() { # PREFIX
+	_wd_prefix=$1
+	_wd_keys_written=()
+	printf 'Windows Registry Editor Version 5.00\n'
+}
+_wd_key() { # PATH (below the prefix, no leading backslash)
+	local path=$1 parent
+	[ -n "${_wd_keys_written[$path]:-}" ] && return 0
+	case $path in *\\*)
+		parent=${path%\\*}
+		_wd_key "$parent"
+		;;
+	esac
+	_wd_keys_written[$path]=1
+	printf '\n[%s\\%s]\n' "$_wd_prefix" "$path"
+}
+_wd_quote() { # TEXT: a regedit quoted string
+	local s=${1//\\/\\\\}
+	printf '"%s"' "${s//\"/\\\"}"
+}
+# UTF-16LE bytes of each argument, each with its terminating NUL, as "aa,bb,..".
+_wd_utf16_hex() {
+	local s
+	for s in "$@"; do printf '%s\0' "$s"; done |
+		iconv -f UTF-8 -t UTF-16LE | od -An -tx1 -v | tr -s ' \n' ',,' | sed 's/^,//; s/,$//'
+}
+_wd_name() { if [ "$1" = @ ]; then printf @; else _wd_quote "$1"; fi; }
+_wd_sz() { printf '%s=%s\n' "$(_wd_name "$1")" "$(_wd_quote "$2")"; }
+_wd_dword() { printf '%s=dword:%08x\n' "$(_wd_quote "$1")" "$2"; }
+_wd_expand() { printf '%s=hex(2):%s\n' "$(_wd_quote "$1")" "$(_wd_utf16_hex "$2")"; }
+_wd_multi() { # NAME STRING... (the list ends with one more NUL)
+	local name=$1
+	shift
+	printf '%s=hex(7):%s,00,00\n' "$(_wd_quote "$name")" "$(_wd_utf16_hex "$@")"
+}
+
+_wd_service() { # CS NAME TYPE START [GROUP [IMAGEPATH]]
+	_wd_key "$1\\Services\\$2"
+	_wd_dword Type "$3"
+	_wd_dword Start "$4"
+	_wd_dword ErrorControl 1
+	[ -n "${5:-}" ] && _wd_sz Group "$5"
+	[ -n "${6:-}" ] && _wd_expand ImagePath "$6"
+	return 0
+}
+
+_wd_controlset() { # KIND CONTROLSET
+	local kind=$1 cs=$2 class=$2\\Control\\Class
+	_wd_key "$cs\\Control\\ComputerName\\ComputerName"
+	_wd_sz ComputerName "SYNTH-${kind^^}"
+	_wd_key "$class\\{4D36E97B-E325-11CE-BFC1-08002BE10318}"
+	_wd_sz @ "Storage controllers"
+	_wd_sz Class SCSIAdapter
+	_wd_key "$class\\{4d36e967-e325-11ce-bfc1-08002be10318}"
+	_wd_sz @ "Disk drives"
+	_wd_sz Class DiskDrive
+	_wd_multi UpperFilters PartMgr xenfilt
+	_wd_key "$class\\{4d36e97d-e325-11ce-bfc1-08002be10318}"
+	_wd_sz @ "System devices"
+	_wd_sz Class System
+	[ "$kind" = win10 ] && _wd_multi UpperFilters xenfilt
+	if [ "$kind" = win7 ]; then
+		_wd_key "$cs\\Control\\CriticalDeviceDatabase\\pci#ven_8086&dev_7111"
+		_wd_sz Service atapi
+		_wd_sz ClassGUID "{4D36E96A-E325-11CE-BFC1-08002BE10318}"
+	fi
+	# Ordinary services.
+	_wd_service "$cs" disk 1 0 "SCSI Class" 'system32\drivers\disk.sys'
+	_wd_service "$cs" atapi 1 0 "SCSI miniport"
+	# Leftovers of the platforms the machine came from.
+	_wd_service "$cs" VMTools 16 2
+	_wd_service "$cs" vmci 1 0
+	_wd_service "$cs" pvscsi 1 0 "SCSI miniport"
+	_wd_service "$cs" vmxnet3ndis6 1 3
+	_wd_service "$cs" xenfilt 1 0
+	if [ "$kind" = win7 ]; then
+		_wd_service "$cs" VBoxService 16 2
+	else
+		_wd_service "$cs" vmicheartbeat 32 3
+	fi
+	_wd_service "$cs" vmmouse 1 4 # already disabled
+}
+
+_wd_system_reg() { # KIND
+	local kind=$1 current lkg
+	if [ "$kind" = win7 ]; then current=2 lkg=1; else current=1 lkg=2; fi
+	_wd_reg_begin 'HKEY_LOCAL_MACHINE\SYSTEM'
+	_wd_key Select
+	_wd_dword Current $current
+	_wd_dword Default $current
+	_wd_dword LastKnownGood $lkg
+	_wd_dword Failed 0
+	# The current set and an older copy beside it.
+	_wd_controlset "$kind" ControlSet001
+	_wd_controlset "$kind" ControlSet002
+	if [ "$kind" = win10 ]; then # Windows 8 and later; Windows 7 has none
+		_wd_key 'DriverDatabase\DriverInfFiles'
+		_wd_key 'DriverDatabase\DeviceIds\PCI'
+		_wd_key 'DriverDatabase\DriverPackages'
+	fi
+}
+
+_wd_software_reg() { # KIND
+	local kind=$1
+	_wd_reg_begin 'HKEY_LOCAL_MACHINE\SOFTWARE'
+	_wd_key 'Microsoft\Windows NT\CurrentVersion'
+	if [ "$kind" = win7 ]; then
+		_wd_sz ProductName "Windows 7 Professional"
+		_wd_sz CurrentVersion 6.1
+		_wd_sz CurrentBuildNumber 7601
+		_wd_sz CurrentBuild 7601
+	else
+		_wd_sz ProductName "Windows 10 Pro"
+		_wd_sz CurrentVersion 6.3
+		_wd_dword CurrentMajorVersionNumber 10
+		_wd_dword CurrentMinorVersionNumber 0
+		_wd_sz CurrentBuildNumber 19045
+		_wd_sz CurrentBuild 19045
+	fi
+	_wd_sz EditionID Professional
+	_wd_sz InstallationType Client
+	_wd_sz SystemRoot 'C:\Windows'
+	_wd_sz PathName 'C:\Windows'
+	_wd_key 'Microsoft\Windows\CurrentVersion'
+	_wd_expand DevicePath '%SystemRoot%\inf'
+	_wd_sz ProgramFilesDir 'C:\Program Files'
+}
+
+win_hives() { # KIND OUTDIR
+	local kind=$1 dir=$2
+	case $kind in win7 | win10) ;; *) fail "win_hives: unknown kind '$kind' (win7 or win10)" ;; esac
+	need_cmd hivexregedit iconv od
+	_wd_find_hive
+	mkdir -p "$dir" || fail "mkdir $dir"
+	rm -f "$dir/SYSTEM" "$dir/SOFTWARE"
+	cp "$_wd_hive" "$dir/SYSTEM" || fail "cannot copy $_wd_hive"
+	cp "$_wd_hive" "$dir/SOFTWARE" || fail "cannot copy $_wd_hive"
+	chmod u+w "$dir/SYSTEM" "$dir/SOFTWARE"
+	_wd_system_reg "$kind" >"$dir/system.reg"
+	_wd_software_reg "$kind" >"$dir/software.reg"
+	hivexregedit --merge --prefix 'HKEY_LOCAL_MACHINE\SYSTEM' "$dir/SYSTEM" "$dir/system.reg" ||
+		fail "hivexregedit --merge SYSTEM ($dir/system.reg)"
+	hivexregedit --merge --prefix 'HKEY_LOCAL_MACHINE\SOFTWARE' "$dir/SOFTWARE" "$dir/software.reg" ||
+		fail "hivexregedit --merge SOFTWARE ($dir/software.reg)"
+	rm -f "$dir/system.reg" "$dir/software.reg"
+}
+
+# A 312-byte stand-in for cmd.exe: MZ header, e_lfanew -> "PE\0\0", machine
+# 0x8664, no sections, and a PE32+ optional header (magic 0x20b, console
+# subsystem, 14 data directories).  file(1) calls it "PE32+ executable
+# (console) x86-64", which is all libguestfs looks at to tell the arch.
+_wd_cmd_exe() { # OUT
+	python3 - "$1" <<'PY'
+import struct, sys
+b = bytearray(312)
+b[0:2] = b'MZ'
+struct.pack_into('<I', b, 0x3c, 0x40)                  # e_lfanew
+b[0x40:0x44] = b'PE\0\0'
+struct.pack_into('<HHIIIHH', b, 0x44, 0x8664, 0, 0, 0, 0, 224, 0x0022)
+o = 0x58                                               # optional header
+struct.pack_into('<HBB', b, o, 0x20b, 14, 0)
+struct.pack_into('<Q', b, o + 24, 0x140000000)         # ImageBase
+struct.pack_into('<II', b, o + 32, 0x1000, 0x200)      # alignments
+struct.pack_into('<HHHHHH', b, o + 40, 10, 0, 10, 0, 10, 0)
+struct.pack_into('<II', b, o + 56, 0x1000, 0x200)      # SizeOfImage, SizeOfHeaders
+struct.pack_into('<HH', b, o + 68, 3, 0x8160)          # console; DllCharacteristics
+struct.pack_into('<I', b, o + 108, 14)                 # NumberOfRvaAndSizes
+open(sys.argv[1], 'wb').write(b)
+PY
+}
+
+# _wd_build KIND IMAGE: builds and checks the disk (one appliance launch).
+_wd_build() {
+	local kind=$1 image=$2 build major minor cs out rc=0
+	local -A answer=()
+	build=$(mktemp -d "${TMPDIR:-/tmp}/windisk-build.XXXXXX") || fail "mktemp"
+	win_hives "$kind" "$build"
+	_wd_cmd_exe "$build/cmd.exe" || fail "cannot write cmd.exe"
+	echo "disk.sys placeholder (synthetic $kind)" >"$build/disk.sys"
+	rm -f "$image"
+	truncate -s 128M "$image" || fail "truncate $image"
+
+	guestfish --format=raw -a "$image" >"$build/gf.out" 2>"$build/gf.err" <<-GF || rc=$?
+		run
+		part-init /dev/sda mbr
+		part-add /dev/sda p 2048 -1
+		part-set-mbr-id /dev/sda 1 0x7
+		part-set-bootable /dev/sda 1 true
+		mkfs ntfs /dev/sda1
+		set-label /dev/sda1 SYNTH-${kind^^}
+		mount /dev/sda1 /
+		mkdir-p /Windows/System32/config
+		mkdir-p /Windows/System32/drivers
+		mkdir-p /Windows/INF
+		mkdir-p /Windows/Temp
+		mkdir-p "/Program Files"
+		mkdir-p /Users
+		upload "$build/cmd.exe" /Windows/System32/cmd.exe
+		upload "$build/disk.sys" /Windows/System32/drivers/disk.sys
+		upload "$build/SYSTEM" /Windows/System32/config/SYSTEM
+		upload "$build/SOFTWARE" /Windows/System32/config/SOFTWARE
+		umount-all
+		echo roots
+		inspect-os
+		echo type
+		inspect-get-type /dev/sda1
+		echo product
+		inspect-get-product-name /dev/sda1
+		echo major
+		inspect-get-major-version /dev/sda1
+		echo minor
+		inspect-get-minor-version /dev/sda1
+		echo arch
+		inspect-get-arch /dev/sda1
+		echo controlset
+		inspect-get-windows-current-control-set /dev/sda1
+		echo systemroot
+		inspect-get-windows-systemroot /dev/sda1
+	GF
+	if [ "$rc" != 0 ]; then
+		cat "$build/gf.out" "$build/gf.err"
+		rm -rf "$build" "$image"
+		fail "guestfish could not build the $kind disk (exit $rc)"
+	fi
+	# "echo NAME" lines are followed by the answer.
+	while read -r key && read -r value; do answer[$key]=$value; done <"$build/gf.out"
+	note "built $kind: ${answer[product]:-?} ${answer[major]:-?}.${answer[minor]:-?} ${answer[arch]:-?}" \
+		"${answer[controlset]:-?} ${answer[systemroot]:-?}"
+	if [ "$kind" = win7 ]; then major=6 minor=1 cs=ControlSet002; else major=10 minor=0 cs=ControlSet001; fi
+	out="${answer[roots]:-} ${answer[type]:-} ${answer[major]:-} ${answer[minor]:-} ${answer[arch]:-} ${answer[controlset]:-} ${answer[systemroot]:-}"
+	if [ "$out" != "/dev/sda1 windows $major $minor x86_64 $cs /Windows" ]; then
+		cat "$build/gf.out" "$build/gf.err"
+		rm -rf "$build" "$image"
+		fail "the synthetic $kind disk does not inspect as it should: got '$out'," \
+			"expected '/dev/sda1 windows $major $minor x86_64 $cs /Windows'"
+	fi
+	rm -rf "$build"
+}
+
+win_disk() { # OUT KIND
+	local out=$1 kind=$2 cache key image old
+	case $kind in
+	win7) WINDISK_CONTROLSET=ControlSet002 ;;
+	win10) WINDISK_CONTROLSET=ControlSet001 ;;
+	*) fail "win_disk: unknown kind '$kind' (win7 or win10)" ;;
+	esac
+	windisk_need
+	cache=${IMAGER_TEST_CACHE:-/var/cache/imager-tests}
+	key=$(sha256sum "$WINDISK_SELF" | cut -c1-16)
+	image=$cache/windisk-$kind-$key.raw
+	if [ ! -f "$image" ]; then
+		mkdir -p "$cache" || fail "cannot create the cache folder $cache"
+		# One build at a time; a second caller waits, then finds the image.
+		exec {_wd_lock}>"$cache/windisk-$kind.lock" || fail "cannot lock in $cache"
+		flock "$_wd_lock"
+		if [ ! -f "$image" ]; then
+			local start=$SECONDS
+			# Builds killed before the rename left these.
+			rm -f "$cache"/windisk-"$kind"-*.raw.tmp.*
+			on_exit "rm -f $(printf %q "$image.tmp.$$")"
+			_wd_build "$kind" "$image.tmp.$$"
+			mv "$image.tmp.$$" "$image" || fail "mv into $cache"
+			note "cached $image ($((SECONDS - start)) s)"
+			for old in "$cache"/windisk-"$kind"-*.raw; do
+				[ "$old" = "$image" ] || rm -f "$old"
+			done
+		fi
+		exec {_wd_lock}>&-
+	fi
+	cp --sparse=always "$image" "$out" || fail "cp $image $out"
+	export WINDISK_CONTROLSET
+}
+
+# ---- fake virtio-win ----
+WINDISK_VIRTIO_DRIVERS="viostor vioscsi NetKVM Balloon vioserial viorng qxldod pvpanic"
+WINDISK_VIRTIO_OSES="xp 2k3 2k8 w7 2k8r2 w8 2k12 w8.1 2k12r2 w10 w11 2k16 2k19 2k22 2k25"
+
+_wd_driver_base() { # DRV: the file name the driver's files share
+	case $1 in
+	vioserial) echo vioser ;;
+	*) echo "${1,,}" ;;
+	esac
+}
+
+virtio_win_tree() { # DIR LAYOUT [OS...]
+	local dir=$1 layout=$2 drv os arch ext base folder
+	shift 2
+	local -a oses=("$@")
+	[ ${#oses[@]} = 0 ] && read -r -a oses <<<"$WINDISK_VIRTIO_OSES"
+	case $layout in iso | by-os) ;; *) fail "virtio_win_tree: unknown layout '$layout' (iso or by-os)" ;; esac
+	for drv in $WINDISK_VIRTIO_DRIVERS; do
+		base=$(_wd_driver_base "$drv")
+		for os in "${oses[@]}"; do
+			for arch in amd64 x86; do
+				if [ "$layout" = iso ]; then
+					folder=$dir/$drv/$os/$arch
+				else
+					folder=$dir/drivers/by-os/$arch/$os
+				fi
+				mkdir -p "$folder" || fail "mkdir $folder"
+				for ext in sys inf cat pdb; do
+					echo "virtio-win placeholder $drv $os $arch $base.$ext" >"$folder/$base.$ext"
+				done
+			done
+		done
+	done
+	mkdir -p "$dir/guest-agent"
+	echo "virtio-win placeholder guest-agent qemu-ga-x86_64.msi" >"$dir/guest-agent/qemu-ga-x86_64.msi"
+	echo "virtio-win placeholder guest-agent qemu-ga-i386.msi" >"$dir/guest-agent/qemu-ga-i386.msi"
+	echo "virtio-win placeholder license" >"$dir/virtio-win_license.txt"
+}
+
+virtio_win_iso() { # ISO DIR
+	local -a mk
+	if command -v genisoimage >/dev/null 2>&1; then
+		mk=(genisoimage)
+	elif command -v xorriso >/dev/null 2>&1; then
+		mk=(xorriso -as mkisofs)
+	else
+		skip "needs genisoimage or xorriso"
+	fi
+	"${mk[@]}" -quiet -input-charset utf-8 -J -joliet-long -R -V virtio-win-0.1.262 \
+		-o "$1" "$2" || fail "${mk[0]} could not make $1"
+}
+
+# ---- reading a converted disk ----
+win_extract() { # DISK OUTDIR
+	local disk=$1 dir=$2 rc=0
+	mkdir -p "$dir" || fail "mkdir $dir"
+	rm -f "$dir/SYSTEM" "$dir/SOFTWARE"
+	guestfish --ro -a "$disk" -m /dev/sda1 >"$dir/guestfish.out" 2>"$dir/guestfish.err" <<-GF || rc=$?
+		download /Windows/System32/config/SYSTEM "$dir/SYSTEM"
+		download /Windows/System32/config/SOFTWARE "$dir/SOFTWARE"
+		find0 / "$dir/files.find0"
+		checksums-out md5 / "$dir/sums.raw"
+		-download /Windows/imager-firstboot/firstboot.cmd "$dir/firstboot.cmd"
+	GF
+	if [ "$rc" != 0 ]; then
+		cat "$dir/guestfish.out" "$dir/guestfish.err"
+		fail "guestfish could not read $disk (exit $rc)"
+	fi
+	# find0 names are relative to the folder; checksums-out writes "./path".
+	tr '\0' '\n' <"$dir/files.find0" | sed 's|^|/|' | LC_ALL=C sort >"$dir/files.txt"
+	sed 's|^\([0-9a-f]*\)  \./|\1  /|' "$dir/sums.raw" | grep -v '^[0-9a-f]*  /Windows/System32/config/' |
+		LC_ALL=C sort -k2 >"$dir/sums.txt"
+	rm -f "$dir/files.find0" "$dir/sums.raw" "$dir/guestfish.out" "$dir/guestfish.err"
+}
+
+# ---- registry comparisons ----
+_WD_FLAT_PY='
+import re, sys
+prefix = sys.argv[1] if len(sys.argv) > 1 else ""
+TYPES = {0: "none", 1: "sz", 2: "expand_sz", 3: "binary", 4: "dword", 5: "dword_be",
+         6: "link", 7: "multi_sz", 8: "resource_list", 9: "full_resource_descriptor",
+         10: "resource_requirements_list", 11: "qword"}
+def printable(s):
+    return "".join(c if c >= " " and c != "\x7f" else "\\x%02x" % ord(c) for c in s)
+def hexbytes(b):
+    return ",".join("%02x" % x for x in b)
+def utf16(b):
+    if len(b) % 2:
+        return None
+    try:
+        return b.decode("utf-16-le")
+    except UnicodeDecodeError:
+        return None
+def decode(t, b):
+    if t in (1, 2, 6):
+        s = utf16(b)
+        return hexbytes(b) if s is None else printable(s.rstrip("\0"))
+    if t == 7:
+        s = utf16(b)
+        if s is None:
+            return hexbytes(b)
+        s = s.rstrip("\0")
+        return "|".join(printable(x) for x in s.split("\0")) if s else ""
+    if t in (4, 5) and len(b) == 4:
+        return "0x%08x" % int.from_bytes(b, "little" if t == 4 else "big")
+    if t == 11 and len(b) == 8:
+        return "0x%016x" % int.from_bytes(b, "little")
+    return hexbytes(b)
+def keyname(k):
+    if not prefix:
+        return k
+    return prefix if k == "\\" else prefix.rstrip("\\") + k
+out = []
+key = None
+value = re.compile(r"^(@|\"((?:[^\"\\]|\\.)*)\")=(dword:([0-9a-fA-F]{8})|hex(?:\(([0-9a-fA-F]+)\))?:(.*))$")
+for line in sys.stdin.buffer.read().decode("utf-8", "surrogateescape").split("\n"):
+    if line.startswith("[") and line.endswith("]"):
+        key = keyname(line[1:-1])
+        out.append("%s\t\tkey\t" % printable(key))
+        continue
+    if not line.strip() or line.startswith("Windows Registry Editor"):
+        continue
+    m = value.match(line)
+    if not m or key is None:
+        sys.exit("reg_flat: cannot parse: %r" % line)
+    name = "@" if m.group(1) == "@" else re.sub(r"\\(.)", r"\1", m.group(2))
+    if m.group(4) is not None:
+        t, data = 4, bytes.fromhex(m.group(4))[::-1]
+    else:
+        t = int(m.group(5), 16) if m.group(5) is not None else 3
+        data = bytes.fromhex(m.group(6).replace(",", "").replace(" ", ""))
+    out.append("%s\t%s\t%s\t%s" % (printable(key), printable(name), TYPES.get(t, "type%d" % t), decode(t, data)))
+for line in sorted(out):
+    sys.stdout.buffer.write(line.encode("utf-8", "surrogateescape") + b"\n")
+'
+
+reg_flat() { # HIVE [PREFIX]
+	local -
+	set -o pipefail
+	[ -f "$1" ] || fail "reg_flat: no hive $1"
+	# shellcheck disable=SC1003  # the root key is a lone backslash
+	hivexregedit --export "$1" '\' | python3 -c "$_WD_FLAT_PY" "${2:-}" ||
+		fail "reg_flat: cannot flatten $1 (hivexregedit --export or the parser failed)"
+}
+
+reg_diff() { # BEFORE AFTER
+	local a b
+	a=$(mktemp) || fail "mktemp"
+	b=$(mktemp) || fail "mktemp"
+	reg_flat "$1" >"$a"
+	reg_flat "$2" >"$b"
+	# Sorted on the key (after the sign) and the value name only, and
+	# stable: a changed value shows as its "-" line, then its "+" line.
+	{
+		LC_ALL=C comm -23 "$a" "$b" | sed 's/^/- /'
+		LC_ALL=C comm -13 "$a" "$b" | sed 's/^/+ /'
+	} | LC_ALL=C sort -s -t "$(printf '\t')" -k1.3,1 -k2,2
+	rm -f "$a" "$b"
+}
