@@ -237,6 +237,11 @@ echo
 echo "guest conversion (tests/bench/bench-convert.sh):"
 IMAGER=$IMAGER BENCH_WORK=$WORK bash "$ROOT/tests/bench/bench-convert.sh"
 
+# ---- Windows conversion: imager convert against virt-v2v-in-place ----
+echo
+echo "Windows conversion (tests/bench/bench-windows.sh):"
+IMAGER=$IMAGER BENCH_WORK=$WORK bash "$ROOT/tests/bench/bench-windows.sh"
+
 # ---- the whole move onto libvirt: imager p2v against virt-v2v -o libvirt ----
 echo
 echo "p2v onto libvirt (tests/bench/bench-p2v.sh):"
