@@ -75,6 +75,10 @@ bool gx_exists(guestfs_h *g, const char *path);
 /* The last libguestfs error message, or "unknown error". */
 const char *gx_error(guestfs_h *g);
 
+/* rep->firmware: "uefi" when a GPT disk has an EFI system partition and
+ * no BIOS boot partition, else "bios". */
+void conv_find_firmware(struct conv_ctx *c);
+
 /* The Linux part: plan (nothing written) for the inspected root. */
 int conv_linux_plan(struct conv_ctx *c, const char *root);
 

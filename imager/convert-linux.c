@@ -252,35 +252,6 @@ static void find_initramfs_tool(struct lx *l)
 	snprintf(l->c->rep->initramfs_tool, sizeof(l->c->rep->initramfs_tool), "%s", t);
 }
 
-static void find_firmware(struct lx *l)
-{
-	guestfs_h *g = l->c->g;
-	bool esp = false, biosboot = false;
-
-	for (size_t d = 0; d < l->c->ndevices; d++) {
-		char *type = guestfs_part_get_parttype(g, l->c->devices[d]);
-		struct guestfs_partition_list *pl;
-		if (!type || strcmp(type, "gpt")) {
-			free(type);
-			continue;
-		}
-		free(type);
-		if (!(pl = guestfs_part_list(g, l->c->devices[d])))
-			continue;
-		for (size_t i = 0; i < pl->len; i++) {
-			char *guid = guestfs_part_get_gpt_type(g, l->c->devices[d], pl->val[i].part_num);
-			if (guid && !strcasecmp(guid, "C12A7328-F81F-11D2-BA4B-00A0C93EC93B"))
-				esp = true;
-			if (guid && !strcasecmp(guid, "21686148-6449-6E6F-744E-656564454649"))
-				biosboot = true;
-			free(guid);
-		}
-		guestfs_free_partition_list(pl);
-	}
-	snprintf(l->c->rep->firmware, sizeof(l->c->rep->firmware), "%s",
-		 esp && !biosboot ? "uefi" : "bios");
-}
-
 /* ---- default kernel (GRUB 2) ---- */
 
 static int choose_default(struct lx *l, struct lkernel **chosen)
@@ -947,7 +918,7 @@ int conv_linux_plan(struct conv_ctx *c, const char *root)
 	free(fs);
 	find_bootloader(&l);
 	find_initramfs_tool(&l);
-	find_firmware(&l);
+	conv_find_firmware(l.c);
 	if ((r = find_kernels(&l)) < 0)
 		goto out;
 	if ((r = choose_default(&l, &def)) < 0)

@@ -557,7 +557,7 @@ int conv_windows_plan(struct conv_ctx *c, const char *root)
 	copy_str(rep->control_set, sizeof(rep->control_set),
 		 guestfs_inspect_get_windows_current_control_set(c->g, root));
 	copy_str(rep->variant, sizeof(rep->variant), guestfs_inspect_get_product_variant(c->g, root));
-	snprintf(rep->firmware, sizeof(rep->firmware), "%s", "bios");
+	conv_find_firmware(c);
 	syshive = guestfs_inspect_get_windows_system_hive(c->g, root);
 	softhive = guestfs_inspect_get_windows_software_hive(c->g, root);
 	if (!rep->systemroot[0] || !rep->control_set[0] || !syshive || !softhive) {
@@ -567,6 +567,23 @@ int conv_windows_plan(struct conv_ctx *c, const char *root)
 			    !rep->systemroot[0] ? "system root" : !rep->control_set[0]
 				? "current control set (SYSTEM\\Select)" : "SYSTEM or SOFTWARE hive");
 		goto out;
+	}
+	/* A hibernated Windows (hibernation, or Fast Startup's hybrid shutdown)
+	 * resumes its memory image over whatever changed on the disk, and
+	 * ntfs-3g will not write to it. */
+	if (gx_is_file(c->g, "/hiberfil.sys")) {
+		size_t n = 0;
+		char *head = guestfs_pread(c->g, "/hiberfil.sys", 4, 0, &n);
+		bool hibernated = head && n == 4 && !strncasecmp(head, "hibr", 4);
+		free(head);
+		if (hibernated) {
+			r = im_errf(c->err, IM_EXIT_UNSUPP, -ENOTSUP,
+				    "%s is hibernated (hiberfil.sys holds a memory image; Fast Startup "
+				    "does this on shutdown): start it, then shut it down fully "
+				    "(shutdown /s /t 0, or turn Fast Startup off) and image it again; "
+				    "nothing changed", rep->product);
+			goto out;
+		}
 	}
 	if (!vwpath) {
 		r = im_errf(c->err, IM_EXIT_UNSUPP, -ENOTSUP,

@@ -193,6 +193,39 @@ int conv_edit(struct conv_ctx *c, const char *path, struct sbuf *new, const char
 	return 0;
 }
 
+/* ---- facts shared by Linux and Windows ---- */
+
+/* UEFI when a GPT disk has an EFI system partition and no BIOS boot
+ * partition (GRUB's core image for BIOS on GPT); else BIOS. */
+void conv_find_firmware(struct conv_ctx *c)
+{
+	guestfs_h *g = c->g;
+	bool esp = false, biosboot = false;
+
+	for (size_t d = 0; d < c->ndevices; d++) {
+		char *type = guestfs_part_get_parttype(g, c->devices[d]);
+		struct guestfs_partition_list *pl;
+		if (!type || strcmp(type, "gpt")) {
+			free(type);
+			continue;
+		}
+		free(type);
+		if (!(pl = guestfs_part_list(g, c->devices[d])))
+			continue;
+		for (size_t i = 0; i < pl->len; i++) {
+			char *guid = guestfs_part_get_gpt_type(g, c->devices[d], pl->val[i].part_num);
+			if (guid && !strcasecmp(guid, "C12A7328-F81F-11D2-BA4B-00A0C93EC93B"))
+				esp = true;
+			if (guid && !strcasecmp(guid, "21686148-6449-6E6F-744E-656564454649"))
+				biosboot = true;
+			free(guid);
+		}
+		guestfs_free_partition_list(pl);
+	}
+	snprintf(c->rep->firmware, sizeof(c->rep->firmware), "%s",
+		 esp && !biosboot ? "uefi" : "bios");
+}
+
 /* ---- applying ---- */
 
 static int append_chunks(guestfs_h *g, const char *path, const char *data, size_t len)

@@ -171,6 +171,19 @@ static char *lower_dup(const char *s)
 	return d;
 }
 
+/* A name that can become a file name in the guest as it is: letters,
+ * digits, '.', '_', '-', not starting with '.' (names on an ISO are
+ * hostile: "..", "a\\b", control characters). */
+static bool safe_name(const char *s)
+{
+	if (!*s || *s == '.' || strlen(s) > 128)
+		return false;
+	for (; *s; s++)
+		if (!isalnum((unsigned char)*s) && *s != '.' && *s != '_' && *s != '-')
+			return false;
+	return true;
+}
+
 static int cmp_str(const void *a, const void *b)
 {
 	return strcmp(*(char *const *)a, *(char *const *)b);
@@ -300,6 +313,8 @@ int vw_select(char *const *paths, size_t n, const char *src, const char *arch, i
 	qsort(sorted, n, sizeof(*sorted), cmp_str);
 	for (size_t i = 0; i < n && !r; i++) {
 		const char *b = base_name(sorted[i]);
+		if (!safe_name(b))
+			continue;
 		if (agent_name(b, want) && !set->agent.rel) {
 			if (!(set->agent.rel = strdup(sorted[i])) || !(set->agent.name = lower_dup(b)))
 				r = -ENOMEM;

@@ -46,7 +46,8 @@
  *      configuration; device caches removed (blkid.tab, LVM's cache and
  *      devices file).
  *
- * Windows (convert-windows.c), from the drivers of a virtio-win folder or
+ * Windows (convert-windows.c; a hibernated one, hiberfil.sys starting
+ * "hibr", is refused: it would resume over the changes), from the drivers of a virtio-win folder or
  * ISO (virtio_win, else $VIRTIO_WIN, else /usr/share/virtio-win/virtio-win.iso
  * or /usr/share/virtio-win; see virtiowin.h for the layouts and how the
  * version's folder is picked):

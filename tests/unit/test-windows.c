@@ -83,6 +83,8 @@ static char *iso_paths[] = {
 	"fwcfg/w10/amd64/fwcfg.inf",     "qemufwcfg/w10/amd64/qemufwcfg.inf",
 	"guest-agent/qemu-ga-x86_64.msi", "guest-agent/qemu-ga-i386.msi",
 	"virtio-win_license.txt",        "./Win10/amd64/odd.sys",
+	"viostor/w10/amd64/..",          "viostor/w10/amd64/a\\b.sys",
+	"viostor/w10/amd64/.hidden.inf", "viostor/w10/amd64/x\ty.inf",
 };
 
 static void select_iso(void)
@@ -101,6 +103,8 @@ static void select_iso(void)
 	CHECK(vw_set_find(&s, "netkvm.inf") != NULL);        /* NetKVM: case ignored */
 	CHECK(vw_set_find(&s, "qemufwcfg.inf") == NULL);     /* fwcfg wins */
 	CHECK(vw_set_find(&s, "fwcfg.inf") != NULL);
+	for (size_t i = 0; i < s.nfiles; i++)                /* hostile names left out */
+		CHECK(s.files[i].name[0] != '.' && !strpbrk(s.files[i].name, "\\\t/"));
 	CHECK_STR(s.agent.rel, "guest-agent/qemu-ga-x86_64.msi");
 	CHECK_STR(s.drivers, "balloon,fwcfg,netkvm,vioscsi,viostor");
 	vw_set_free(&s);
