@@ -32,19 +32,9 @@ for n in 1 2 3; do
 	qemu-img convert -O qcow2 "$GUEST" "$WORK/copy$n.qcow2"
 done
 
-now() { date +%s.%N; }
-calc() { awk "BEGIN { printf \"%.3f\", $* }"; }
-timed() { # NAME CMD...
-	local t0 t1 name=$1
-	shift
-	t0=$(now)
-	if "$@" >"$WORK/$name.log" 2>&1; then :; else
-		echo "bench-convert: $name failed:"; tail -n 20 "$WORK/$name.log"; exit 1
-	fi
-	t1=$(now)
-	T[$name]=$(calc "$t1 - $t0")
-	echo "  $name: ${T[$name]} s"
-}
+BENCH_NAME=bench-convert
+# shellcheck source=timing.sh
+. "$ROOT/tests/bench/timing.sh"
 declare -A T B
 echo "converting (TCG; a libguestfs launch alone takes ~25 s here):"
 timed imager_fast "$IMAGER" convert "$WORK/copy1.qcow2"

@@ -67,20 +67,9 @@ lv pool-define-as $POOL dir --target "$WORK/pool" >/dev/null
 lv pool-start $POOL >/dev/null
 qemu-img convert -O qcow2 "$GUEST" "$WORK/copy.qcow2"
 
-now() { date +%s.%N; }
-calc() { awk "BEGIN { printf \"%.3f\", $* }"; }
-declare -A T
-timed() { # NAME CMD...
-	local t0 t1 name=$1
-	shift
-	t0=$(now)
-	if "$@" >"$WORK/$name.log" 2>&1; then :; else
-		echo "bench-p2v: $name failed:"; tail -n 20 "$WORK/$name.log"; exit 1
-	fi
-	t1=$(now)
-	T[$name]=$(calc "$t1 - $t0")
-	echo "  $name: ${T[$name]} s"
-}
+BENCH_NAME=bench-p2v
+# shellcheck source=timing.sh
+. "$ROOT/tests/bench/timing.sh"
 echo "moving the test guest onto $URI, pool $POOL (TCG):"
 timed imager "$IMAGER" p2v "$GUEST" --name $IDOM --connect $URI --pool $POOL --format qcow2 \
 	--preallocation metadata --serial-log "$WORK/serial.log" --no-progress --start

@@ -44,20 +44,9 @@ virtio_win_iso "$WORK/vw.iso" "$WORK/vw"
 echo "placeholder: virt-v2v copies this file into the guest" >"$WORK/tools/rhsrvany.exe"
 for n in 1 2 3 4; do cp --sparse=always "$WORK/orig.raw" "$WORK/copy$n.raw"; done
 
-now() { date +%s.%N; }
-calc() { awk "BEGIN { printf \"%.3f\", $* }"; }
-declare -A T
-timed() { # NAME CMD...
-	local t0 t1 name=$1
-	shift
-	t0=$(now)
-	if "$@" >"$WORK/$name.log" 2>&1; then :; else
-		echo "bench-windows: $name failed:"; tail -n 20 "$WORK/$name.log"; exit 1
-	fi
-	t1=$(now)
-	T[$name]=$(calc "$t1 - $t0")
-	echo "  $name: ${T[$name]} s"
-}
+BENCH_NAME=bench-windows
+# shellcheck source=timing.sh
+. "$ROOT/tests/bench/timing.sh"
 echo "converting a synthetic Windows 10 (TCG; a libguestfs launch alone takes ~25 s here):"
 timed imager_folder "$IMAGER" convert "$WORK/copy1.raw" --virtio-win "$WORK/vw"
 timed imager_iso "$IMAGER" convert "$WORK/copy2.raw" --virtio-win "$WORK/vw.iso"
