@@ -538,6 +538,17 @@ static void copy_str(char *dst, size_t len, char *src)
 	free(src);
 }
 
+/* Server or client: InstallationType as libguestfs reads it, else the
+ * product name ("Windows Server 2019 Standard"). */
+static bool windows_server(const struct conv_report *rep)
+{
+	if (!strcmp(rep->variant, "Client"))
+		return false;
+	if (!strncmp(rep->variant, "Server", 6))
+		return true;
+	return strstr(rep->product, "Server") != NULL;
+}
+
 int conv_windows_plan(struct conv_ctx *c, const char *root)
 {
 	struct conv_report *rep = c->rep;
@@ -628,7 +639,7 @@ int conv_windows_plan(struct conv_ctx *c, const char *root)
 	snprintf(rep->virtio_win, sizeof(rep->virtio_win), "%s%s%s%s", vwpath,
 		 w->src.label[0] ? " (" : "", w->src.label, w->src.label[0] ? ")" : "");
 	if ((r = vw_select(w->src.paths, w->src.npaths, vwpath, rep->arch, rep->major, rep->minor,
-			   strcmp(rep->variant, "Client") != 0, rep->build, block, &w->set, c->err)) < 0)
+			   windows_server(rep), rep->build, block, &w->set, c->err)) < 0)
 		goto out;
 	if ((r = vw_fetch(&w->src, &w->set, c->err)) < 0)
 		goto out;
