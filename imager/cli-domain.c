@@ -143,8 +143,9 @@ int cli_inspection_file(const char *path, struct dom_guest *g, struct im_err *er
 	g->minor = jint(o, "minor");
 	/* ok: the conversion accepted the guest (done, or planned by a dry run). */
 	g->virtio_blk = g->virtio_scsi = jbool(o, "ok");
-	if (!strcmp(g->os_type, "windows")) {
-		/* Windows boots only on the storage driver registered for boot. */
+	if (!strcmp(g->os_type, "windows") && *jstr(o, "block")) {
+		/* Windows boots only on the storage driver registered for boot
+		 * (a report without "block" claims both, as before). */
 		g->virtio_blk &= !strcmp(jstr(o, "block"), "virtio-blk");
 		g->virtio_scsi &= !strcmp(jstr(o, "block"), "virtio-scsi");
 	}
