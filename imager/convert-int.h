@@ -67,6 +67,10 @@ int conv_read(struct conv_ctx *c, const char *path, const char **data, size_t *l
  * file's one change line.  new is taken over. */
 int conv_edit(struct conv_ctx *c, const char *path, struct sbuf *new, const char *detail);
 
+/* Copy a malloc'd string (libguestfs's answers; NULL is "") into a fixed
+ * buffer and free it. */
+void copy_str(char *dst, size_t len, char *src);
+
 /* guestfs helpers that never fail loudly (errors are off on the handle). */
 bool gx_is_file(guestfs_h *g, const char *path);     /* regular file, not a link */
 bool gx_is_dir(guestfs_h *g, const char *path);      /* following links */

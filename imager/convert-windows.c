@@ -141,12 +141,13 @@ static int disable_old_platform(hive_h *sys, const char *cs, struct win_reg_out 
 		snprintf(key, sizeof(key), "%s\\Services\\%s", cs, old_platform[i].name);
 		if (!reg_find(sys, key))
 			continue;
-		if (!reg_get_dword(sys, key, "Start", &start) && start == 4)
+		bool known = !reg_get_dword(sys, key, "Start", &start);
+		if (known && start == 4)
 			continue;
 		struct reg_val v[] = { RV_DWORD("Start", 4) };
 		char why[96];
 		snprintf(why, sizeof(why), "%s service disabled (was Start %s)", old_platform[i].what,
-			 reg_get_dword(sys, key, "Start", &start) ? "unset" : start == 0 ? "0, boot"
+			 !known ? "unset" : start == 0 ? "0, boot"
 				 : start == 1 ? "1, system" : start == 2 ? "2, automatic"
 				 : start == 3 ? "3, on demand" : "other");
 		if ((r = set_logged(sys, "HKLM\\SYSTEM", out, key, v, 1, why, err)) < 0)
@@ -483,6 +484,18 @@ void conv_windows_free(struct conv_ctx *c)
 	c->win = NULL;
 }
 
+/* Plan mkdir of systemroot/rel (in the guest's spelling); *out gets the
+ * path (malloc'd). */
+static int plan_mkdir(struct conv_ctx *c, const char *rel, const char *detail, char **out)
+{
+	char gpath[512];
+
+	snprintf(gpath, sizeof(gpath), "%s/%s", c->rep->systemroot, rel);
+	if (!(*out = guest_path(c->g, gpath)))
+		return im_errf(c->err, IM_EXIT_INTERNAL, -ENOMEM, "out of memory");
+	return conv_act(c, ACT_MKDIR, *out, NULL, 0, NULL, 0, "mkdir", detail);
+}
+
 static int open_hive(struct conv_ctx *c, const char *guest, const char *local, hive_h **h)
 {
 	if (guestfs_download(c->g, guest, local) == -1)
@@ -530,12 +543,6 @@ static int plan_hive(struct conv_ctx *c, hive_h *h, const char *guest, const cha
 			return im_errf(c->err, IM_EXIT_INTERNAL, -ENOMEM, "out of memory");
 	}
 	return 0;
-}
-
-static void copy_str(char *dst, size_t len, char *src)
-{
-	snprintf(dst, len, "%s", src ? src : "");
-	free(src);
 }
 
 /* Server or client: InstallationType as libguestfs reads it, else the
@@ -676,13 +683,8 @@ int conv_windows_plan(struct conv_ctx *c, const char *root)
 	free(p);
 	if (r < 0)
 		goto out;
-	snprintf(gpath, sizeof(gpath), "%s/Drivers/VirtIO", rep->systemroot);
-	if (!(drvdir = guest_path(c->g, gpath)) ||
-	    (r = conv_act(c, ACT_MKDIR, drvdir, NULL, 0, NULL, 0, "mkdir",
-			  "driver folder (named in DevicePath)")) < 0) {
-		r = drvdir ? r : im_errf(c->err, IM_EXIT_INTERNAL, -ENOMEM, "out of memory");
+	if ((r = plan_mkdir(c, "Drivers/VirtIO", "driver folder (named in DevicePath)", &drvdir)) < 0)
 		goto out;
-	}
 	for (size_t i = 0; i < w->set.nfiles; i++) {
 		char det[600];
 		snprintf(gpath, sizeof(gpath), "%s/%s", drvdir, w->set.files[i].name);
@@ -692,13 +694,9 @@ int conv_windows_plan(struct conv_ctx *c, const char *root)
 	}
 	if (rep->firstboot) {
 		struct sbuf script = { 0 };
-		snprintf(gpath, sizeof(gpath), "%s/imager-firstboot", rep->systemroot);
-		if (!(fbdir = guest_path(c->g, gpath)) ||
-		    (r = conv_act(c, ACT_MKDIR, fbdir, NULL, 0, NULL, 0, "mkdir",
-				  "first-boot folder (removed at first boot)")) < 0) {
-			r = fbdir ? r : im_errf(c->err, IM_EXIT_INTERNAL, -ENOMEM, "out of memory");
+		if ((r = plan_mkdir(c, "imager-firstboot", "first-boot folder (removed at first boot)",
+				    &fbdir)) < 0)
 			goto out;
-		}
 		if (rep->guest_agent) {
 			snprintf(gpath, sizeof(gpath), "%s/%s", fbdir, w->set.agent.name);
 			if ((r = plan_upload(c, w->set.agent.local, gpath, "copy",

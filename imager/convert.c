@@ -364,7 +364,7 @@ static int mount_guest(struct conv_ctx *c, const char *root, bool ro)
 	return rc;
 }
 
-static void copy_str(char *dst, size_t len, char *src)
+void copy_str(char *dst, size_t len, char *src)
 {
 	snprintf(dst, len, "%s", src ? src : "");
 	free(src);
