@@ -7,18 +7,29 @@ DESTDIR   ?=
 BUILD     ?= build
 PKGS      := libparted blkid libzstd json-c libxxhash zlib libnbd libguestfs libvirt libxml-2.0 hivex libarchive
 
-# Debian packages: to build, to test, to demo.  `make deps` installs the
-# missing ones (idempotent; a no-op when all are present).
+# Debian packages.  `make deps` installs the missing ones (idempotent; a
+# no-op when all are present); tests/ts/setup/packages checks that every
+# program the product, the tests and the benches run comes from one of these
+# lists (or from what a bare Debian 12 has).
+#   DEB_BUILD  to build imager
+#   DEB_RUN    what imager runs on the host: e2fsck/resize2fs, and
+#              libguestfs's appliance, which supermin builds from this
+#              machine's kernel (a bare Debian has none: linux-image-amd64)
+#              and qemu runs
+#   DEB_TEST   what the tests and the demo run
+#   DEB_PKG    to build and check the Debian package (make deb)
+#   DEB_BENCH  the anchors make bench compares against
 DEB_BUILD := build-essential pkg-config libparted-dev libblkid-dev libzstd-dev \
              libjson-c-dev libxxhash-dev zlib1g-dev libnbd-dev libguestfs-dev \
              libvirt-dev libxml2-dev libhivex-dev libarchive-dev
-DEB_TEST  := parted fdisk dosfstools mtools e2fsprogs zstd util-linux time \
+DEB_RUN   := e2fsprogs supermin qemu-system-x86 linux-image-amd64
+DEB_TEST  := parted fdisk dosfstools mtools zstd util-linux time procps file git \
              partclone qemu-utils xxd jq python3 nbdkit libguestfs-tools xxhash \
-             cpio debootstrap qemu-system-x86 initramfs-tools-core \
+             cpio debootstrap initramfs-tools-core \
              libvirt-daemon libvirt-daemon-driver-qemu libvirt-daemon-system \
              libvirt-clients libxml2-utils ovmf libwin-hivex-perl ntfs-3g \
              genisoimage virt-v2v
-# For make bench: the anchor of guest conversion (also compared in make check).
+DEB_PKG   := debhelper dpkg-dev lintian
 DEB_BENCH := virt-v2v
 
 CC        ?= gcc
@@ -41,12 +52,12 @@ SAN_ENGINE_OBJ := $(ENGINE_SRC:%.c=$(BUILD)/san/%.o)
 UNITS      := $(UNIT_SRC:tests/unit/%.c=$(BUILD)/unit/%)
 SAN_UNITS  := $(UNIT_SRC:tests/unit/%.c=$(BUILD)/unit-san/%)
 
-.PHONY: all deps check unit unit-san suites demo bench install clean
+.PHONY: all deps check unit unit-san suites demo bench install deb clean
 all: $(BUILD)/imager
 
 $(BUILD)/obj/%.o: %.c $(HEADERS)
 	@mkdir -p $(dir $@)
-	$(CC) $(BASE_CFLAGS) $(CFLAGS) -c -o $@ $<
+	$(CC) $(BASE_CFLAGS) $(CPPFLAGS) $(CFLAGS) -c -o $@ $<
 $(BUILD)/san/%.o: %.c $(HEADERS)
 	@mkdir -p $(dir $@)
 	$(CC) $(BASE_CFLAGS) $(SAN_FLAGS) $(CFLAGS) -c -o $@ $<
@@ -69,7 +80,7 @@ $(BUILD)/unit-san/%: tests/unit/%.c tests/unit/unit.h $(BUILD)/libimager-san.a
 	$(CC) $(BASE_CFLAGS) $(SAN_FLAGS) $(CFLAGS) -Itests/unit -o $@ $< $(BUILD)/libimager-san.a $(LDLIBS)
 
 deps:
-	@sh tests/lib/deps.sh $(DEB_BUILD) $(DEB_TEST)
+	@sh tests/lib/deps.sh $(DEB_BUILD) $(DEB_RUN) $(DEB_TEST) $(DEB_PKG)
 
 unit: $(UNITS)
 	@sh tests/lib/run-units.sh $(UNITS)
@@ -102,6 +113,17 @@ install: $(BUILD)/imager
 	install -d $(DESTDIR)$(PREFIX)/bin $(DESTDIR)$(PREFIX)/share/man/man1
 	install -m 755 $(BUILD)/imager $(DESTDIR)$(PREFIX)/bin/imager
 	install -m 644 imager.1 $(DESTDIR)$(PREFIX)/share/man/man1/imager.1
+
+# The Debian package, built by dpkg-buildpackage (debian/) from a copy of
+# this tree, checked by lintian: $(BUILD)/imager_$(VERSION)_ARCH.deb.
+deb:
+	@sh tests/lib/deps.sh $(DEB_BUILD) $(DEB_PKG)
+	@rm -rf $(BUILD)/deb && mkdir -p $(BUILD)/deb/imager-$(VERSION)
+	@tar -c --exclude=./build --exclude=./.git . | tar -x -C $(BUILD)/deb/imager-$(VERSION)
+	@# (a clean make inside: this make's variables, BUILD among them, stay out)
+	cd $(BUILD)/deb/imager-$(VERSION) && env -u MAKEFLAGS -u MFLAGS -u MAKELEVEL -u BUILD dpkg-buildpackage -b -us -uc
+	lintian --fail-on error $(BUILD)/deb/imager_$(VERSION)_*.changes
+	cp $(BUILD)/deb/imager_$(VERSION)_*.deb $(BUILD)/
 
 clean:
 	rm -rf $(BUILD)

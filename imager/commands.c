@@ -5,6 +5,8 @@
 #include "commands.h"
 
 const struct command commands[] = {
+	{ "appliance", cmd_appliance, 0, "[--launch] [--json]",
+	  "check that libguestfs can start its appliance here, and with KVM or TCG" },
 	{ "clone", cmd_clone, CMD_NEEDS_ROOT,
 	  "SOURCE TARGET [--format raw|qcow2] [--preallocation off|metadata|falloc|full]\n"
 	  "        [--cluster-size SIZE] [--size SIZE] [--grow-last|--proportional]\n"

@@ -47,6 +47,7 @@ extern const struct command commands[];
 extern const size_t ncommands;
 const struct command *command_find(const char *name);
 
+int cmd_appliance(int argc, char **argv, struct cli *cli);
 int cmd_clone(int argc, char **argv, struct cli *cli);
 int cmd_convert(int argc, char **argv, struct cli *cli);
 int cmd_define(int argc, char **argv, struct cli *cli);

@@ -464,16 +464,28 @@ static bool setting_forces_tcg(guestfs_h *g)
 	return yes;
 }
 
+/* The decision a launch on g will follow: libguestfs's own force_tcg wins
+ * in auto mode, else guest_accel_choose(). */
+static int decide_accel(guestfs_h *g, struct guest_accel_choice *c, struct im_err *err)
+{
+	enum accel_mode mode;
+
+	FORWARD_ERR(resolve_mode(NULL, &mode, err));
+	if (mode == MODE_AUTO && setting_forces_tcg(g)) {
+		*c = (struct guest_accel_choice){ GUEST_ACCEL_TCG, GUEST_WHY_LIBGUESTFS, 0 };
+		return 0;
+	}
+	return guest_accel_choose(NULL, c, err);
+}
+
 static int apply_accel(guestfs_h *g, struct im_err *err)
 {
 	struct guest_accel_choice c;
-	enum accel_mode mode;
 	int r;
 
-	FORWARD_ERR(resolve_mode(NULL, &mode, err));
-	if (mode == MODE_AUTO && setting_forces_tcg(g))
+	FORWARD_ERR(decide_accel(g, &c, err));
+	if (c.why == GUEST_WHY_LIBGUESTFS)
 		return 0;
-	FORWARD_ERR(guest_accel_choose(NULL, &c, err));
 	if (c.accel == GUEST_ACCEL_TCG)
 		r = guestfs_set_backend_setting(g, "force_tcg", "1");
 	else
@@ -482,6 +494,38 @@ static int apply_accel(guestfs_h *g, struct im_err *err)
 		return im_errf(err, IM_EXIT_INTERNAL, guest_errno(g), "libguestfs: %s",
 			       guest_msg(g));
 	return 0;
+}
+
+int guest_accel_current(struct guest_accel_choice *out, struct im_err *err)
+{
+	guestfs_h *g = NULL;
+	int r;
+
+	FORWARD_ERR(quiet_handle(swallow_event, NULL, &g, err));
+	r = decide_accel(g, out, err);
+	guestfs_close(g);
+	return r;
+}
+
+/* The launch failed: say what stands in the way, and what to do, with
+ * libguestfs's words as the detail. */
+static int launch_failed(guestfs_h *g, struct im_err *err)
+{
+	struct guest_env env;
+	struct im_err ignored = { 0 };
+	char detail[600];
+
+	snprintf(detail, sizeof(detail), "%s", guest_msg(g));
+	/* libguestfs appends a page of debugging advice: keep its first line. */
+	detail[strcspn(detail, "\n")] = '\0';
+	if (guest_env_check(&env, &ignored) == 0 && env.need)
+		return im_errf(err, IM_EXIT_APPLIANCE, -EIO,
+			       "the libguestfs appliance cannot start: %s. Fix: %s "
+			       "(libguestfs: %s)", env.problem, env.fix, detail);
+	return im_errf(err, IM_EXIT_APPLIANCE, -EIO,
+		       "the libguestfs appliance did not start (libguestfs: %s). 'imager "
+		       "appliance' checks what it needs; 'libguestfs-test-tool' shows its full log",
+		       detail);
 }
 
 int guest_open(const char *const *disks, const char *const *formats, size_t n, bool readonly,
@@ -510,14 +554,35 @@ int guest_open(const char *const *disks, const char *const *formats, size_t n, b
 	if (r == 0)
 		r = apply_accel(g, err);
 	if (r == 0 && guestfs_launch(g) == -1)
-		r = im_errf(err, IM_EXIT_IO, -EIO, "the libguestfs appliance did not start: %s",
-			    guest_msg(g));
+		r = launch_failed(g, err);
 	if (r < 0) {
 		guestfs_close(g);
 		return r;
 	}
 	*out = g;
 	return 0;
+}
+
+int guest_launch_test(double *seconds, struct im_err *err)
+{
+	double start = now_seconds();
+	guestfs_h *g = NULL;
+	int r;
+
+	*seconds = 0;
+	FORWARD_ERR(quiet_handle(swallow_event, NULL, &g, err));
+	if (guestfs_add_drive_scratch(g, 1 << 20, -1) == -1)
+		r = im_errf(err, IM_EXIT_INTERNAL, guest_errno(g), "libguestfs: %s", guest_msg(g));
+	else
+		r = apply_accel(g, err);
+	if (r == 0 && guestfs_launch(g) == -1)
+		r = launch_failed(g, err);
+	if (r == 0 && guestfs_shutdown(g) == -1)
+		r = im_errf(err, IM_EXIT_APPLIANCE, guest_errno(g),
+			    "the appliance started but did not shut down cleanly: %s", guest_msg(g));
+	guestfs_close(g);
+	*seconds = now_seconds() - start;
+	return r;
 }
 
 void guest_close(guestfs_h *g)

@@ -26,11 +26,11 @@ static void usage(FILE *out)
 		"       imager --version | --help | COMMAND --help\n\n"
 		"Disk imaging and P2V, virtio-aware.  Commands:\n");
 	for (size_t i = 0; i < ncommands; i++)
-		fprintf(out, "  %-8s %s\n", commands[i].name, commands[i].summary);
+		fprintf(out, "  %-9s %s\n", commands[i].name, commands[i].summary);
 	fprintf(out,
 		"\nExit codes: 0 ok, 1 usage, 2 source unusable, 3 image damaged or unfinished,\n"
 		"4 target refused, 5 filesystem needs fsck, 6 I/O error, 7 unsupported, 8 internal,\n"
-		"9 interrupted.\n"
+		"9 interrupted, 10 libguestfs's appliance cannot start here.\n"
 		"See imager(1).\n");
 }
 

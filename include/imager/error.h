@@ -24,6 +24,7 @@ enum im_exit {
 	IM_EXIT_UNSUPP   = 7,  /* a feature imager does not support */
 	IM_EXIT_INTERNAL = 8,  /* out of memory or a bug */
 	IM_EXIT_INTERRUPTED = 9, /* stopped by SIGINT/SIGTERM; nothing complete-looking left */
+	IM_EXIT_APPLIANCE = 10,  /* libguestfs's appliance cannot start here (no kernel, no room...) */
 };
 
 struct im_err {

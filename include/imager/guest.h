@@ -105,8 +105,71 @@ struct guest_accel_choice {
 int guest_accel_choose(const struct guest_accel_cfg *cfg, struct guest_accel_choice *out,
 		       struct im_err *err);
 
+/* The acceleration guest_open() would use now: TCG when IMAGER_ACCEL is
+ * auto and LIBGUESTFS_BACKEND_SETTINGS already forces it (why
+ * GUEST_WHY_LIBGUESTFS), else guest_accel_choose(NULL) (which may probe).
+ * Returns 0 or the errors of guest_accel_choose(). */
+int guest_accel_current(struct guest_accel_choice *out, struct im_err *err);
 const char *guest_accel_name(enum guest_accel a);     /* "kvm", "tcg" */
 const char *guest_accel_why_name(enum guest_accel_why w);
+
+/*
+ * What libguestfs needs before it can start its appliance, looked at on this
+ * machine without launching anything (guest_env_check()).  guest_open()
+ * runs it when a launch fails, so that the error says what stands in the
+ * way and what to do, with libguestfs's own text only as the detail; `imager
+ * appliance` prints it.
+ *
+ * The checks, in the order a launch needs them (the first that fails is the
+ * problem):
+ *   appliance  a folder of the appliance search path (LIBGUESTFS_PATH, else
+ *              libguestfs's built-in one) holds supermin.d/ (an appliance
+ *              supermin builds from this machine) or kernel, initrd and root
+ *              (a fixed appliance, which needs none of what follows but qemu);
+ *   supermin   the supermin program (package supermin);
+ *   kernel     SUPERMIN_KERNEL when it names a readable file, else a readable
+ *              /boot/vmlinu[xz]-VERSION with its modules in /lib/modules/VERSION,
+ *              as supermin looks for them (Debian keeps kernels 0600: only
+ *              root can read them; a bare Debian has none at all);
+ *   cache      the built appliance (CACHEDIR/.guestfs-UID/appliance.d, CACHEDIR
+ *              from LIBGUESTFS_CACHEDIR, TMPDIR, else /var/tmp) is there, or
+ *              the folder is writable with GUEST_APPLIANCE_BYTES free to build it;
+ *   tmpdir     libguestfs's temporary folder (its sockets) is writable;
+ *   qemu       the hypervisor (LIBGUESTFS_HV, else libguestfs's qemu) can be run.
+ */
+#define GUEST_APPLIANCE_BYTES (768ull << 20)   /* ~675 MiB built, plus margin */
+
+enum guest_env_need {
+	GUEST_NEED_NOTHING = 0,
+	GUEST_NEED_APPLIANCE, GUEST_NEED_SUPERMIN, GUEST_NEED_KERNEL, GUEST_NEED_CACHE,
+	GUEST_NEED_TMPDIR, GUEST_NEED_QEMU,
+};
+
+struct guest_env {
+	char path[1024];        /* the appliance folder found, else the search path */
+	bool fixed;             /* a prebuilt appliance: no supermin, kernel or cache needed */
+	char supermin[256];     /* the supermin program, "" when missing */
+	char kernel[512];       /* the kernel supermin will take, "" when none */
+	char modules[512];      /* its modules folder */
+	char cachedir[1024];    /* CACHEDIR/.guestfs-UID */
+	bool cached;            /* an appliance is built there */
+	uint64_t cache_free;    /* bytes free for a non-root user in CACHEDIR */
+	char tmpdir[1024];
+	char qemu[512];
+	enum guest_env_need need;   /* the first problem; GUEST_NEED_NOTHING when none */
+	char problem[512];      /* what is wrong, one sentence */
+	char fix[512];          /* what to do about it */
+};
+
+/*
+ * Fill *env (zeroed first) from this process's environment and libguestfs's
+ * settings.  A problem is a finding, not a failure: it is in env->need,
+ * env->problem and env->fix.  Nothing is started, built or written.
+ * Returns 0; the errors of creating a handle (a bad LIBGUESTFS_* variable:
+ * IM_EXIT_USAGE).
+ */
+int guest_env_check(struct guest_env *env, struct im_err *err);
+const char *guest_env_need_name(enum guest_env_need n);   /* "kernel", "cache"... */
 
 /*
  * Open disks[0..n-1] (n >= 1) in one appliance and launch it.  formats[i]
@@ -121,10 +184,21 @@ const char *guest_accel_why_name(enum guest_accel_why w);
  * Returns 0; -EINVAL (a format missing, a bad IMAGER_ACCEL or LIBGUESTFS_*
  * variable: IM_EXIT_USAGE; no disks at all: IM_EXIT_INTERNAL);
  * -ENOENT and others from adding a drive (IM_EXIT_TARGET); -EIO when the
- * appliance does not start (IM_EXIT_IO); -ENOMEM.
+ * appliance does not start (IM_EXIT_APPLIANCE: the message names what stands
+ * in the way, from guest_env_check(), and how to fix it, with libguestfs's
+ * text as the detail); -ENOMEM.
  */
 int guest_open(const char *const *disks, const char *const *formats, size_t n, bool readonly,
 	       guestfs_h **out, struct im_err *err);
+
+/*
+ * Start a throwaway appliance (one 1 MiB scratch drive) with the chosen
+ * acceleration and shut it down: what `imager appliance --launch` times.
+ * *seconds gets the wall time of launch and shutdown.
+ * Returns 0, or the errors of guest_open() (IM_EXIT_APPLIANCE when it did
+ * not start).
+ */
+int guest_launch_test(double *seconds, struct im_err *err);
 
 /* guestfs_shutdown() then guestfs_close(); NULL is fine.  Use
  * guestfs_shutdown() yourself first when you need to know that the writes

@@ -19,7 +19,10 @@ ROOT=$(cd "$(dirname "$0")/../.." && pwd)
 IMAGER=${IMAGER:-$ROOT/build/imager}
 WORK=${BENCH_WORK:-/var/tmp/imager-bench/work}/convert
 export TESTS_LIB=$ROOT/tests/lib
-export LIBGUESTFS_BACKEND=direct LIBGUESTFS_BACKEND_SETTINGS=force_tcg IMAGER_ACCEL=tcg
+# One KVM-or-TCG decision, the product's, for imager and the libguestfs tools.
+# shellcheck source=../lib/guestfs.sh
+. "$TESTS_LIB/guestfs.sh"
+guestfs_decide
 # shellcheck source=../lib/guestboot.sh
 . "$TESTS_LIB/guestboot.sh"
 

@@ -23,7 +23,10 @@ ROOT=$(cd "$(dirname "$0")/../.." && pwd)
 IMAGER=${IMAGER:-$ROOT/build/imager}
 WORK=${BENCH_WORK:-/var/tmp/imager-bench/work}/windows
 export TESTS_LIB=$ROOT/tests/lib
-export LIBGUESTFS_BACKEND=direct LIBGUESTFS_BACKEND_SETTINGS=force_tcg IMAGER_ACCEL=tcg
+# One KVM-or-TCG decision, the product's, for imager and the libguestfs tools.
+# shellcheck source=../lib/guestfs.sh
+. "$TESTS_LIB/guestfs.sh"
+guestfs_decide
 
 [ "$(id -u)" = 0 ] || { echo "bench-windows: needs root (libguestfs appliance): skipped"; exit 0; }
 command -v virt-v2v-in-place >/dev/null ||

@@ -60,6 +60,9 @@ need_loop() {
 
 [ -x "$IMAGER" ] || fail "imager binary not found at $IMAGER (run make)"
 
+# The libguestfs tools run bounded; need_guestfs.
+. "$TESTS_LIB/guestfs.sh"
+
 # ---- running imager ----
 # run_imager EXPECTED_RC ARGS...  runs "$IMAGER ARGS", stdout to $T/out and
 # stderr to $T/err (both also echoed to the log), and fails the test unless the

@@ -8,12 +8,12 @@
 #   boot_ok IMAGE FORMAT BUS ROOT
 #                         boots; fails unless the guest reached its marker with
 #                         ROOT as the root device and virtio_net up
-export LIBGUESTFS_BACKEND=${LIBGUESTFS_BACKEND:-direct}
 
 need_guest() {
 	local rc=0
 	need_root "to build the test guest (debootstrap, loop devices)"
 	need_cmd qemu-system-x86_64 qemu-img jq
+	need_guestfs
 	GUEST=$(guest_image) || rc=$?
 	[ "$rc" = 77 ] && skip "the test guest cannot be built here (see above)"
 	[ "$rc" = 0 ] || fail "the test guest could not be built"

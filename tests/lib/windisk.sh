@@ -43,22 +43,15 @@
 # The hives grow from minimal.hive of the shared test data (IMAGER_TESTDATA,
 # else ../shared/testdata beside the repository, else /work/shared/testdata).
 #
-# libguestfs runs its appliance under TCG (KVM does not work here): a launch
-# costs 25-35 s, so every function launches at most one appliance.
-
-export LIBGUESTFS_BACKEND=${LIBGUESTFS_BACKEND:-direct}
-export LIBGUESTFS_BACKEND_SETTINGS=${LIBGUESTFS_BACKEND_SETTINGS:-force_tcg}
+# libguestfs runs its appliance as tests/lib/guestfs.sh decided (TCG here: a
+# launch costs 25-35 s), so every function launches at most one appliance.
 
 WINDISK_SELF=$(readlink -f "${BASH_SOURCE[0]}")
 
 windisk_need() {
-	local k readable=
 	need_cmd guestfish hivexregedit python3 iconv od flock
-	# The appliance boots the host's kernel, which Debian keeps root-only.
-	for k in /boot/vmlinuz-*; do
-		[ -r "$k" ] && readable=$k
-	done
-	[ -n "$readable" ] || skip "libguestfs needs a readable host kernel in /boot (root, and not a bare container)"
+	# (a kernel libguestfs can read, among the rest)
+	need_guestfs
 }
 
 # ---- where minimal.hive is ----
