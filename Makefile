@@ -15,20 +15,21 @@ PKGS      := libparted blkid libzstd json-c libxxhash zlib libnbd libguestfs lib
 #   DEB_RUN    what imager runs on the host: e2fsck/resize2fs, and
 #              libguestfs's appliance, which supermin builds from this
 #              machine's kernel (a bare Debian has none: linux-image-amd64)
-#              and qemu runs
+#              and qemu runs (libguestfs-xfs: XFS tools inside it, to grow XFS)
 #   DEB_TEST   what the tests and the demo run
 #   DEB_PKG    to build and check the Debian package (make deb)
 #   DEB_BENCH  the anchors make bench compares against
 DEB_BUILD := build-essential pkg-config libparted-dev libblkid-dev libzstd-dev \
              libjson-c-dev libxxhash-dev zlib1g-dev libnbd-dev libguestfs-dev \
              libvirt-dev libxml2-dev libhivex-dev libarchive-dev
-DEB_RUN   := e2fsprogs supermin qemu-system-x86 linux-image-amd64
+DEB_RUN   := e2fsprogs supermin qemu-system-x86 linux-image-amd64 libguestfs-xfs
 DEB_TEST  := parted fdisk dosfstools mtools zstd util-linux time procps file git \
              partclone qemu-utils xxd jq python3 nbdkit libguestfs-tools xxhash \
              cpio debootstrap initramfs-tools-core \
              libvirt-daemon libvirt-daemon-driver-qemu libvirt-daemon-system \
              libvirt-clients libxml2-utils ovmf libwin-hivex-perl ntfs-3g \
-             genisoimage virt-v2v
+             genisoimage virt-v2v xfsprogs btrfs-progs f2fs-tools exfatprogs \
+             exfat-fuse lvm2 cryptsetup-bin
 DEB_PKG   := debhelper dpkg-dev lintian
 DEB_BENCH := virt-v2v
 
