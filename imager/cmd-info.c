@@ -16,6 +16,26 @@ static void print_json(json_object *root)
 	json_object_put(root);
 }
 
+/* "    VG ...", then a line per volume: what it holds, and what was kept. */
+static void print_volumes(const char *container, const struct fs_volume *v, size_t n)
+{
+	if (container[0])
+		printf("    %s\n", container);
+	for (size_t k = 0; k < n; k++) {
+		char size[32], used[32];
+
+		cli_human(v[k].size, size, sizeof(size));
+		cli_human(v[k].used_bytes, used, sizeof(used));
+		if (!strcmp(v[k].plugin, "whole"))
+			printf("    volume %s: %s, imaged whole (%s)\n", v[k].name, size, v[k].note);
+		else
+			printf("    volume %s: %s, %s%s%s%s%s, used %s (plugin %s)%s%s\n", v[k].name, size,
+			       v[k].type[0] ? v[k].type : "unknown", v[k].label[0] ? " label " : "",
+			       v[k].label, v[k].uuid[0] ? " uuid " : "", v[k].uuid, used, v[k].plugin,
+			       v[k].note[0] ? ": " : "", v[k].note);
+	}
+}
+
 static int info_image(const char *dir, bool json, struct cli *cli)
 {
 	struct img_manifest m;
@@ -61,6 +81,7 @@ static int info_image(const char *dir, bool json, struct cli *cli)
 			       p->filesystem[0] ? p->filesystem : "unknown", p->plugin,
 			       p->label[0] ? "label " : "", p->label, p->label[0] ? " " : "",
 			       p->uuid, used, p->stream, img, (unsigned long long)p->frames);
+			print_volumes(p->container, p->volumes, p->nvolumes);
 			stored += p->stream_size;
 		}
 		cli_human(stored, size, sizeof(size));
@@ -105,6 +126,10 @@ static int info_disk(const char *name, bool json, struct cli *cli)
 			json_object_object_add(o, "used_blocks", json_object_new_uint64(p->used_blocks));
 			if (p->error[0])
 				json_object_object_add(o, "error", json_object_new_string(p->error));
+			if (p->container[0] || p->nvolumes) {
+				json_object_object_add(o, "container", json_object_new_string(p->container));
+				json_object_object_add(o, "volumes", img_volumes_to_json(p->volumes, p->nvolumes));
+			}
 			json_object_array_add(parts, o);
 		}
 		json_object_object_add(root, "partitions", parts);
@@ -127,8 +152,10 @@ static int info_disk(const char *name, bool json, struct cli *cli)
 				printf(", %s\n", p->error);
 			else
 				printf(", used %s (plugin %s)\n", used, p->plugin);
+			print_volumes(p->container, p->volumes, p->nvolumes);
 		}
 	}
+	im_disk_info_free(info);
 	free(info);
 	return cli_finish_stdout("info", IM_EXIT_OK);
 }

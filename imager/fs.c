@@ -38,6 +38,10 @@ struct fs_ctx {
 	int err_code;
 	char err_msg[512];
 	char warning[512];
+	unsigned depth;          /* 0: a partition; 1: a volume inside one */
+	char container[128];
+	size_t nvolumes;
+	struct fs_volume *volumes;
 };
 
 uint64_t fs_device_size(const struct fs_ctx *ctx) { return ctx->size; }
@@ -161,6 +165,9 @@ static void ctx_release(struct fs_ctx *ctx)
 		ctx->maps = next;
 	}
 	bitmap_free(&ctx->used);
+	free(ctx->volumes);
+	ctx->volumes = NULL;
+	ctx->nvolumes = 0;
 }
 
 static bool magics_match(struct fs_ctx *ctx, const struct fs_plugin *p)
@@ -251,7 +258,8 @@ static int run_plugin(const struct fs_plugin *p, struct fs_ctx *ctx,
 			  r == -ENOMEM ? IM_EXIT_INTERNAL :
 			  r == -ENOTSUP ? IM_EXIT_UNSUPP :
 			  r == -EIO ? IM_EXIT_IO : IM_EXIT_SOURCE;
-		if (r == -EUCLEAN)
+		/* (a volume's plugin: the container's plugin adds the advice) */
+		if (r == -EUCLEAN && ctx->depth == 0)
 			return im_errf(err, cls, r, "%s: %s; run fsck, or use --force to copy it as it is",
 				       p->name, why);
 		return im_errf(err, cls, r, "%s: %s", p->name, why);
@@ -264,6 +272,11 @@ static int run_plugin(const struct fs_plugin *p, struct fs_ctx *ctx,
 	ctx->used.nbits = 0;
 	out->used_blocks = bitmap_count(&out->used);
 	snprintf(out->warning, sizeof(out->warning), "%s", ctx->warning);
+	snprintf(out->container, sizeof(out->container), "%s", ctx->container);
+	out->volumes = ctx->volumes;          /* and the volumes */
+	out->nvolumes = ctx->nvolumes;
+	ctx->volumes = NULL;
+	ctx->nvolumes = 0;
 	return 0;
 }
 
@@ -285,6 +298,7 @@ int fs_examine_with(const struct fs_plugin *plugin, int fd, uint64_t offset,
 	struct fs_ctx ctx;
 	int r;
 
+	memset(out, 0, sizeof(*out));
 	ctx_init(&ctx, &src, offset, size, force);
 	if (size < plugin->min_size) {
 		r = im_errf(err, IM_EXIT_SOURCE, -EINVAL,
@@ -341,8 +355,179 @@ out:
 	return r;
 }
 
+static int examine(const struct fs_source *src, uint64_t offset, uint64_t size, bool force,
+		   unsigned depth, struct fs_info *out, struct im_err *err);
+
 int fs_examine_src(const struct fs_source *src, uint64_t offset, uint64_t size, bool force,
 		   struct fs_info *out, struct im_err *err)
+{
+	return examine(src, offset, size, force, 0, out, err);
+}
+
+/* ---- volumes (fs_mark_volume) ---- */
+
+struct volume_src {
+	const struct fs_source *parent;
+	uint64_t base;                    /* the container's start in parent */
+	const struct fs_extent *ext;
+	size_t n;
+};
+
+/* Volume bytes [off, off+len) through its extents. */
+static int volume_pread(void *opaque, void *buf, size_t len, uint64_t off)
+{
+	const struct volume_src *v = opaque;
+	unsigned char *out = buf;
+	uint64_t at = 0;
+
+	for (size_t i = 0; i < v->n && len; i++) {
+		const struct fs_extent *e = &v->ext[i];
+
+		if (off < at + e->length) {
+			uint64_t delta = off - at, piece = e->length - delta;
+			int r;
+
+			if (piece > len)
+				piece = len;
+			r = v->parent->pread(v->parent->opaque, out, piece, v->base + e->offset + delta);
+			if (r < 0)
+				return r;
+			out += piece;
+			off += piece;
+			len -= piece;
+		}
+		at += e->length;
+	}
+	return len ? -EIO : 0;   /* past the volume's end */
+}
+
+/* Mark the device's blocks holding bytes [off, off+len) of this device. */
+static int mark_bytes(struct fs_ctx *ctx, uint64_t off, uint64_t len)
+{
+	uint64_t first, last;
+
+	if (!len)
+		return 0;
+	first = off / ctx->block_size;
+	last = (off + len - 1) / ctx->block_size;
+	if (last >= ctx->block_count)
+		return -EINVAL;
+	return fs_mark_used(ctx, first, last - first + 1);
+}
+
+/* Volume bytes [off, off+len), wherever its extents put them. */
+static int mark_volume_bytes(struct fs_ctx *ctx, const struct fs_extent *ext, size_t n,
+			     uint64_t off, uint64_t len)
+{
+	uint64_t at = 0;
+
+	for (size_t i = 0; i < n && len; i++) {
+		if (off < at + ext[i].length) {
+			uint64_t delta = off - at, piece = ext[i].length - delta;
+
+			if (piece > len)
+				piece = len;
+			FORWARD_ERR(mark_bytes(ctx, ext[i].offset + delta, piece));
+			off += piece;
+			len -= piece;
+		}
+		at += ext[i].length;
+	}
+	return 0;
+}
+
+void fs_set_container(struct fs_ctx *ctx, const char *fmt, ...)
+{
+	va_list ap;
+
+	va_start(ap, fmt);
+	vsnprintf(ctx->container, sizeof(ctx->container), fmt, ap);
+	va_end(ap);
+}
+
+static struct fs_volume *new_volume(struct fs_ctx *ctx, const char *name)
+{
+	struct fs_volume *v;
+
+	if (ctx->nvolumes >= FS_MAX_VOLUMES)
+		return NULL;
+	v = realloc(ctx->volumes, (ctx->nvolumes + 1) * sizeof(*v));
+	if (!v)
+		return NULL;
+	ctx->volumes = v;
+	v = &ctx->volumes[ctx->nvolumes++];
+	memset(v, 0, sizeof(*v));
+	snprintf(v->name, sizeof(v->name), "%s", name);
+	return v;
+}
+
+int fs_mark_volume(struct fs_ctx *ctx, const char *name, const struct fs_extent *ext,
+		   size_t n, const char *whole_reason)
+{
+	struct volume_src vs = { ctx->src, ctx->base, ext, n };
+	struct fs_source src = { .pread = volume_pread, .opaque = &vs, .fd = -1 };
+	struct fs_info info;
+	struct im_err e = { 0 };
+	struct fs_volume *v;
+	uint64_t total = 0, pos = 0, len;
+	int r;
+
+	if (!ctx->geometry_set || !n || !ext)
+		return fs_error(ctx, -EINVAL, "%s: no extents, or no geometry yet", name);
+	for (size_t i = 0; i < n; i++) {
+		if (!ext[i].length || !in_bounds(ctx, ext[i].offset, ext[i].length) ||
+		    ext[i].offset + ext[i].length > (uint64_t)ctx->block_size * ctx->block_count)
+			return fs_error(ctx, -EINVAL, "%s: extent %zu (%llu bytes at %llu) is outside the device",
+					name, i, (unsigned long long)ext[i].length,
+					(unsigned long long)ext[i].offset);
+		total += ext[i].length;
+	}
+	v = new_volume(ctx, name);
+	if (!v && ctx->nvolumes < FS_MAX_VOLUMES)
+		return fs_error(ctx, -ENOMEM, "out of memory");
+	if (v)
+		v->size = total;
+	if (!whole_reason && ctx->depth > 0)
+		whole_reason = "a container inside a volume";
+	if (!whole_reason && !v)
+		whole_reason = "too many volumes";
+	if (whole_reason) {
+		for (size_t i = 0; i < n; i++)
+			FORWARD_ERR(mark_bytes(ctx, ext[i].offset, ext[i].length));
+		if (v) {
+			snprintf(v->plugin, sizeof(v->plugin), "whole");
+			snprintf(v->note, sizeof(v->note), "%s", whole_reason);
+			v->used_bytes = total;
+		}
+		return 0;
+	}
+	r = examine(&src, 0, total, ctx->forced, ctx->depth + 1, &info, &e);
+	if (r < 0) {
+		fs_info_free(&info);
+		return fs_error(ctx, r, "%s: %s", name, e.msg[0] ? e.msg : strerror(-r));
+	}
+	v = &ctx->volumes[ctx->nvolumes - 1];   /* (the array may not move, but be safe) */
+	snprintf(v->type, sizeof(v->type), "%s", info.type);
+	snprintf(v->uuid, sizeof(v->uuid), "%s", info.uuid);
+	snprintf(v->label, sizeof(v->label), "%s", info.label);
+	snprintf(v->plugin, sizeof(v->plugin), "%s", info.plugin->name);
+	snprintf(v->note, sizeof(v->note), "%s", info.warning);
+	v->used_bytes = info.used_blocks * info.block_size;
+	r = 0;
+	while (r == 0 && (len = bitmap_next_run(&info.used, &pos)) > 0) {
+		uint64_t off = pos * info.block_size, bytes = len * info.block_size;
+
+		if (off + bytes > total)
+			bytes = total - off;
+		r = mark_volume_bytes(ctx, ext, n, off, bytes);
+		pos += len;
+	}
+	fs_info_free(&info);
+	return r < 0 ? fs_error(ctx, r, "%s: marking its blocks", name) : 0;
+}
+
+static int examine(const struct fs_source *src, uint64_t offset, uint64_t size, bool force,
+		   unsigned depth, struct fs_info *out, struct im_err *err)
 {
 	const struct fs_plugin *chosen = NULL;
 	struct fs_ctx ctx;
@@ -351,6 +536,7 @@ int fs_examine_src(const struct fs_source *src, uint64_t offset, uint64_t size, 
 	memset(out, 0, sizeof(*out));
 	identify_src(src, offset, size, out);
 	ctx_init(&ctx, src, offset, size, force);
+	ctx.depth = depth;
 
 	/* libblkid's answer first; it knows far more formats than we do. */
 	for (const struct fs_plugin *const *p = fs_plugins; *p && !chosen; p++)
@@ -382,6 +568,7 @@ int fs_examine_src(const struct fs_source *src, uint64_t offset, uint64_t size, 
 	if (!chosen)
 		chosen = &fs_plugin_raw;
 	ctx_init(&ctx, src, offset, size, force);
+	ctx.depth = depth;
 	{
 		char warning[sizeof(out->warning)];
 		memcpy(warning, out->warning, sizeof(warning));
@@ -396,4 +583,7 @@ int fs_examine_src(const struct fs_source *src, uint64_t offset, uint64_t size, 
 void fs_info_free(struct fs_info *info)
 {
 	bitmap_free(&info->used);
+	free(info->volumes);
+	info->volumes = NULL;
+	info->nvolumes = 0;
 }

@@ -79,6 +79,11 @@ int im_disk_info(const struct disk_roots *roots, const char *name, struct disk_i
 		snprintf(dp->fstype, sizeof(dp->fstype), "%s", fs.type);
 		snprintf(dp->uuid, sizeof(dp->uuid), "%s", fs.uuid);
 		snprintf(dp->label, sizeof(dp->label), "%s", fs.label);
+		snprintf(dp->container, sizeof(dp->container), "%s", fs.container);
+		dp->volumes = fs.volumes;          /* handed over */
+		dp->nvolumes = fs.nvolumes;
+		fs.volumes = NULL;
+		fs.nvolumes = 0;
 		fs_info_free(&fs);
 	}
 	if (fd >= 0)
@@ -86,4 +91,13 @@ int im_disk_info(const struct disk_roots *roots, const char *name, struct disk_i
 	free(pt);
 	bk_close(bk, NULL);
 	return 0;
+}
+
+void im_disk_info_free(struct disk_info *info)
+{
+	for (size_t i = 0; info && i < info->nparts; i++) {
+		free(info->parts[i].volumes);
+		info->parts[i].volumes = NULL;
+		info->parts[i].nvolumes = 0;
+	}
 }

@@ -70,6 +70,8 @@ out:
 
 void img_manifest_free(struct img_manifest *m)
 {
+	for (size_t i = 0; m->parts && i < m->nparts; i++)
+		free(m->parts[i].volumes);
 	free(m->areas);
 	free(m->parts);
 	m->areas = NULL;
@@ -146,10 +148,33 @@ struct json_object *img_manifest_to_json(const struct img_manifest *m)
 		add_hash(o, "index_xxh3", p->index_xxh3);
 		add_u64(o, "frames", p->frames);
 		add_u64(o, "data_bytes", p->data_bytes);
+		if (p->container[0] || p->nvolumes) {
+			add_str(o, "container", p->container);
+			json_object_object_add(o, "volumes", img_volumes_to_json(p->volumes, p->nvolumes));
+		}
 		json_object_array_add(parts, o);
 	}
 	json_object_object_add(root, "partitions", parts);
 	return root;
+}
+
+struct json_object *img_volumes_to_json(const struct fs_volume *v, size_t n)
+{
+	json_object *vols = json_object_new_array();
+
+	for (size_t k = 0; k < n; k++) {
+		json_object *vo = json_object_new_object();
+		add_str(vo, "name", v[k].name);
+		add_str(vo, "filesystem", v[k].type);
+		add_str(vo, "uuid", v[k].uuid);
+		add_str(vo, "label", v[k].label);
+		add_str(vo, "plugin", v[k].plugin);
+		add_str(vo, "note", v[k].note);
+		add_u64(vo, "size", v[k].size);
+		add_u64(vo, "used_bytes", v[k].used_bytes);
+		json_object_array_add(vols, vo);
+	}
+	return vols;
 }
 
 int img_manifest_write(const struct img_manifest *m, const char *dir, struct im_err *err)
@@ -228,6 +253,47 @@ static uint64_t get_u64(struct reader *rd, json_object *o, const char *key, uint
 		return 0;
 	}
 	return u;
+}
+
+/* The optional "container" and "volumes" of a partition (LVM). */
+static void read_volumes(struct reader *rd, json_object *o, struct img_part *p)
+{
+	json_object *arr;
+	size_t n;
+
+	if (rd->r < 0 || !json_object_object_get_ex(o, "container", NULL))
+		return;
+	get_str(rd, o, "container", p->container, sizeof(p->container));
+	if (!(arr = get(rd, o, "volumes", json_type_array)))
+		return;
+	n = json_object_array_length(arr);
+	if (n > FS_MAX_VOLUMES) {
+		rd->r = im_errf(rd->err, IM_EXIT_DAMAGED, -EBADMSG, "%s: partition %u: too many volumes",
+				rd->path, p->number);
+		return;
+	}
+	if (n && !(p->volumes = calloc(n, sizeof(*p->volumes)))) {
+		rd->r = im_errf(rd->err, IM_EXIT_INTERNAL, -ENOMEM, "out of memory");
+		return;
+	}
+	for (size_t k = 0; k < n && rd->r == 0; k++) {
+		json_object *vo = json_object_array_get_idx(arr, k);
+		struct fs_volume *v = &p->volumes[k];
+
+		if (!json_object_is_type(vo, json_type_object)) {
+			rd->r = im_errf(rd->err, IM_EXIT_DAMAGED, -EBADMSG, "%s: bad volume", rd->path);
+			return;
+		}
+		get_str(rd, vo, "name", v->name, sizeof(v->name));
+		get_str(rd, vo, "filesystem", v->type, sizeof(v->type));
+		get_str(rd, vo, "uuid", v->uuid, sizeof(v->uuid));
+		get_str(rd, vo, "label", v->label, sizeof(v->label));
+		get_str(rd, vo, "plugin", v->plugin, sizeof(v->plugin));
+		get_str(rd, vo, "note", v->note, sizeof(v->note));
+		v->size = get_u64(rd, vo, "size", p->size);
+		v->used_bytes = get_u64(rd, vo, "used_bytes", p->size);
+		p->nvolumes = k + 1;
+	}
 }
 
 static void get_hash(struct reader *rd, json_object *o, const char *key, uint64_t *h)
@@ -373,9 +439,10 @@ int img_manifest_read(struct img_manifest *m, const char *dir, struct im_err *er
 			p->data_bytes = get_u64(&rd, o, "data_bytes", MAX_DISK);
 			check_name(&rd, p->stream);
 			check_name(&rd, p->index);
+			m->nparts = i + 1;   /* (so that img_manifest_free() sees its volumes) */
+			read_volumes(&rd, o, p);
 			if (rd.r < 0)
 				break;
-			m->nparts = i + 1;
 			if (p->start > m->disk_size || p->size > m->disk_size - p->start)
 				rd.r = im_errf(err, IM_EXIT_DAMAGED, -EBADMSG,
 					       "%s: partition %u (%llu bytes at %llu) lies outside the %llu-byte disk",

@@ -347,8 +347,20 @@ int im_save(const struct disk_roots *roots, const char *source, const char *dir,
 		ip->block_size = fs->block_size;
 		ip->block_count = fs->block_count;
 		ip->used_blocks = fs->used_blocks;
+		snprintf(ip->container, sizeof(ip->container), "%s", fs->container);
+		if (fs->nvolumes) {
+			ip->volumes = calloc(fs->nvolumes, sizeof(*ip->volumes));
+			if (!ip->volumes) {
+				r = im_errf(err, IM_EXIT_INTERNAL, -ENOMEM, "out of memory");
+				goto out;
+			}
+			memcpy(ip->volumes, fs->volumes, fs->nvolumes * sizeof(*ip->volumes));
+			ip->nvolumes = fs->nvolumes;
+		}
 		r = save_partition(src.bk, pp, fs, opts, &cr, ip, &done, src.used_bytes, stats, err);
 		if (r < 0) {
+			free(ip->volumes);   /* (not counted in m->nparts yet) */
+			ip->volumes = NULL;
 			im_err_prefix(err, "partition %u: ", pp->number);
 			goto out;
 		}

@@ -13,6 +13,17 @@
 #include "imager/error.h"
 #include "imager/fsplugin.h"
 
+/* A volume inside a container (fs_mark_volume()), for the report. */
+struct fs_volume {
+	char name[128];         /* "vg0/root" */
+	char type[32];          /* libblkid TYPE of its contents, "" when unknown */
+	char uuid[64], label[64];
+	char plugin[16];        /* the plugin that read it; "whole" when kept whole */
+	char note[160];         /* why it was kept whole, or its plugin's warning */
+	uint64_t size;          /* bytes of it on this device */
+	uint64_t used_bytes;    /* bytes of it marked used (in its own block units) */
+};
+
 struct fs_info {
 	const struct fs_plugin *plugin;  /* the plugin that produced the bitmap */
 	char type[32];                   /* libblkid TYPE, "" when unknown */
@@ -23,6 +34,9 @@ struct fs_info {
 	uint64_t used_blocks;            /* set bits in `used` */
 	struct bitmap used;              /* owned; fs_info_free() releases it */
 	char warning[512];               /* first warning of the plugin, or "" */
+	char container[128];             /* "LVM2 VG vg0", "" when not a container */
+	size_t nvolumes;                 /* volumes inside it, in the order found */
+	struct fs_volume *volumes;       /* owned; fs_info_free() releases it */
 };
 
 /* Where a filesystem's bytes come from when it is not a plain descriptor

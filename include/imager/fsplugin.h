@@ -134,6 +134,39 @@ int fs_error(struct fs_ctx *ctx, int err, const char *fmt, ...)
 void fs_warn(struct fs_ctx *ctx, const char *fmt, ...)
 	__attribute__((format(printf, 2, 3)));
 
+/* ---- volumes inside a container (LVM physical volumes) ---- */
+
+/* One stretch of a volume: bytes [offset, offset+length) of this device. */
+struct fs_extent {
+	uint64_t offset, length;
+};
+
+/* The most volumes one container may report; more are kept whole. */
+#define FS_MAX_VOLUMES 256
+
+/*
+ * A volume held by this device (an LVM logical volume: its segments on this
+ * physical volume, in the volume's own order) whose bytes are a filesystem
+ * of their own.  The engine examines the concatenated extents as it
+ * examines a partition (libblkid, then the plugins' magics, else the raw
+ * fallback; --force applies), and marks the blocks that filesystem uses as
+ * blocks of this device in this context's map (a block of this device is
+ * used when any byte of it is).  With whole_reason non-NULL the extents are
+ * marked used whole, without looking inside, and the reason is recorded
+ * ("thin pool", "striped across 2 PVs").  Volumes are not examined more
+ * than one level deep (a container inside a volume is kept whole).
+ * name names the volume in messages and in the report ("vg0/root").
+ * Extents must lie inside the device and inside the declared geometry.
+ * Returns 0; -EINVAL (bad extents, no geometry yet); the nested plugin's
+ * own failure (-EUCLEAN unclean, ...) with its message prefixed by name.
+ */
+int fs_mark_volume(struct fs_ctx *ctx, const char *name, const struct fs_extent *ext,
+		   size_t n, const char *whole_reason);
+
+/* Describe the container for the report ("LVM2 VG vg0, 2 LVs"). */
+void fs_set_container(struct fs_ctx *ctx, const char *fmt, ...)
+	__attribute__((format(printf, 2, 3)));
+
 /* ---- the registry (fsplugins/registry.c) ---- */
 
 /* NULL-terminated, ordered list of plugins; the last is the raw fallback. */

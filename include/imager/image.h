@@ -33,6 +33,7 @@
 #include <stdint.h>
 
 #include "imager/error.h"
+#include "imager/fs.h"
 
 #define IMG_FORMAT_NAME        "imager-image"
 #define IMG_FORMAT_VERSION     1
@@ -107,6 +108,11 @@ struct img_part {
 	char stream[32], index[32];
 	uint64_t stream_size, stream_xxh3, index_size, index_xxh3;
 	uint64_t frames, data_bytes;
+	/* A container (an LVM PV): what it is, and the volumes inside, as the
+	 * plugin found them (optional in the manifest: "container", "volumes"). */
+	char container[128];
+	size_t nvolumes;
+	struct fs_volume *volumes;   /* owned by the manifest */
 };
 
 struct img_manifest {
@@ -133,6 +139,9 @@ int img_manifest_read(struct img_manifest *m, const char *dir, struct im_err *er
 /* The manifest as a json-c object (for `info --json`); caller puts it. */
 struct json_object;
 struct json_object *img_manifest_to_json(const struct img_manifest *m);
+
+/* Volumes (fs.h) as the JSON array the manifest keeps them in. */
+struct json_object *img_volumes_to_json(const struct fs_volume *v, size_t n);
 
 /* XXH3-64 as 16 lowercase hex digits, and back.  Returns 0 or -EINVAL. */
 void img_hash_hex(uint64_t h, char out[17]);

@@ -140,6 +140,9 @@ struct disk_part_info {
 	uint32_t block_size;
 	uint64_t used_blocks;
 	char error[300];
+	char container[128];       /* an LVM PV: its VG */
+	size_t nvolumes;
+	struct fs_volume *volumes; /* owned; im_disk_info_free() */
 };
 struct disk_info {
 	char path[600];
@@ -152,6 +155,8 @@ struct disk_info {
 };
 int im_disk_info(const struct disk_roots *roots, const char *name, struct disk_info *info,
 		 struct im_err *err);
+/* Release what im_disk_info() allocated inside info (not info itself). */
+void im_disk_info_free(struct disk_info *info);
 
 
 #endif

@@ -1,0 +1,771 @@
+/* SPDX-License-Identifier: GPL-2.0-or-later */
+/*
+ * LVM2 physical volumes: the label, the metadata areas and the space before
+ * the first extent are kept byte for byte; each logical volume with linear
+ * segments on this PV is examined as a filesystem of its own
+ * (fs_mark_volume()), so an ext4 root or an XFS /home inside it costs its
+ * used blocks only.  Segments of other kinds (thin pools, RAID, mirrors,
+ * stripes over several PVs, an LV spread over other PVs) are kept whole and
+ * named in the report.  Free extents are not stored.
+ *
+ * The on-disk facts (lvm2's lib/label/label.h and lib/format_text/layout.h):
+ *   label in one of sectors 0..3: "LABELONE", u64 sector, u32 crc of bytes
+ *   20..511, u32 offset of the contents (pv_header), "LVM2 001";
+ *   pv_header: 32-byte PV UUID, u64 device size, a zero-terminated list of
+ *   data areas (u64 offset, u64 size) then one of metadata areas;
+ *   metadata area header (512 bytes): u32 crc of bytes 4..511, magic
+ *   " LVM2 x[5A%r0N*>", u32 version 1, u64 start, u64 size, then raw
+ *   locations (u64 offset from start, u64 size, u32 crc of the text, u32
+ *   flags); the text is a circular buffer after the header: it wraps to
+ *   start + 512.  Every CRC is lvm2's: CRC-32 (0xEDB88320) seeded
+ *   0xf597a6cf, no final XOR.
+ * The text (a VG section with physical_volumes and logical_volumes) is
+ * parsed as hostile input: bounded size, depth and node count.
+ */
+#include "imager/fsplugin.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define SECTOR          512u
+#define LABEL_SCAN      4u            /* the label is in one of sectors 0..3 */
+#define MDA_HEADER      512u
+#define MDA_MAGIC       "\040\114\126\115\062\040\170\133\065\101\045\162\060\116\052\076"
+#define TEXT_MAX        (8u << 20)    /* lvm2's own metadata limit is far below */
+#define MAX_LISTS       8u            /* data / metadata areas in a pv_header */
+#define MAX_NODES       200000u
+#define MAX_DEPTH       16u
+#define MAX_SEGMENTS    4096u
+
+#define FORWARD_ERR_PLUGIN(expr) do { int _r = (expr); if (_r < 0) return _r; } while (0)
+
+static uint32_t le32(const unsigned char *p)
+{
+	return (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24;
+}
+
+static uint64_t le64(const unsigned char *p)
+{
+	return le32(p) | (uint64_t)le32(p + 4) << 32;
+}
+
+static uint32_t lvm_crc(uint32_t crc, const unsigned char *p, size_t len)
+{
+	while (len--) {
+		crc ^= *p++;
+		for (int k = 0; k < 8; k++)
+			crc = crc >> 1 ^ (0xEDB88320u & -(crc & 1u));
+	}
+	return crc;
+}
+#define LVM_CRC_SEED 0xf597a6cfu
+
+/* ---- the text: a tree of sections, values and arrays ---- */
+
+enum node_kind { N_SECTION, N_INT, N_STRING, N_ARRAY };
+
+struct node {
+	enum node_kind kind;
+	const char *name;       /* key or section name (points into the text copy) */
+	size_t name_len;
+	int64_t num;            /* N_INT */
+	const char *str;        /* N_STRING: unescaped, NUL-ended (in the copy) */
+	uint32_t first, next;   /* children (N_SECTION, N_ARRAY) and siblings; 0: none */
+};
+
+struct tree {
+	struct node *nodes;     /* nodes[1] is the root section; 0 means none */
+	uint32_t n, cap;
+	char *text;             /* a writable copy: strings are unescaped in place */
+	size_t len, pos;
+	const char *err;
+};
+
+static uint32_t new_node(struct tree *t, enum node_kind k)
+{
+	if (t->n >= MAX_NODES) {
+		t->err = "too many entries";
+		return 0;
+	}
+	if (t->n == t->cap) {
+		uint32_t cap = t->cap ? t->cap * 2 : 256;
+		struct node *nn = realloc(t->nodes, (size_t)cap * sizeof(*nn));
+		if (!nn) {
+			t->err = "out of memory";
+			return 0;
+		}
+		t->nodes = nn;
+		t->cap = cap;
+	}
+	memset(&t->nodes[t->n], 0, sizeof(t->nodes[0]));
+	t->nodes[t->n].kind = k;
+	return t->n++;
+}
+
+static void skip_space(struct tree *t)
+{
+	while (t->pos < t->len) {
+		char c = t->text[t->pos];
+		if (c == '#') {
+			while (t->pos < t->len && t->text[t->pos] != '\n')
+				t->pos++;
+		} else if (c == ' ' || c == '\t' || c == '\n' || c == '\r' || c == '\0') {
+			t->pos++;
+		} else {
+			break;
+		}
+	}
+}
+
+static bool name_char(char c)
+{
+	return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
+	       c == '_' || c == '-' || c == '+' || c == '.';
+}
+
+/* A quoted string, unescaped in place; returns its start or NULL. */
+static const char *parse_string(struct tree *t)
+{
+	size_t out;
+	const char *s;
+
+	if (t->pos >= t->len || t->text[t->pos] != '"')
+		return NULL;
+	out = ++t->pos;
+	s = t->text + out;
+	while (t->pos < t->len && t->text[t->pos] != '"') {
+		if (t->text[t->pos] == '\\' && t->pos + 1 < t->len)
+			t->pos++;
+		t->text[out++] = t->text[t->pos++];
+	}
+	if (t->pos >= t->len) {
+		t->err = "unterminated string";
+		return NULL;
+	}
+	t->text[out] = '\0';   /* out <= pos: the closing quote's place at the latest */
+	t->pos++;
+	return s;
+}
+
+static uint32_t parse_value(struct tree *t)
+{
+	uint32_t id;
+
+	skip_space(t);
+	if (t->pos >= t->len) {
+		t->err = "a value is missing";
+		return 0;
+	}
+	if (t->text[t->pos] == '"') {
+		const char *s = parse_string(t);
+		if (!s || !(id = new_node(t, N_STRING)))
+			return 0;
+		t->nodes[id].str = s;
+		return id;
+	}
+	if (t->text[t->pos] == '-' || (t->text[t->pos] >= '0' && t->text[t->pos] <= '9')) {
+		bool neg = t->text[t->pos] == '-';
+		uint64_t v = 0;
+
+		if (neg)
+			t->pos++;
+		if (t->pos >= t->len || t->text[t->pos] < '0' || t->text[t->pos] > '9') {
+			t->err = "a bad number";
+			return 0;
+		}
+		while (t->pos < t->len && t->text[t->pos] >= '0' && t->text[t->pos] <= '9') {
+			if (v > (UINT64_C(1) << 62) / 10) {
+				t->err = "a number out of range";
+				return 0;
+			}
+			v = v * 10 + (uint64_t)(t->text[t->pos++] - '0');
+		}
+		/* (lvm2 writes no fractions in VG metadata; skip one if found) */
+		if (t->pos < t->len && t->text[t->pos] == '.')
+			for (t->pos++; t->pos < t->len && t->text[t->pos] >= '0' && t->text[t->pos] <= '9';)
+				t->pos++;
+		if (!(id = new_node(t, N_INT)))
+			return 0;
+		t->nodes[id].num = neg ? -(int64_t)v : (int64_t)v;
+		return id;
+	}
+	if (t->text[t->pos] == '[') {
+		uint32_t last = 0;
+
+		t->pos++;
+		if (!(id = new_node(t, N_ARRAY)))
+			return 0;
+		for (;;) {
+			uint32_t v;
+
+			skip_space(t);
+			if (t->pos < t->len && t->text[t->pos] == ']') {
+				t->pos++;
+				return id;
+			}
+			v = parse_value(t);
+			if (!v)
+				return 0;
+			if (t->nodes[v].kind == N_ARRAY) {
+				t->err = "an array inside an array";
+				return 0;
+			}
+			if (last)
+				t->nodes[last].next = v;
+			else
+				t->nodes[id].first = v;
+			last = v;
+			skip_space(t);
+			if (t->pos < t->len && t->text[t->pos] == ',')
+				t->pos++;
+			else if (t->pos >= t->len || t->text[t->pos] != ']') {
+				t->err = "an array without its ']'";
+				return 0;
+			}
+		}
+	}
+	t->err = "an unknown kind of value";
+	return 0;
+}
+
+/* Entries up to '}' (or the end of the text at depth 0) into section sec. */
+static bool parse_entries(struct tree *t, uint32_t sec, unsigned depth)
+{
+	uint32_t last = 0;
+
+	if (depth > MAX_DEPTH) {
+		t->err = "sections nested too deep";
+		return false;
+	}
+	for (;;) {
+		const char *name;
+		size_t nlen;
+		uint32_t id;
+
+		skip_space(t);
+		if (t->pos >= t->len) {
+			if (depth) {
+				t->err = "a section without its '}'";
+				return false;
+			}
+			return true;
+		}
+		if (t->text[t->pos] == '}') {
+			if (!depth) {
+				t->err = "a '}' too many";
+				return false;
+			}
+			t->pos++;
+			return true;
+		}
+		name = t->text + t->pos;
+		while (t->pos < t->len && name_char(t->text[t->pos]))
+			t->pos++;
+		nlen = (size_t)(t->text + t->pos - name);
+		if (!nlen) {
+			t->err = "a name was expected";
+			return false;
+		}
+		skip_space(t);
+		if (t->pos < t->len && t->text[t->pos] == '{') {
+			t->pos++;
+			if (!(id = new_node(t, N_SECTION)) || !parse_entries(t, id, depth + 1))
+				return false;
+		} else if (t->pos < t->len && t->text[t->pos] == '=') {
+			t->pos++;
+			if (!(id = parse_value(t)))
+				return false;
+		} else {
+			t->err = "'=' or '{' was expected";
+			return false;
+		}
+		t->nodes[id].name = name;
+		t->nodes[id].name_len = nlen;
+		if (last)
+			t->nodes[last].next = id;
+		else
+			t->nodes[sec].first = id;
+		last = id;
+	}
+}
+
+static const struct node *child(const struct tree *t, const struct node *sec, const char *name)
+{
+	size_t len = strlen(name);
+
+	if (!sec || sec->kind != N_SECTION)
+		return NULL;
+	for (uint32_t i = sec->first; i; i = t->nodes[i].next)
+		if (t->nodes[i].name_len == len && !memcmp(t->nodes[i].name, name, len))
+			return &t->nodes[i];
+	return NULL;
+}
+
+static bool get_int(const struct tree *t, const struct node *sec, const char *name, int64_t *v)
+{
+	const struct node *n = child(t, sec, name);
+
+	if (!n || n->kind != N_INT)
+		return false;
+	*v = n->num;
+	return true;
+}
+
+static const char *get_str(const struct tree *t, const struct node *sec, const char *name)
+{
+	const struct node *n = child(t, sec, name);
+
+	return n && n->kind == N_STRING ? n->str : NULL;
+}
+
+/* ---- the plugin ---- */
+
+struct lvm_priv {
+	uint64_t dev_size;
+	uint64_t label_off;
+	char uuid[33];                   /* the PV's, from its label */
+	struct { uint64_t off, size; } mdas[MAX_LISTS];
+	unsigned nmdas;
+	struct tree tree;
+	const struct node *vg;
+	char vg_name[64];
+	char pv_name[64];                /* "pv0": this PV in the VG's text */
+	uint64_t extent_bytes, pe_start, pe_count;
+	uint32_t bs;                     /* the block unit declared */
+};
+
+/* The label: in sectors 0..3, its own CRC right. */
+static int find_label(struct fs_ctx *ctx, uint64_t *where)
+{
+	int err = 0;
+	const unsigned char *b = fs_map(ctx, 0, LABEL_SCAN * SECTOR, &err);
+
+	if (!b)
+		return err ? err : -EIO;
+	for (unsigned s = 0; s < LABEL_SCAN; s++) {
+		const unsigned char *l = b + s * SECTOR;
+
+		if (memcmp(l, "LABELONE", 8) || memcmp(l + 24, "LVM2 001", 8))
+			continue;
+		if (le64(l + 8) != s || le32(l + 16) != lvm_crc(LVM_CRC_SEED, l + 20, SECTOR - 20))
+			continue;
+		*where = (uint64_t)s * SECTOR;
+		return 0;
+	}
+	return 1;
+}
+
+static int lvm_probe(struct fs_ctx *ctx)
+{
+	uint64_t where;
+
+	return find_label(ctx, &where);
+}
+
+static int parse_label(struct fs_ctx *ctx, struct lvm_priv *p)
+{
+	int err = 0;
+	const unsigned char *l = fs_map(ctx, p->label_off, SECTOR, &err);
+	uint32_t off;
+	size_t at, end = SECTOR;
+	unsigned list = 0, count = 0;
+
+	if (!l)
+		return fs_error(ctx, err, "reading the label");
+	off = le32(l + 20);
+	if (off < 32 || off > SECTOR - 32 - 16)
+		return fs_error(ctx, -EINVAL, "label: contents at %u, outside the sector", off);
+	memcpy(p->uuid, l + off, 32);
+	p->uuid[32] = '\0';
+	for (int i = 0; i < 32; i++)
+		if (!name_char(p->uuid[i]))
+			return fs_error(ctx, -EINVAL, "label: the PV UUID is not printable");
+	p->dev_size = le64(l + off + 32);
+	/* Two zero-terminated lists: data areas, then metadata areas. */
+	for (at = off + 40; list < 2; at += 16) {
+		uint64_t a, s;
+
+		if (at + 16 > end)
+			return fs_error(ctx, -EINVAL, "label: area lists run past the sector");
+		a = le64(l + at);
+		s = le64(l + at + 8);
+		if (!a && !s) {
+			list++;
+			count = 0;
+			continue;
+		}
+		if (++count > MAX_LISTS)
+			return fs_error(ctx, -EINVAL, "label: more than %u areas in a list", MAX_LISTS);
+		if (list == 1) {
+			if (s < MDA_HEADER || a > fs_device_size(ctx) || s > fs_device_size(ctx) - a)
+				return fs_error(ctx, -EINVAL, "label: metadata area %llu+%llu outside the device",
+						(unsigned long long)a, (unsigned long long)s);
+			p->mdas[p->nmdas].off = a;
+			p->mdas[p->nmdas].size = s;
+			p->nmdas++;
+		}
+	}
+	if (!p->nmdas)
+		return fs_error(ctx, -ENOTSUP, "the PV has no metadata area: its VG's layout is on other PVs");
+	return 0;
+}
+
+/* The committed text of one metadata area, checked; malloc'ed. */
+static int read_text(struct fs_ctx *ctx, uint64_t mda, uint64_t mda_size, char **text,
+		     size_t *len)
+{
+	int err = 0;
+	const unsigned char *h = fs_map(ctx, mda, MDA_HEADER, &err);
+	uint64_t roff, rsize, first;
+	uint32_t crc;
+	char *buf;
+	int r;
+
+	if (!h)
+		return fs_error(ctx, err, "reading the metadata area at %llu", (unsigned long long)mda);
+	if (memcmp(h + 4, MDA_MAGIC, 16) || le32(h + 20) != 1)
+		return fs_error(ctx, -EINVAL, "metadata area at %llu: not an LVM2 text area",
+				(unsigned long long)mda);
+	if (le32(h) != lvm_crc(LVM_CRC_SEED, h + 4, MDA_HEADER - 4))
+		return fs_error(ctx, -EINVAL, "metadata area at %llu: header checksum wrong",
+				(unsigned long long)mda);
+	if (le64(h + 24) != mda || le64(h + 32) != mda_size)
+		return fs_error(ctx, -EINVAL, "metadata area at %llu: header names another place",
+				(unsigned long long)mda);
+	roff = le64(h + 40);
+	rsize = le64(h + 48);
+	crc = le32(h + 56);
+	if (!roff && !rsize)
+		return fs_error(ctx, -EINVAL, "metadata area at %llu holds no metadata",
+				(unsigned long long)mda);
+	if (le32(h + 60) & 1u)
+		return 1;   /* ignored copy: another area holds it */
+	if (roff < MDA_HEADER || roff >= mda_size || !rsize || rsize > mda_size - MDA_HEADER ||
+	    rsize > TEXT_MAX)
+		return fs_error(ctx, -EINVAL, "metadata area at %llu: text %llu+%llu out of bounds",
+				(unsigned long long)mda, (unsigned long long)roff,
+				(unsigned long long)rsize);
+	buf = malloc(rsize + 1);
+	if (!buf)
+		return fs_error(ctx, -ENOMEM, "out of memory");
+	first = roff + rsize > mda_size ? mda_size - roff : rsize;   /* it wraps after the end */
+	r = fs_read(ctx, mda + roff, buf, first);
+	if (r == 0 && first < rsize)
+		r = fs_read(ctx, mda + MDA_HEADER, buf + first, rsize - first);
+	if (r < 0) {
+		free(buf);
+		return fs_error(ctx, r, "reading the metadata text");
+	}
+	if (lvm_crc(LVM_CRC_SEED, (unsigned char *)buf, rsize) != crc) {
+		free(buf);
+		return fs_error(ctx, -EINVAL, "metadata area at %llu: text checksum wrong",
+				(unsigned long long)mda);
+	}
+	buf[rsize] = '\0';
+	*text = buf;
+	*len = rsize;
+	return 0;
+}
+
+static int find_vg(struct fs_ctx *ctx, struct lvm_priv *p)
+{
+	struct tree *t = &p->tree;
+	const struct node *pvs;
+
+	for (uint32_t i = t->nodes[1].first; i; i = t->nodes[i].next) {
+		const struct node *n = &t->nodes[i];
+
+		if (n->kind == N_SECTION && child(t, n, "physical_volumes")) {
+			p->vg = n;
+			snprintf(p->vg_name, sizeof(p->vg_name), "%.*s", (int)n->name_len, n->name);
+			break;
+		}
+	}
+	if (!p->vg)
+		return fs_error(ctx, -EINVAL, "the metadata text holds no volume group");
+	pvs = child(t, p->vg, "physical_volumes");
+	for (uint32_t i = pvs->first; i; i = t->nodes[i].next) {
+		const struct node *pv = &t->nodes[i];
+		const char *id = get_str(t, pv, "id");
+		char plain[40];
+		size_t k = 0;
+		int64_t start, count;
+
+		if (!id || pv->kind != N_SECTION)
+			continue;
+		for (const char *c = id; *c && k < sizeof(plain) - 1; c++)
+			if (*c != '-')
+				plain[k++] = *c;
+		plain[k] = '\0';
+		if (strcmp(plain, p->uuid))
+			continue;
+		if (!get_int(t, pv, "pe_start", &start) || !get_int(t, pv, "pe_count", &count) ||
+		    start < 0 || count < 0 || (uint64_t)start > fs_device_size(ctx) / SECTOR)
+			return fs_error(ctx, -EINVAL, "VG %s: PV %.*s has no sane pe_start/pe_count",
+					p->vg_name, (int)pv->name_len, pv->name);
+		snprintf(p->pv_name, sizeof(p->pv_name), "%.*s", (int)pv->name_len, pv->name);
+		p->pe_start = (uint64_t)start * SECTOR;
+		p->pe_count = (uint64_t)count;
+		return 0;
+	}
+	return fs_error(ctx, -EINVAL, "VG %s does not list this PV (%s)", p->vg_name, p->uuid);
+}
+
+static int lvm_open(struct fs_ctx *ctx, void *priv)
+{
+	struct lvm_priv *p = priv;
+	uint64_t size = fs_device_size(ctx);
+	int64_t ext;
+	uint32_t bs;
+	char *text = NULL;
+	size_t len = 0;
+	int r = 1;
+
+	r = find_label(ctx, &p->label_off);
+	if (r)
+		return r < 0 ? r : fs_error(ctx, -EINVAL, "no LVM2 label with a right checksum");
+	FORWARD_ERR_PLUGIN(parse_label(ctx, p));
+	r = 1;
+	for (unsigned i = 0; i < p->nmdas && r == 1; i++)
+		r = read_text(ctx, p->mdas[i].off, p->mdas[i].size, &text, &len);
+	if (r == 1)
+		return fs_error(ctx, -EINVAL, "every metadata area is marked ignored");
+	if (r < 0)
+		return r;
+	p->tree.text = text;
+	p->tree.len = len;
+	/* (node 0 stands for "none": the root section is node 1) */
+	(void)new_node(&p->tree, N_SECTION);
+	if (!new_node(&p->tree, N_SECTION) || !parse_entries(&p->tree, 1, 0))
+		return fs_error(ctx, p->tree.err && !strcmp(p->tree.err, "out of memory") ? -ENOMEM : -EINVAL,
+				"metadata text: %s (at byte %zu)", p->tree.err ? p->tree.err : "?",
+				p->tree.pos);
+	FORWARD_ERR_PLUGIN(find_vg(ctx, p));
+	if (!get_int(&p->tree, p->vg, "extent_size", &ext) || ext <= 0 ||
+	    (uint64_t)ext > (UINT64_C(1) << 35))
+		return fs_error(ctx, -EINVAL, "VG %s: no sane extent_size", p->vg_name);
+	p->extent_bytes = (uint64_t)ext * SECTOR;
+	if (p->pe_start > size || p->pe_count > (size - p->pe_start) / p->extent_bytes)
+		return fs_error(ctx, -EINVAL, "VG %s: %llu extents from %llu do not fit the %llu-byte PV",
+				p->vg_name, (unsigned long long)p->pe_count,
+				(unsigned long long)p->pe_start, (unsigned long long)size);
+	/* 4 KiB blocks when everything falls on them, else sectors. */
+	bs = 4096;
+	if (p->pe_start % bs || p->extent_bytes % bs || size % bs)
+		bs = SECTOR;
+	for (unsigned i = 0; i < p->nmdas; i++)
+		if (p->mdas[i].off % bs || p->mdas[i].size % bs)
+			bs = SECTOR;
+	p->bs = bs;
+	return fs_set_geometry(ctx, bs, size / bs);
+}
+
+/* Bytes [off, off+len) of the PV. */
+static int mark_range(struct fs_ctx *ctx, const struct lvm_priv *p, uint64_t off, uint64_t len)
+{
+	uint64_t first = off / p->bs, last;
+
+	if (!len)
+		return 0;
+	last = (off + len - 1) / p->bs;
+	if (fs_mark_used(ctx, first, last - first + 1) < 0)
+		return fs_error(ctx, -EINVAL, "bytes %llu+%llu are outside the PV",
+				(unsigned long long)off, (unsigned long long)len);
+	return 0;
+}
+
+/* One segment's piece on this PV: its place in the LV, and on the device. */
+struct piece {
+	uint64_t le, count;     /* logical extents of the LV */
+	uint64_t pe;            /* first physical extent here; UINT64_MAX: elsewhere */
+	const char *kind;       /* why it cannot be read as part of a linear LV, or NULL */
+};
+
+static int cmp_piece(const void *a, const void *b)
+{
+	const struct piece *x = a, *y = b;
+
+	return x->le < y->le ? -1 : x->le > y->le;
+}
+
+/* The pieces of one LV's segments (at most MAX_SEGMENTS). */
+static int lv_pieces(struct fs_ctx *ctx, struct lvm_priv *p, const struct node *lv,
+		     struct piece *out, size_t *n, char *why, size_t whylen)
+{
+	const struct tree *t = &p->tree;
+	unsigned others = 0;
+
+	*n = 0;
+	why[0] = '\0';
+	for (uint32_t i = lv->first; i; i = t->nodes[i].next) {
+		const struct node *seg = &t->nodes[i], *stripes;
+		int64_t start, count, sc = 1;
+		const char *type;
+		unsigned k = 0;
+
+		if (seg->kind != N_SECTION || seg->name_len < 8 || memcmp(seg->name, "segment", 7))
+			continue;
+		type = get_str(t, seg, "type");
+		if (!get_int(t, seg, "start_extent", &start) || !get_int(t, seg, "extent_count", &count) ||
+		    start < 0 || count <= 0 || !type)
+			return fs_error(ctx, -EINVAL, "VG %s, LV %.*s: a segment without start, count or type",
+					p->vg_name, (int)lv->name_len, lv->name);
+		stripes = child(t, seg, "stripes");
+		get_int(t, seg, "stripe_count", &sc);
+		/* stripes = [ "pv0", 0, "pv1", 0 ... ]: name and first PE pairs */
+		for (uint32_t j = stripes && stripes->kind == N_ARRAY ? stripes->first : 0; j;
+		     j = t->nodes[j].next) {
+			const struct node *nm = &t->nodes[j], *pe = nm->next ? &t->nodes[nm->next] : NULL;
+			uint64_t len = sc > 1 ? (uint64_t)count / (uint64_t)sc : (uint64_t)count;
+
+			if (nm->kind != N_STRING || !pe || pe->kind != N_INT || pe->num < 0)
+				return fs_error(ctx, -EINVAL, "VG %s, LV %.*s: a bad stripes list",
+						p->vg_name, (int)lv->name_len, lv->name);
+			if (!strcmp(nm->str, p->pv_name)) {
+				if (*n >= MAX_SEGMENTS)
+					return fs_error(ctx, -ENOTSUP, "an LV with more than %u segments",
+							MAX_SEGMENTS);
+				out[*n] = (struct piece){ (uint64_t)start, len, (uint64_t)pe->num, NULL };
+				if (strcmp(type, "striped") || sc != 1)
+					out[*n].kind = sc > 1 ? "striped" : type;
+				(*n)++;
+			} else {
+				others++;
+			}
+			j = nm->next;
+			if (++k > 64)
+				return fs_error(ctx, -EINVAL, "a segment with too many stripes");
+		}
+		if (!stripes && strcmp(type, "striped"))
+			snprintf(why, whylen, "%s", type);   /* thin, cache, raid: built from other LVs */
+	}
+	for (size_t i = 0; i < *n && !why[0]; i++)
+		if (out[i].kind)
+			snprintf(why, whylen, "%s segments", out[i].kind);
+	if (others && !why[0])
+		snprintf(why, whylen, "it spans other PVs too");
+	qsort(out, *n, sizeof(*out), cmp_piece);
+	for (size_t i = 0; i < *n; i++)
+		if (out[i].pe > p->pe_count || out[i].count > p->pe_count - out[i].pe)
+			return fs_error(ctx, -EINVAL, "VG %s, LV %.*s: extents %llu+%llu past this PV's %llu",
+					p->vg_name, (int)lv->name_len, lv->name,
+					(unsigned long long)out[i].pe, (unsigned long long)out[i].count,
+					(unsigned long long)p->pe_count);
+	/* A linear LV read here must be whole and in order: no hole in its extents. */
+	for (size_t i = 0, le = 0; i < *n && !why[0]; le += out[i].count, i++)
+		if (out[i].le != le)
+			snprintf(why, whylen, "its extents are not all on this PV");
+	return 0;
+}
+
+/* Extent ranges in use on this PV must not overlap (damaged metadata). */
+struct used_range {
+	uint64_t pe, count;
+};
+
+static int cmp_range(const void *a, const void *b)
+{
+	const struct used_range *x = a, *y = b;
+
+	return x->pe < y->pe ? -1 : x->pe > y->pe;
+}
+
+static int lvm_used_blocks(struct fs_ctx *ctx, void *priv)
+{
+	struct lvm_priv *p = priv;
+	const struct tree *t = &p->tree;
+	const struct node *lvs = child(t, p->vg, "logical_volumes");
+	struct piece *pieces = malloc(MAX_SEGMENTS * sizeof(*pieces));
+	struct fs_extent *ext = malloc(MAX_SEGMENTS * sizeof(*ext));
+	struct used_range *ranges = NULL;
+	size_t nranges = 0, cap = 0;
+	unsigned nlvs = 0;
+	int r = 0;
+
+	if (!pieces || !ext) {
+		r = fs_error(ctx, -ENOMEM, "out of memory");
+		goto out;
+	}
+	/* Label, metadata areas and everything before the first extent. */
+	r = mark_range(ctx, p, 0, p->pe_start);
+	for (unsigned i = 0; r == 0 && i < p->nmdas; i++)
+		r = mark_range(ctx, p, p->mdas[i].off, p->mdas[i].size);
+	for (uint32_t i = lvs ? lvs->first : 0; r == 0 && i; i = t->nodes[i].next) {
+		const struct node *lv = &t->nodes[i];
+		char name[160], why[64];
+		size_t n = 0;
+
+		if (lv->kind != N_SECTION)
+			continue;
+		r = lv_pieces(ctx, p, lv, pieces, &n, why, sizeof(why));
+		if (r < 0 || !n)
+			continue;
+		nlvs++;
+		for (size_t k = 0; k < n; k++) {
+			if (nranges == cap) {
+				size_t nc = cap ? cap * 2 : 64;
+				struct used_range *nr = realloc(ranges, nc * sizeof(*nr));
+				if (!nr) {
+					r = fs_error(ctx, -ENOMEM, "out of memory");
+					goto out;
+				}
+				ranges = nr;
+				cap = nc;
+			}
+			ranges[nranges++] = (struct used_range){ pieces[k].pe, pieces[k].count };
+			ext[k] = (struct fs_extent){ p->pe_start + pieces[k].pe * p->extent_bytes,
+						     pieces[k].count * p->extent_bytes };
+		}
+		snprintf(name, sizeof(name), "%s/%.*s", p->vg_name, (int)lv->name_len, lv->name);
+		r = fs_mark_volume(ctx, name, ext, n, why[0] ? why : NULL);
+	}
+	if (r == 0 && nranges) {
+		qsort(ranges, nranges, sizeof(*ranges), cmp_range);
+		for (size_t i = 1; i < nranges; i++)
+			if (ranges[i].pe < ranges[i - 1].pe + ranges[i - 1].count) {
+				r = fs_error(ctx, -EUCLEAN, "VG %s: two LVs claim extent %llu of this PV",
+					     p->vg_name, (unsigned long long)ranges[i].pe);
+				break;
+			}
+	}
+	if (r == 0)
+		fs_set_container(ctx, "LVM2 VG %s, PV %s, %u LVs here", p->vg_name, p->pv_name, nlvs);
+out:
+	free(pieces);
+	free(ext);
+	free(ranges);
+	return r;
+}
+
+static void lvm_close(struct fs_ctx *ctx, void *priv)
+{
+	struct lvm_priv *p = priv;
+
+	(void)ctx;
+	free(p->tree.nodes);
+	free(p->tree.text);
+}
+
+static const struct fs_magic lvm_magics[] = {
+	{ "LABELONE", 8, 0 },
+	{ "LABELONE", 8, 512 },
+	{ "LABELONE", 8, 1024 },
+	{ "LABELONE", 8, 1536 },
+	{ NULL, 0, 0 },
+};
+
+static const char *const lvm_blkid_types[] = { "LVM2_member", NULL };
+
+const struct fs_plugin fs_plugin_lvm = {
+	.name = "lvm",
+	.blkid_types = lvm_blkid_types,
+	.min_size = 1u << 20,
+	.magics = lvm_magics,
+	.priv_size = sizeof(struct lvm_priv),
+	.probe = lvm_probe,
+	.open = lvm_open,
+	.used_blocks = lvm_used_blocks,
+	.close = lvm_close,
+};
