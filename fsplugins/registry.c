@@ -15,12 +15,14 @@
 extern const struct fs_plugin fs_plugin_ext;
 extern const struct fs_plugin fs_plugin_swap;
 extern const struct fs_plugin fs_plugin_fat;
+extern const struct fs_plugin fs_plugin_exfat;
 extern const struct fs_plugin fs_plugin_lvm;
 
 const struct fs_plugin *const fs_plugins[] = {
 	&fs_plugin_ext,
 	&fs_plugin_swap,
 	&fs_plugin_lvm,     /* "LABELONE" with a CRC in sectors 0-3: strong, and before FAT */
+	&fs_plugin_exfat,   /* "EXFAT   " at 3 and a boot region checksum: before FAT */
 	&fs_plugin_fat,
 	&fs_plugin_raw,
 	NULL,
