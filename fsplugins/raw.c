@@ -1,9 +1,14 @@
 /* SPDX-License-Identifier: GPL-2.0-or-later */
 /*
  * The raw fallback: for anything no other plugin understands (an unknown
- * filesystem, LVM, an encrypted volume, a BIOS boot partition).  Every block
- * is "used"; the engine does not store blocks that are all zeros, so empty
- * space costs nothing in the image.
+ * filesystem, a BIOS boot partition).  Every block is "used"; the engine
+ * does not store blocks that are all zeros, so empty space costs nothing in
+ * the image.
+ *
+ * Its named twin, "crypt", takes encrypted volumes (LUKS1, LUKS2,
+ * BitLocker, as libblkid names them): without the key, used and free space
+ * look alike, so they are kept whole too; the name in the manifest and the
+ * warning say so.
  */
 #include "imager/fsplugin.h"
 
@@ -45,6 +50,26 @@ const struct fs_plugin fs_plugin_raw = {
 	.priv_size = sizeof(struct raw_priv),
 	.probe = NULL,
 	.open = raw_open,
+	.used_blocks = raw_used_blocks,
+	.close = NULL,
+};
+
+static int crypt_open(struct fs_ctx *ctx, void *priv)
+{
+	fs_warn(ctx, "encrypted: imaged whole (without its key, data and free space look alike)");
+	return raw_open(ctx, priv);
+}
+
+static const char *const crypt_blkid_types[] = { "crypto_LUKS", "BitLocker", NULL };
+
+const struct fs_plugin fs_plugin_crypt = {
+	.name = "crypt",
+	.blkid_types = crypt_blkid_types,
+	.min_size = 4096,
+	.magics = NULL,      /* chosen on libblkid's word only: those headers are its job */
+	.priv_size = sizeof(struct raw_priv),
+	.probe = NULL,
+	.open = crypt_open,
 	.used_blocks = raw_used_blocks,
 	.close = NULL,
 };

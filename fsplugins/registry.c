@@ -18,6 +18,7 @@ extern const struct fs_plugin fs_plugin_btrfs;
 extern const struct fs_plugin fs_plugin_fat;
 extern const struct fs_plugin fs_plugin_exfat;
 extern const struct fs_plugin fs_plugin_lvm;
+extern const struct fs_plugin fs_plugin_crypt;
 
 const struct fs_plugin *const fs_plugins[] = {
 	&fs_plugin_ext,
@@ -26,6 +27,7 @@ const struct fs_plugin *const fs_plugins[] = {
 	&fs_plugin_lvm,     /* "LABELONE" with a CRC in sectors 0-3: strong, and before FAT */
 	&fs_plugin_exfat,   /* "EXFAT   " at 3 and a boot region checksum: before FAT */
 	&fs_plugin_fat,
+	&fs_plugin_crypt,   /* libblkid's crypto_LUKS/BitLocker only (no magics): whole, named */
 	&fs_plugin_raw,
 	NULL,
 };

@@ -81,6 +81,8 @@ static int info_image(const char *dir, bool json, struct cli *cli)
 			       p->filesystem[0] ? p->filesystem : "unknown", p->plugin,
 			       p->label[0] ? "label " : "", p->label, p->label[0] ? " " : "",
 			       p->uuid, used, p->stream, img, (unsigned long long)p->frames);
+			if (!strcmp(p->plugin, "crypt"))
+				printf("    encrypted: imaged whole\n");
 			print_volumes(p->container, p->volumes, p->nvolumes);
 			stored += p->stream_size;
 		}
@@ -151,7 +153,8 @@ static int info_disk(const char *name, bool json, struct cli *cli)
 			if (p->error[0])
 				printf(", %s\n", p->error);
 			else
-				printf(", used %s (plugin %s)\n", used, p->plugin);
+				printf(", used %s (plugin %s)%s\n", used, p->plugin,
+				       !strcmp(p->plugin, "crypt") ? ", encrypted: imaged whole" : "");
 			print_volumes(p->container, p->volumes, p->nvolumes);
 		}
 	}
