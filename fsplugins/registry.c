@@ -14,6 +14,7 @@
 
 extern const struct fs_plugin fs_plugin_ext;
 extern const struct fs_plugin fs_plugin_swap;
+extern const struct fs_plugin fs_plugin_xfs;
 extern const struct fs_plugin fs_plugin_btrfs;
 extern const struct fs_plugin fs_plugin_fat;
 extern const struct fs_plugin fs_plugin_exfat;
@@ -23,6 +24,7 @@ extern const struct fs_plugin fs_plugin_crypt;
 const struct fs_plugin *const fs_plugins[] = {
 	&fs_plugin_ext,
 	&fs_plugin_swap,
+	&fs_plugin_xfs,     /* "XFSB" at 0, geometry invariants, CRC32c on v5: strong */
 	&fs_plugin_btrfs,   /* "_BHRfS_M" at 64 KiB + 64 in a checksummed superblock: strong */
 	&fs_plugin_lvm,     /* "LABELONE" with a CRC in sectors 0-3: strong, and before FAT */
 	&fs_plugin_exfat,   /* "EXFAT   " at 3 and a boot region checksum: before FAT */

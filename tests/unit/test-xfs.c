@@ -1,0 +1,1087 @@
+/* SPDX-License-Identifier: GPL-2.0-or-later */
+/*
+ * The XFS plugin against filesystems made by the real mkfs.xfs, checked
+ * against xfs_db's own view of free space (freesp: the bnobt's extents and
+ * the AGFL's blocks), then against corrupted copies of them.  Where this
+ * runs as root with loop devices, a filesystem is also mounted to fragment
+ * its free space (a multi-level bnobt, blocks on the AGFL and in
+ * agf_btreeblks) and to leave a log that needs recovery.
+ */
+#include "imager/fs.h"
+#include "unit.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+extern const struct fs_plugin fs_plugin_xfs;
+
+#define MiB (1ull << 20)
+
+static bool have_xfsprogs(void)
+{
+	static int have = -1;
+
+	if (have < 0)
+		have = system("command -v mkfs.xfs >/dev/null 2>&1 && "
+			      "command -v xfs_db >/dev/null 2>&1") == 0;
+	if (!have)
+		printf("SKIP: mkfs.xfs or xfs_db not installed (xfsprogs)\n");
+	return have;
+}
+
+static bool can_mount(void)
+{
+	static int can = -1;
+
+	if (can < 0) {
+		can = geteuid() == 0 &&
+		      system("command -v losetup >/dev/null 2>&1 && losetup -f >/dev/null 2>&1 && "
+			     "command -v xfs_io >/dev/null 2>&1 && "
+			     "{ grep -qw xfs /proc/filesystems || modprobe xfs; } >/dev/null 2>&1") == 0;
+		if (!can)
+			printf("SKIP: mounting XFS needs root, losetup, xfs_io and the xfs module\n");
+	}
+	return can;
+}
+
+/* A sparse file of size bytes holding `mkfs.xfs -f -q args`. */
+static bool make_image(char path[static 32], const char *args, uint64_t size)
+{
+	char cmd[1024];
+	int fd;
+
+	strcpy(path, "/tmp/test-xfs-XXXXXX");
+	fd = mkstemp(path);
+	CHECK(fd >= 0);
+	if (fd < 0)
+		return false;
+	CHECK(ftruncate(fd, (off_t)size) == 0);
+	close(fd);
+	snprintf(cmd, sizeof(cmd), "mkfs.xfs -f -q %s %s >/dev/null 2>&1", args, path);
+	if (system(cmd) != 0) {
+		fprintf(stderr, "  failed: %s\n", cmd);
+		CHECK(!"mkfs.xfs failed");
+		unlink(path);
+		return false;
+	}
+	return true;
+}
+
+struct counts {
+	uint64_t dblocks, fdblocks, freesp;
+	uint32_t block_size, agblocks;
+};
+
+/* Geometry, sb_fdblocks and freesp's total as xfs_db prints them. */
+static bool xfs_db_counts(const char *path, struct counts *c)
+{
+	char cmd[256], *line = NULL;
+	size_t cap = 0;
+	int found = 0;
+	FILE *f;
+
+	snprintf(cmd, sizeof(cmd), "xfs_db -r -c 'sb 0' -c 'print dblocks blocksize agblocks fdblocks' "
+		 "-c 'freesp -s' %s 2>/dev/null", path);
+	f = popen(cmd, "r");
+	if (!f)
+		return false;
+	while (getline(&line, &cap, f) > 0) {
+		unsigned long long v;
+		if (sscanf(line, "dblocks = %llu", &v) == 1)
+			c->dblocks = v, found |= 1;
+		else if (sscanf(line, "blocksize = %llu", &v) == 1)
+			c->block_size = (uint32_t)v, found |= 2;
+		else if (sscanf(line, "agblocks = %llu", &v) == 1)
+			c->agblocks = (uint32_t)v, found |= 4;
+		else if (sscanf(line, "fdblocks = %llu", &v) == 1)
+			c->fdblocks = v, found |= 8;
+		else if (sscanf(line, "total free blocks %llu", &v) == 1)
+			c->freesp = v, found |= 16;
+	}
+	free(line);
+	pclose(f);
+	CHECK_EQ_U(found, 31);
+	return found == 31;
+}
+
+/* Every extent `freesp -d` lists must be clear in the bitmap; with the used
+ * count equal to dblocks - freesp, the two then agree block for block.
+ * Returns the number of free blocks listed. */
+static uint64_t check_free_extents(const char *path, const struct counts *c,
+				   const struct bitmap *used)
+{
+	char cmd[256], *line = NULL;
+	size_t cap = 0;
+	uint64_t total = 0, wrong = 0;
+	FILE *f;
+
+	snprintf(cmd, sizeof(cmd), "xfs_db -r -c 'freesp -d' %s 2>/dev/null", path);
+	f = popen(cmd, "r");
+	CHECK(f != NULL);
+	if (!f)
+		return 0;
+	while (getline(&line, &cap, f) > 0) {
+		unsigned long long agno, agbno, len;
+		if (sscanf(line, " %llu %llu %llu", &agno, &agbno, &len) != 3 ||
+		    strchr(line, '.'))   /* the histogram's lines have a percentage */
+			continue;
+		for (unsigned long long b = 0; b < len; b++)
+			wrong += bitmap_test(used, agno * c->agblocks + agbno + b);
+		total += len;
+	}
+	free(line);
+	pclose(f);
+	CHECK_EQ_U(wrong, 0);
+	return total;
+}
+
+static uint64_t file_size(const char *path)
+{
+	struct stat st;
+
+	return stat(path, &st) == 0 ? (uint64_t)st.st_size : 0;
+}
+
+static int examine(const char *path, bool force, struct fs_info *info, struct im_err *err)
+{
+	int fd = open(path, O_RDONLY), r;
+
+	memset(info, 0, sizeof(*info));
+	memset(err, 0, sizeof(*err));
+	CHECK(fd >= 0);
+	if (fd < 0)
+		return -errno;
+	r = fs_examine_with(&fs_plugin_xfs, fd, 0, file_size(path), force, info, err);
+	close(fd);
+	return r;
+}
+
+/* The plugin's bitmap against xfs_db, for an image already made. */
+static void check_image(const char *path, const char *what)
+{
+	struct fs_info info;
+	struct im_err err;
+	struct counts c;
+	int r;
+
+	if (!xfs_db_counts(path, &c))
+		return;
+	r = examine(path, false, &info, &err);
+	if (r != 0)
+		fprintf(stderr, "  %s: %d %s\n", what, r, err.msg);
+	CHECK(r == 0);
+	if (r == 0) {
+		CHECK_EQ_U(info.block_size, c.block_size);
+		CHECK_EQ_U(info.block_count, c.dblocks);
+		CHECK_EQ_U(info.used_blocks, c.dblocks - c.freesp);
+		CHECK_EQ_U(check_free_extents(path, &c, &info.used), c.freesp);
+		CHECK_STR(info.warning, "");
+		if (info.used_blocks != c.dblocks - c.freesp)
+			fprintf(stderr, "  (%s)\n", what);
+	}
+	fs_info_free(&info);
+}
+
+static void check_mkfs(const char *args, uint64_t size)
+{
+	char path[32];
+
+	if (!have_xfsprogs() || !make_image(path, args, size))
+		return;
+	check_image(path, args);
+	unlink(path);
+}
+
+static void test_v5_4k(void)      { check_mkfs("", 512 * MiB); }
+static void test_v5_1k(void)      { check_mkfs("-b size=1024", 512 * MiB); }
+static void test_v5_64k(void)     { check_mkfs("-b size=65536", 512 * MiB); }
+static void test_v5_sector_4k(void) { check_mkfs("-s size=4096", 512 * MiB); }
+static void test_v5_rmapbt(void)  { check_mkfs("-m rmapbt=1,reflink=0", 512 * MiB); }
+static void test_v5_log_su(void)  { check_mkfs("-l su=32k", 512 * MiB); }
+/* The last AG shorter than the others. */
+static void test_v5_short_ag(void) { check_mkfs("-d agcount=5", 613 * MiB + 12288); }
+static void test_v4(void)
+{
+	check_mkfs("-m crc=0", 512 * MiB);
+	check_mkfs("-m crc=0 -b size=1024", 512 * MiB);
+	check_mkfs("-m crc=0 -b size=512", 512 * MiB);
+	check_mkfs("-m crc=0 -l lazy-count=0", 512 * MiB);
+	check_mkfs("-m crc=0 -l version=1", 512 * MiB);
+}
+
+/* ---- raw access ---- */
+
+static uint32_t crc32c(uint32_t crc, const unsigned char *p, size_t len)
+{
+	while (len--) {
+		crc ^= *p++;
+		for (int k = 0; k < 8; k++)
+			crc = (crc & 1) ? (crc >> 1) ^ 0x82F63B78u : crc >> 1;
+	}
+	return crc;
+}
+
+static uint64_t get_be(const unsigned char *p, unsigned width)
+{
+	uint64_t v = 0;
+
+	for (unsigned i = 0; i < width; i++)
+		v = v << 8 | p[i];
+	return v;
+}
+
+static void put_be(unsigned char *p, uint64_t v, unsigned width)
+{
+	for (unsigned i = width; i-- > 0; v >>= 8)
+		p[i] = (unsigned char)v;
+}
+
+/* XFS's CRC of buf with its checksum at off: CRC32c over the buffer with
+ * the field zeroed, inverted, little-endian. */
+static void xfs_sign(unsigned char *buf, size_t len, size_t off)
+{
+	uint32_t c;
+
+	memset(buf + off, 0, 4);
+	c = ~crc32c(~0u, buf, len);
+	for (int i = 0; i < 4; i++)
+		buf[off + i] = (unsigned char)(c >> (8 * i));
+}
+
+static void read_at(const char *path, uint64_t off, void *buf, size_t len)
+{
+	int fd = open(path, O_RDONLY);
+
+	CHECK(fd >= 0 && pread(fd, buf, len, (off_t)off) == (ssize_t)len);
+	close(fd);
+}
+
+static void write_at(const char *path, uint64_t off, const void *buf, size_t len)
+{
+	int fd = open(path, O_WRONLY);
+
+	CHECK(fd >= 0 && pwrite(fd, buf, len, (off_t)off) == (ssize_t)len);
+	close(fd);
+}
+
+/* The superblock's geometry, read directly. */
+struct geo {
+	uint32_t bs, ss, agblocks, agcount, logblocks;
+	uint64_t logstart, log_off;
+	bool v5;
+};
+
+static void read_geo(const char *path, struct geo *g)
+{
+	unsigned char sb[512];
+
+	read_at(path, 0, sb, sizeof(sb));
+	g->bs = (uint32_t)get_be(sb + 4, 4);
+	g->ss = (uint32_t)get_be(sb + 102, 2);
+	g->agblocks = (uint32_t)get_be(sb + 84, 4);
+	g->agcount = (uint32_t)get_be(sb + 88, 4);
+	g->logblocks = (uint32_t)get_be(sb + 96, 4);
+	g->logstart = get_be(sb + 48, 8);
+	g->v5 = (get_be(sb + 100, 2) & 0xF) == 5;
+	g->log_off = ((g->logstart >> sb[124]) * g->agblocks +
+		      (g->logstart & ((1ull << sb[124]) - 1))) * g->bs;
+}
+
+/* Patch a width-byte big-endian field of the sector at byte off (a
+ * superblock or AGF whose checksum is at csum_off), re-sign it when asked
+ * and v5, examine, and put the sector back.  Returns examine's result. */
+static int examine_patched(const char *path, const struct geo *g, uint64_t off,
+			   unsigned field, uint64_t val, unsigned width, unsigned csum_off,
+			   bool sign, bool force, struct fs_info *info, struct im_err *err)
+{
+	unsigned char orig[4096], s[4096];
+	int r;
+
+	read_at(path, off, orig, g->ss);
+	memcpy(s, orig, g->ss);
+	put_be(s + field, val, width);
+	if (sign && g->v5)
+		xfs_sign(s, g->ss, csum_off);
+	write_at(path, off, s, g->ss);
+	r = examine(path, force, info, err);
+	write_at(path, off, orig, g->ss);
+	return r;
+}
+
+struct field_case {
+	const char *what;
+	unsigned field, width;
+	uint64_t val;
+	int want;
+};
+
+#define SB_CRC 224
+#define AGF_CRC 216
+
+static uint64_t sector_field(const char *path, uint64_t off, unsigned field, unsigned width)
+{
+	unsigned char b[8];
+
+	read_at(path, off + field, b, width);
+	return get_be(b, width);
+}
+
+static void run_sb_cases(const char *args)
+{
+	const struct field_case cases[] = {
+		{ "blocksize 3000", 4, 4, 3000, -EINVAL },
+		{ "blocksize 128K", 4, 4, 131072, -EINVAL },
+		{ "blocklog wrong", 120, 1, 13, -EINVAL },
+		{ "sectsize 8192 > block", 102, 2, 8192, -EINVAL },
+		{ "sectlog wrong", 121, 1, 10, -EINVAL },
+		{ "agblocks 0", 84, 4, 0, -EINVAL },
+		{ "agblocks huge", 84, 4, 0xFFFFFFFF, -EINVAL },
+		{ "agblklog wrong", 124, 1, 30, -EINVAL },
+		{ "agcount 0", 88, 4, 0, -EINVAL },
+		{ "agcount huge", 88, 4, 0x7FFFFFFF, -EINVAL },
+		{ "dblocks 0", 8, 8, 0, -EINVAL },
+		{ "dblocks huge", 8, 8, 0xFFFFFFFFFFFFull, -EINVAL },
+		{ "fdblocks > dblocks", 144, 8, 0xFFFFFFFFFull, -EINVAL },
+		{ "logstart beyond the AGs", 48, 8, 0xFFFFFFFFFFull, -EINVAL },
+		{ "logblocks huge", 96, 4, 0x7FFFFFFF, -EINVAL },
+		{ "version 3", 100, 2, 0, -EINVAL },   /* value set below */
+		{ "log external", 48, 8, 0, -ENOTSUP },
+		{ "realtime blocks", 16, 8, 1000, -ENOTSUP },
+		{ "realtime extents", 24, 8, 1000, -ENOTSUP },
+		{ "inprogress", 126, 1, 1, -EUCLEAN },
+		{ "fdblocks off by one", 144, 8, 0, -EUCLEAN },   /* value set below */
+	};
+	char path[32];
+	struct fs_info info;
+	struct im_err err;
+	struct geo g;
+
+	if (!have_xfsprogs() || !make_image(path, args, 512 * MiB))
+		return;
+	read_geo(path, &g);
+	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+		struct field_case c = cases[i];
+		int r;
+
+		if (strcmp(c.what, "version 3") == 0)
+			c.val = (sector_field(path, 0, 100, 2) & ~0xFull) | 3;
+		else if (strcmp(c.what, "fdblocks off by one") == 0)
+			c.val = sector_field(path, 0, 144, 8) + 1;
+		r = examine_patched(path, &g, 0, c.field, c.val, c.width, SB_CRC, true, false,
+				    &info, &err);
+		if (r != c.want)
+			fprintf(stderr, "  %s %s: got %d (%s), expected %d\n", args, c.what, r,
+				err.msg, c.want);
+		CHECK(r == c.want);
+		CHECK(err.msg[0] != '\0');
+		if (r == 0)
+			fs_info_free(&info);
+	}
+	if (g.v5) {
+		const struct field_case v5[] = {
+			{ "unknown incompat", 216, 4, 0x80000000u, -ENOTSUP },
+			{ "metadir", 216, 4, 0x100, -ENOTSUP },
+			{ "needsrepair", 216, 4, 0x10, -EUCLEAN },
+			{ "unknown ro_compat", 212, 4, 0x1000, -ENOTSUP },
+		};
+		uint64_t incompat = sector_field(path, 0, 216, 4);
+		uint64_t ro = sector_field(path, 0, 212, 4);
+		for (size_t i = 0; i < sizeof(v5) / sizeof(v5[0]); i++) {
+			uint64_t base = v5[i].field == 216 ? incompat : ro;
+			int r = examine_patched(path, &g, 0, v5[i].field, base | v5[i].val, 4, SB_CRC,
+						true, false, &info, &err);
+			if (r != v5[i].want)
+				fprintf(stderr, "  %s: got %d (%s)\n", v5[i].what, r, err.msg);
+			CHECK(r == v5[i].want);
+		}
+		/* A change the checksum does not cover. */
+		CHECK(examine_patched(path, &g, 0, 108, 0x41, 1, SB_CRC, false, false,
+				      &info, &err) == -EUCLEAN);
+		CHECK(strstr(err.msg, "checksum") != NULL);
+		CHECK(examine_patched(path, &g, 0, 108, 0x41, 1, SB_CRC, false, true,
+				      &info, &err) == 0);
+		CHECK(strstr(info.warning, "checksum") != NULL);
+		fs_info_free(&info);
+	} else {
+		/* v4: an unknown features2 bit, the shared bit. */
+		uint64_t f2 = sector_field(path, 0, 200, 4);
+		uint64_t vn = sector_field(path, 0, 100, 2);
+		CHECK(examine_patched(path, &g, 0, 200, f2 | 0x4000, 4, 0, false, false,
+				      &info, &err) == -ENOTSUP);
+		CHECK(examine_patched(path, &g, 0, 100, vn | 0x200, 2, 0, false, false,
+				      &info, &err) == -ENOTSUP);
+	}
+	/* A device smaller than the filesystem. */
+	{
+		int fd = open(path, O_RDONLY), r;
+		memset(&err, 0, sizeof(err));
+		r = fs_examine_with(&fs_plugin_xfs, fd, 0, 256 * MiB, false, &info, &err);
+		CHECK(r == -EINVAL);
+		r = fs_examine_with(&fs_plugin_xfs, fd, 0, 100, false, &info, &err);
+		CHECK(r < 0);
+		close(fd);
+	}
+	check_image(path, "restored superblock");
+	unlink(path);
+}
+
+static void test_hostile_superblock(void)
+{
+	run_sb_cases("");
+	run_sb_cases("-m crc=0");
+}
+
+/* Corrupt fields of AG 1's AGF: an error without --force; forced, the
+ * whole group is kept. */
+static void run_agf_cases(const char *args)
+{
+	char path[32];
+	struct fs_info info;
+	struct im_err err;
+	struct counts c;
+	struct geo g;
+	uint64_t agf;
+
+	if (!have_xfsprogs() || !make_image(path, args, 512 * MiB) || !xfs_db_counts(path, &c))
+		return;
+	read_geo(path, &g);
+	agf = (uint64_t)g.agblocks * g.bs + g.ss;
+	{
+		const uint64_t root = sector_field(path, agf, 16, 4);
+		const uint64_t flfirst = sector_field(path, agf, 40, 4);
+		const struct field_case cases[] = {
+			{ "magic", 0, 4, 0x12345678, -EUCLEAN },
+			{ "version", 4, 4, 2, -EUCLEAN },
+			{ "seqno", 8, 4, 0, -EUCLEAN },
+			{ "length", 12, 4, g.agblocks - 1, -EUCLEAN },
+			{ "bno root 0", 16, 4, 0, -EUCLEAN },
+			{ "bno root beyond", 16, 4, g.agblocks, -EUCLEAN },
+			{ "bno root = cnt root", 16, 4, sector_field(path, agf, 20, 4), -EUCLEAN },
+			{ "bno levels 0", 28, 4, 0, -EUCLEAN },
+			{ "bno levels 2", 28, 4, 2, -EUCLEAN },
+			{ "bno levels 50", 28, 4, 50, -EUCLEAN },
+			{ "flfirst beyond", 40, 4, 100000, -EUCLEAN },
+			{ "fllast beyond", 44, 4, 0xFFFFFFF0, -EUCLEAN },
+			{ "flcount huge", 48, 4, 0x7FFFFFFF, -EUCLEAN },
+			{ "flcount one more", 48, 4, sector_field(path, agf, 48, 4) + 1, -EUCLEAN },
+			{ "freeblks off by one", 52, 4, sector_field(path, agf, 52, 4) + 1, -EUCLEAN },
+			{ "longest off by one", 56, 4, sector_field(path, agf, 56, 4) - 1, -EUCLEAN },
+			{ "btreeblks off by one", 60, 4, sector_field(path, agf, 60, 4) + 1, -EUCLEAN },
+			{ "uuid", 64, 1, 0xAB, g.v5 ? -EUCLEAN : 0 },
+		};
+		(void)root;
+		(void)flfirst;
+		for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+			int r = examine_patched(path, &g, agf, cases[i].field, cases[i].val,
+						cases[i].width, AGF_CRC, true, false, &info, &err);
+			if (r != cases[i].want)
+				fprintf(stderr, "  %s AGF %s: got %d (%s)\n", args, cases[i].what, r,
+					err.msg);
+			CHECK(r == cases[i].want);
+			if (r == 0) {
+				fs_info_free(&info);
+				continue;
+			}
+			CHECK_EQ_U(err.exit_class, IM_EXIT_FSCK);
+			CHECK(strstr(err.msg, "xfs_repair") != NULL);
+			r = examine_patched(path, &g, agf, cases[i].field, cases[i].val,
+					    cases[i].width, AGF_CRC, true, true, &info, &err);
+			CHECK(r == 0);
+			if (r != 0)
+				continue;
+			CHECK(info.warning[0] != '\0');
+			/* Forced: at least what is used, at most that plus AG 1. */
+			CHECK(info.used_blocks >= c.dblocks - c.freesp);
+			CHECK(info.used_blocks <= c.dblocks - c.freesp + g.agblocks);
+			fs_info_free(&info);
+		}
+		if (g.v5) {
+			CHECK(examine_patched(path, &g, agf, 52, 1, 4, AGF_CRC, false, false,
+					      &info, &err) == -EUCLEAN);
+			CHECK(strstr(err.msg, "checksum") != NULL);
+		}
+	}
+	check_image(path, "restored AGF");
+	unlink(path);
+}
+
+static void test_hostile_agf(void)
+{
+	run_agf_cases("");
+	run_agf_cases("-m crc=0 -b size=1024");
+}
+
+/* The AGFL: a listed block outside the group, one listed twice, one that
+ * is also in a free extent. */
+static void test_hostile_agfl(void)
+{
+	char path[32];
+	struct fs_info info;
+	struct im_err err;
+	struct geo g;
+	uint64_t agf, agfl;
+	unsigned char orig[4096], s[4096];
+	uint32_t first, count, hdr;
+
+	if (!have_xfsprogs() || !make_image(path, "", 512 * MiB))
+		return;
+	read_geo(path, &g);
+	agf = g.ss;
+	agfl = 3ull * g.ss;
+	first = (uint32_t)sector_field(path, agf, 40, 4);
+	count = (uint32_t)sector_field(path, agf, 48, 4);
+	CHECK(count >= 2);
+	hdr = g.v5 ? 36 : 0;
+	read_at(path, agfl, orig, g.ss);
+	{
+		const struct { const char *what; uint32_t slot_delta; uint64_t val; } cases[] = {
+			{ "block beyond the group", 0, g.agblocks + 5 },
+			{ "block 0", 0, 0 },
+			{ "listed twice", 1, 0 },   /* value: the first slot's block */
+			{ "in free space", 0, g.agblocks - 1 },
+		};
+		for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+			uint64_t v = cases[i].val;
+			int r;
+			memcpy(s, orig, g.ss);
+			if (strcmp(cases[i].what, "listed twice") == 0)
+				v = get_be(s + hdr + 4 * first, 4);
+			put_be(s + hdr + 4 * (first + cases[i].slot_delta), v, 4);
+			if (g.v5)
+				xfs_sign(s, g.ss, 32);
+			write_at(path, agfl, s, g.ss);
+			r = examine(path, false, &info, &err);
+			if (r != -EUCLEAN)
+				fprintf(stderr, "  AGFL %s: got %d (%s)\n", cases[i].what, r, err.msg);
+			CHECK(r == -EUCLEAN);
+			CHECK(examine(path, true, &info, &err) == 0);
+			fs_info_free(&info);
+		}
+		/* Unsigned: the checksum catches it. */
+		memcpy(s, orig, g.ss);
+		s[hdr + 4 * first + 3] ^= 1;
+		write_at(path, agfl, s, g.ss);
+		CHECK(examine(path, false, &info, &err) == -EUCLEAN);
+		CHECK(strstr(err.msg, "checksum") != NULL);
+	}
+	write_at(path, agfl, orig, g.ss);
+	check_image(path, "restored AGFL");
+	unlink(path);
+}
+
+/* ---- the log ---- */
+
+static void test_log(void)
+{
+	char path[32];
+	struct fs_info info;
+	struct im_err err;
+	struct geo g;
+	unsigned char orig[1024], b[1024];
+	int r;
+
+	if (!have_xfsprogs() || !make_image(path, "", 512 * MiB))
+		return;
+	read_geo(path, &g);
+	read_at(path, g.log_off, orig, sizeof(orig));
+	/* mkfs leaves one unmount record: header, then its operation. */
+	CHECK_EQ_U(get_be(orig, 4), 0xFEEDBABE);
+	CHECK_EQ_U(orig[512 + 9] & 0x20, 0x20);
+
+	/* Not an unmount record any more. */
+	memcpy(b, orig, sizeof(b));
+	b[512 + 9] = 0;
+	write_at(path, g.log_off, b, sizeof(b));
+	r = examine(path, false, &info, &err);
+	CHECK(r == -EUCLEAN);
+	CHECK_EQ_U(err.exit_class, IM_EXIT_FSCK);
+	CHECK(strstr(err.msg, "xfs_repair") && strstr(err.msg, "mount and unmount"));
+	/* Forced: every block kept, as what the log allocated may lie in
+	 * blocks the trees still call free. */
+	r = examine(path, true, &info, &err);
+	CHECK(r == 0);
+	CHECK(strstr(info.warning, "log") != NULL);
+	CHECK_EQ_U(info.used_blocks, info.block_count);
+	fs_info_free(&info);
+	write_at(path, g.log_off, orig, sizeof(orig));
+
+	/* A block written after the unmount record: the head moved past it. */
+	put_be(b, 1, 4);
+	write_at(path, g.log_off + 1024, b, 512);
+	CHECK(examine(path, false, &info, &err) == -EUCLEAN);
+	/* A record of more than one operation. */
+	memset(b, 0, 512);
+	write_at(path, g.log_off + 1024, b, 512);
+	memcpy(b, orig, 512);
+	put_be(b + 40, 2, 4);
+	write_at(path, g.log_off, b, 512);
+	CHECK(examine(path, false, &info, &err) == -EUCLEAN);
+	/* Of a cycle that is not the log's. */
+	memcpy(b, orig, 512);
+	put_be(b + 4, 7, 4);
+	write_at(path, g.log_off, b, 512);
+	CHECK(examine(path, false, &info, &err) == -EUCLEAN);
+	/* A zeroed first block with the rest of the log written. */
+	memset(b, 0, 512);
+	write_at(path, g.log_off, b, 512);
+	CHECK(examine(path, false, &info, &err) == -EUCLEAN);
+	/* A log zeroed whole (as xfs_repair -L leaves it) holds nothing. */
+	{
+		char cmd[256];
+		snprintf(cmd, sizeof(cmd), "dd if=/dev/zero of=%s bs=4096 seek=%llu count=%u conv=notrunc status=none",
+			 path, (unsigned long long)(g.log_off / 4096), g.logblocks * (g.bs / 4096));
+		CHECK(g.bs >= 4096 && system(cmd) == 0);
+		CHECK(examine(path, false, &info, &err) == 0);
+		fs_info_free(&info);
+	}
+	write_at(path, g.log_off, orig, sizeof(orig));
+	check_image(path, "restored log");
+	unlink(path);
+}
+
+/* The whole log stamped with one cycle, records ending at its very end:
+ * the head is block 0, as the kernel's xlog_find_head() puts it. */
+static void test_log_wrapped(void)
+{
+	char path[32];
+	struct fs_info info;
+	struct im_err err;
+	struct geo g;
+	unsigned char rec[1024];
+	uint64_t bbs, rec_bb;
+
+	if (!have_xfsprogs() || !make_image(path, "", 512 * MiB))
+		return;
+	read_geo(path, &g);
+	bbs = (uint64_t)g.logblocks * g.bs / 512;
+	read_at(path, g.log_off, rec, sizeof(rec));
+	/* Stamp every block with cycle 2, then move the unmount record to
+	 * the last two blocks. */
+	{
+		unsigned char *buf = calloc(1, 1 << 20);
+		CHECK(buf != NULL);
+		for (uint64_t off = 0; off < bbs * 512; off += 1 << 20) {
+			for (unsigned i = 0; i < (1u << 20); i += 512)
+				put_be(buf + i, 2, 4);
+			write_at(path, g.log_off + off, buf, 1 << 20);
+		}
+		free(buf);
+	}
+	rec_bb = bbs - 2;
+	put_be(rec + 4, 2, 4);                       /* h_cycle */
+	put_be(rec + 16, 2ull << 32 | rec_bb, 8);    /* h_lsn */
+	put_be(rec + 512, 2, 4);                     /* the stamped first word */
+	write_at(path, g.log_off + rec_bb * 512, rec, sizeof(rec));
+	CHECK(examine(path, false, &info, &err) == 0);
+	if (err.msg[0])
+		fprintf(stderr, "  %s\n", err.msg);
+	fs_info_free(&info);
+	/* One block of the previous cycle shortly before the end: a hole the
+	 * kernel takes as the head, so the unmount record is not the last.
+	 * (Further back than in-flight writes reach, the kernel does not look,
+	 * and neither does the plugin.) */
+	put_be(rec, 1, 4);
+	write_at(path, g.log_off + (bbs - 100) * 512, rec, 512);
+	CHECK(examine(path, false, &info, &err) == -EUCLEAN);
+	unlink(path);
+}
+
+/* ---- other devices ---- */
+
+static void test_external_log_and_realtime(void)
+{
+	char path[32], other[32], args[128];
+	struct fs_info info;
+	struct im_err err;
+	int fd;
+
+	if (!have_xfsprogs())
+		return;
+	strcpy(other, "/tmp/test-xfs-dev-XXXXXX");
+	fd = mkstemp(other);
+	CHECK(fd >= 0 && ftruncate(fd, 64 * MiB) == 0);
+	close(fd);
+	snprintf(args, sizeof(args), "-l logdev=%s", other);
+	if (make_image(path, args, 512 * MiB)) {
+		CHECK(examine(path, true, &info, &err) == -ENOTSUP);
+		CHECK_EQ_U(err.exit_class, IM_EXIT_UNSUPP);
+		CHECK(strstr(err.msg, "external") != NULL);
+		unlink(path);
+	}
+	snprintf(args, sizeof(args), "-r rtdev=%s", other);
+	if (make_image(path, args, 512 * MiB)) {
+		CHECK(examine(path, true, &info, &err) == -ENOTSUP);
+		CHECK(strstr(err.msg, "realtime") != NULL);
+		unlink(path);
+	}
+	unlink(other);
+}
+
+/* Through the registry: libblkid's "xfs" picks the plugin; a superblock
+ * failing its checksum is turned down by probe() and copied raw. */
+static void test_registry(void)
+{
+	char path[32];
+	struct fs_info info;
+	struct im_err err;
+	unsigned char sb[512];
+	int fd, r;
+
+	if (!have_xfsprogs() || !make_image(path, "", 512 * MiB))
+		return;
+	fd = open(path, O_RDONLY);
+	memset(&err, 0, sizeof(err));
+	r = fs_examine(fd, 0, file_size(path), false, &info, &err);
+	CHECK(r == 0);
+	CHECK(info.plugin == &fs_plugin_xfs);
+	CHECK_STR(info.type, "xfs");
+	if (r == 0)
+		fs_info_free(&info);
+	close(fd);
+	read_at(path, 0, sb, sizeof(sb));
+	sb[108] ^= 1;   /* the label: covered only by the CRC */
+	write_at(path, 0, sb, sizeof(sb));
+	fd = open(path, O_RDONLY);
+	memset(&err, 0, sizeof(err));
+	r = fs_examine(fd, 0, file_size(path), false, &info, &err);
+	CHECK(r == 0);
+	CHECK(info.plugin == &fs_plugin_raw);
+	if (r == 0)
+		fs_info_free(&info);
+	close(fd);
+	unlink(path);
+}
+
+/* ---- filled filesystems ---- */
+
+static bool write_file(const char *path, size_t len, unsigned seed)
+{
+	FILE *f = fopen(path, "w");
+
+	if (!f)
+		return false;
+	for (size_t i = 0; i < len; i++)
+		fputc((int)((i * 2654435761u + seed) >> 7) & 0xFF, f);
+	return fclose(f) == 0;
+}
+
+/* mkfs.xfs -p: files of varied sizes, a folder, a symbolic link. */
+static void test_protofile(void)
+{
+	char dir[] = "/tmp/test-xfs-proto-XXXXXX", proto[128], file[160], cmd[256], args[256];
+	const char *kinds[] = { "", "-b size=1024", "-m crc=0" };
+	FILE *pf;
+
+	if (!have_xfsprogs())
+		return;
+	CHECK(mkdtemp(dir) != NULL);
+	snprintf(proto, sizeof(proto), "%s/proto", dir);
+	pf = fopen(proto, "w");
+	CHECK(pf != NULL);
+	if (!pf)
+		return;
+	fprintf(pf, "/dev/null\n0 0\nd--755 0 0\n");
+	snprintf(file, sizeof(file), "%s/big", dir);
+	CHECK(write_file(file, 9 * MiB + 123, 1));
+	fprintf(pf, "big ---644 0 0 %s\n", file);
+	fprintf(pf, "link l--777 0 0 big\nsub d--755 0 0\n");
+	for (int i = 0; i < 40; i++) {
+		snprintf(file, sizeof(file), "%s/f%d", dir, i);
+		CHECK(write_file(file, (size_t)i * 7000 + 1, (unsigned)i));
+		fprintf(pf, "f%d ---600 0 0 %s\n", i, file);
+	}
+	fprintf(pf, "$\n$\n");
+	fclose(pf);
+	for (size_t k = 0; k < sizeof(kinds) / sizeof(kinds[0]); k++) {
+		char path[32];
+		struct fs_info info;
+		struct im_err err;
+
+		snprintf(args, sizeof(args), "%s -p %s", kinds[k], proto);
+		if (!make_image(path, args, 512 * MiB))
+			continue;
+		check_image(path, args);
+		if (examine(path, false, &info, &err) == 0) {
+			/* The files' data is in the bitmap: more than 9 MiB beyond an empty fs. */
+			CHECK(info.used_blocks * info.block_size > 9 * MiB);
+			fs_info_free(&info);
+		}
+		unlink(path);
+	}
+	snprintf(cmd, sizeof(cmd), "rm -rf %s", dir);
+	CHECK(system(cmd) == 0);
+}
+
+/* Mounted through a loop device: a file with every other few blocks
+ * punched out fragments the free space into thousands of extents (a bnobt
+ * of two or three levels, blocks taken from the AGFL into agf_btreeblks).
+ * Returns false when it could not be done. */
+static bool fragment_as(const char *path, unsigned holes, unsigned step_kib, const char *extra,
+			bool must_mount)
+{
+	char cmd[1024], script[64];
+	FILE *f;
+	int fd;
+
+	strcpy(script, "/tmp/test-xfs-io-XXXXXX");
+	fd = mkstemp(script);
+	CHECK(fd >= 0);
+	f = fdopen(fd, "w");
+	if (!f)
+		return false;
+	fprintf(f, "falloc 0 %uk\n", holes * step_kib * 2);
+	for (unsigned i = 0; i < holes; i++)
+		fprintf(f, "fpunch %uk %uk\n", i * step_kib * 2, step_kib);
+	fclose(f);
+	snprintf(cmd, sizeof(cmd),
+		 "set -e; m=$(mktemp -d /tmp/test-xfs-mnt-XXXXXX); d=$(losetup -f --show %s); "
+		 "trap 'umount $m 2>/dev/null || true; losetup -d $d; rmdir $m' EXIT; "
+		 "mount -t xfs $d $m; xfs_io -f $m/frag < %s >/dev/null; "
+		 "seq 1 50 | while read i; do head -c $((i * 3000)) /dev/urandom > $m/s$i; done; %s; "
+		 "umount $m",
+		 path, script, extra);
+	fd = system(cmd);
+	unlink(script);
+	if (must_mount)
+		CHECK(fd == 0);
+	return fd == 0;
+}
+
+static bool fragment(const char *path, unsigned holes, unsigned step_kib, const char *extra)
+{
+	return fragment_as(path, holes, step_kib, extra, true);
+}
+
+/* Kernels from 6.x on may be built without v4 support: then v4 is only
+ * checked unmounted. */
+static void check_fragmented(const char *args, unsigned holes, unsigned step_kib, bool v4)
+{
+	char path[32];
+	struct counts c;
+	unsigned char agf[512];
+	struct geo g;
+	uint32_t max_levels = 0;
+
+	if (!have_xfsprogs() || !can_mount() || !make_image(path, args, 512 * MiB))
+		return;
+	if (!fragment_as(path, holes, step_kib, "true", !v4) || !xfs_db_counts(path, &c)) {
+		if (v4)
+			printf("SKIP: this kernel does not mount v4 XFS (%s)\n", args);
+		unlink(path);
+		return;
+	}
+	read_geo(path, &g);
+	for (uint32_t a = 0; a < g.agcount; a++) {
+		read_at(path, (uint64_t)a * g.agblocks * g.bs + g.ss, agf, sizeof(agf));
+		if (get_be(agf + 28, 4) > max_levels)
+			max_levels = (uint32_t)get_be(agf + 28, 4);
+	}
+	printf("# %s: bnobt of %u levels, sb_fdblocks %llu, freesp %llu\n", args, max_levels,
+	       (unsigned long long)c.fdblocks, (unsigned long long)c.freesp);
+	CHECK(max_levels >= 2);
+	check_image(path, args);
+	unlink(path);
+}
+
+static void test_fragmented(void)
+{
+	check_fragmented("-b size=1024", 12000, 4, false);
+	check_fragmented("", 3000, 8, false);
+	check_fragmented("-m crc=0", 3000, 8, true);
+}
+
+/* A log left dirty by a shutdown while files were being written. */
+static void test_dirty_log_mounted(void)
+{
+	char path[32];
+	struct fs_info info;
+	struct im_err err;
+	int r;
+
+	if (!have_xfsprogs() || !can_mount() || !make_image(path, "", 512 * MiB))
+		return;
+	if (!fragment(path, 100, 4, "sync; head -c 300000 /dev/urandom > $m/late; xfs_io -x -c shutdown $m")) {
+		unlink(path);
+		return;
+	}
+	r = examine(path, false, &info, &err);
+	CHECK(r == -EUCLEAN);
+	CHECK(strstr(err.msg, "log") != NULL);
+	r = examine(path, true, &info, &err);
+	CHECK(r == 0);
+	if (r == 0) {
+		CHECK_EQ_U(info.used_blocks, info.block_count);
+		fs_info_free(&info);
+	}
+	unlink(path);
+}
+
+/* Damage to the bnobt of a fragmented filesystem's busiest AG, re-signed
+ * so that the walk itself must catch it: loops, a record out of order or
+ * out of the group, absurd counts. */
+static void test_hostile_bnobt(void)
+{
+	char path[32];
+	struct fs_info info;
+	struct im_err err;
+	struct geo g;
+	unsigned char agf[512], *orig, *blk;
+	uint64_t root_off = 0;
+	uint32_t ag = 0, root = 0, levels = 0, hdr, node_max;
+
+	if (!have_xfsprogs() || !can_mount() || !make_image(path, "-b size=1024", 512 * MiB))
+		return;
+	if (!fragment(path, 12000, 4, "true")) {
+		unlink(path);
+		return;
+	}
+	read_geo(path, &g);
+	for (uint32_t a = 0; a < g.agcount; a++) {
+		read_at(path, (uint64_t)a * g.agblocks * g.bs + g.ss, agf, sizeof(agf));
+		if (get_be(agf + 28, 4) > levels) {
+			levels = (uint32_t)get_be(agf + 28, 4);
+			root = (uint32_t)get_be(agf + 16, 4);
+			ag = a;
+		}
+	}
+	CHECK(levels >= 2);
+	hdr = 56;
+	node_max = (g.bs - hdr) / 12;
+	root_off = ((uint64_t)ag * g.agblocks + root) * g.bs;
+	orig = malloc(g.bs);
+	blk = malloc(g.bs);
+	read_at(path, root_off, orig, g.bs);
+	CHECK_EQ_U(get_be(orig, 4), 0x41423342);   /* AB3B */
+	CHECK(get_be(orig + 6, 2) >= 2);
+	{
+		uint32_t ptr1 = (uint32_t)get_be(orig + hdr + node_max * 8 + 4, 4);
+		const struct { const char *what; unsigned off, width; uint64_t val; } cases[] = {
+			{ "pointer to the root itself", hdr + node_max * 8, 4, root },
+			{ "two pointers to one child", hdr + node_max * 8, 4, ptr1 },
+			{ "pointer beyond the group", hdr + node_max * 8, 4, g.agblocks + 10 },
+			{ "pointer to an AG header", hdr + node_max * 8, 4, 0 },
+			{ "numrecs huge", 6, 2, 0xFFFF },
+			{ "numrecs 0", 6, 2, 0 },
+			{ "level wrong", 4, 2, 7 },
+			{ "magic", 0, 4, 0x41425443 },
+			{ "blkno", 16, 8, 12345 },
+			{ "owner", 48, 4, ag + 1 },
+		};
+		for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+			int r;
+			memcpy(blk, orig, g.bs);
+			put_be(blk + cases[i].off, cases[i].val, cases[i].width);
+			xfs_sign(blk, g.bs, 52);
+			write_at(path, root_off, blk, g.bs);
+			r = examine(path, false, &info, &err);
+			if (r != -EUCLEAN)
+				fprintf(stderr, "  bnobt %s: got %d (%s)\n", cases[i].what, r, err.msg);
+			CHECK(r == -EUCLEAN);
+			r = examine(path, true, &info, &err);
+			CHECK(r == 0);
+			if (r == 0)
+				fs_info_free(&info);
+		}
+	}
+	write_at(path, root_off, orig, g.bs);
+	/* The leftmost leaf: its first record beyond the group, empty,
+	 * overlapping the next. */
+	{
+		uint64_t leaf_off = root_off;
+
+		memcpy(blk, orig, g.bs);
+		while (get_be(blk + 4, 2) > 0) {
+			uint32_t child = (uint32_t)get_be(blk + hdr + node_max * 8, 4);
+			leaf_off = ((uint64_t)ag * g.agblocks + child) * g.bs;
+			read_at(path, leaf_off, blk, g.bs);
+		}
+		const struct { const char *what; unsigned off; uint32_t val; } cases[] = {
+			{ "start beyond the group", hdr, g.agblocks },
+			{ "length 0", hdr + 4, 0 },
+			{ "length past the group", hdr + 4, 0x7FFFFFFF },
+			{ "overlaps the next", hdr + 4, 0 },   /* value set below */
+		};
+		read_at(path, leaf_off, orig, g.bs);
+		for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+			uint32_t v = cases[i].val;
+			memcpy(blk, orig, g.bs);
+			if (strcmp(cases[i].what, "overlaps the next") == 0)
+				v = (uint32_t)(get_be(orig + hdr + 8, 4) - get_be(orig + hdr, 4) + 1);
+			put_be(blk + cases[i].off, v, 4);
+			xfs_sign(blk, g.bs, 52);
+			write_at(path, leaf_off, blk, g.bs);
+			CHECK(examine(path, false, &info, &err) == -EUCLEAN);
+			CHECK(examine(path, true, &info, &err) == 0);
+			fs_info_free(&info);
+		}
+		/* Unsigned: the checksum. */
+		memcpy(blk, orig, g.bs);
+		blk[hdr + 3] ^= 1;
+		write_at(path, leaf_off, blk, g.bs);
+		CHECK(examine(path, false, &info, &err) == -EUCLEAN);
+		CHECK(strstr(err.msg, "checksum") != NULL);
+		write_at(path, leaf_off, orig, g.bs);
+	}
+	free(orig);
+	free(blk);
+	check_image(path, "restored bnobt");
+	unlink(path);
+}
+
+/* Random bytes over the superblock, AGF and AGFL of AG 0, re-signed half
+ * the time so the deeper checks are reached: never a crash. */
+static void test_fuzz(void)
+{
+	const char *env = getenv("TEST_XFS_FUZZ");
+	int iters = env ? atoi(env) : 300;
+	unsigned seed = 4242;
+	char path[32];
+	unsigned char orig[2048], buf[2048];
+	int ok = 0, failed = 0;
+
+	if (!have_xfsprogs() || !make_image(path, "", 512 * MiB))
+		return;
+	read_at(path, 0, orig, sizeof(orig));
+	for (int it = 0; it < iters; it++) {
+		struct fs_info info;
+		struct im_err err;
+		int n = 1 + (int)(rand_r(&seed) % 4), r;
+
+		memcpy(buf, orig, sizeof(buf));
+		for (int j = 0; j < n; j++) {
+			size_t sect = rand_r(&seed) % 4;
+			size_t at = sect * 512 + rand_r(&seed) % (sect == 3 ? 512 : 264);
+			buf[at] = (unsigned char)(rand_r(&seed) % 3 == 0 ? 0xFF : rand_r(&seed));
+		}
+		if (rand_r(&seed) % 2) {
+			xfs_sign(buf, 512, SB_CRC);
+			xfs_sign(buf + 512, 512, AGF_CRC);
+			xfs_sign(buf + 1536, 512, 32);
+		}
+		write_at(path, 0, buf, sizeof(buf));
+		r = examine(path, rand_r(&seed) % 2, &info, &err);
+		if (r == 0) {
+			ok++;
+			CHECK(info.used_blocks <= info.block_count);
+			fs_info_free(&info);
+		} else {
+			failed++;
+			CHECK(err.msg[0] != '\0');
+		}
+	}
+	write_at(path, 0, orig, sizeof(orig));
+	CHECK(ok > 0 && failed > 0);
+	check_image(path, "after fuzzing");
+	unlink(path);
+}
+
+UNIT_MAIN(UNIT(test_v5_4k), UNIT(test_v5_1k), UNIT(test_v5_64k), UNIT(test_v5_sector_4k),
+	  UNIT(test_v5_rmapbt), UNIT(test_v5_log_su), UNIT(test_v5_short_ag), UNIT(test_v4),
+	  UNIT(test_hostile_superblock), UNIT(test_hostile_agf), UNIT(test_hostile_agfl),
+	  UNIT(test_log), UNIT(test_log_wrapped), UNIT(test_external_log_and_realtime),
+	  UNIT(test_registry), UNIT(test_protofile), UNIT(test_fragmented),
+	  UNIT(test_dirty_log_mounted), UNIT(test_hostile_bnobt), UNIT(test_fuzz))
