@@ -175,9 +175,10 @@ void cli_print_grow(const struct grow_report *g)
 			continue;
 		cli_human(p->old_size, a, sizeof(a));
 		cli_human(p->new_size, b, sizeof(b));
-		printf("partition %u: %s at %llu -> %s at %llu%s%s%s\n", p->number, a,
+		printf("partition %u: %s at %llu -> %s at %llu%s%s%s%s%s\n", p->number, a,
 		       (unsigned long long)p->old_start, b, (unsigned long long)p->new_start,
-		       g->grown_fs[i][0] ? ", " : "", g->grown_fs[i], g->grown_fs[i][0] ? " grown" : "");
+		       g->grown_fs[i][0] ? ", " : "", g->grown_fs[i], g->grown_fs[i][0] ? " grown" : "",
+		       g->note[i][0] ? "; " : "", g->note[i]);
 	}
 }
 
@@ -193,6 +194,8 @@ struct json_object *cli_grow_json(const struct grow_report *g)
 		json_object_object_add(o, "start", json_object_new_uint64(p->new_start));
 		json_object_object_add(o, "size", json_object_new_uint64(p->new_size));
 		json_object_object_add(o, "filesystem_grown", json_object_new_boolean(g->grown_fs[i][0] != 0));
+		if (g->note[i][0])
+			json_object_object_add(o, "note", json_object_new_string(g->note[i]));
 		json_object_array_add(arr, o);
 	}
 	return arr;

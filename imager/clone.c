@@ -199,11 +199,11 @@ out:
 			r = c;
 	}
 	if (r == 0 && opts->grow != GROW_NONE) {
-		const char *fstypes[PT_MAX_PARTS];
+		struct grow_fs fs[PT_MAX_PARTS];
 		for (size_t i = 0; i < pt->nparts; i++)
-			fstypes[i] = src.fs[i].type;
+			grow_fs_set(&fs[i], src.fs[i].type, src.fs[i].volumes, src.fs[i].nvolumes);
 		r = grow_filesystems(roots, target, stats->created ? opts->format : NULL,
-				     &stats->grow, fstypes, err);
+				     &stats->grow, fs, err);
 	}
 	for (size_t i = 0; areas && i < pt->nareas; i++)
 		free(areas[i]);

@@ -485,8 +485,12 @@ int fs_mark_volume(struct fs_ctx *ctx, const char *name, const struct fs_extent 
 	v = new_volume(ctx, name);
 	if (!v && ctx->nvolumes < FS_MAX_VOLUMES)
 		return fs_error(ctx, -ENOMEM, "out of memory");
-	if (v)
+	if (v) {
 		v->size = total;
+		for (size_t i = 0; i < n; i++)
+			if (ext[i].offset + ext[i].length > v->end)
+				v->end = ext[i].offset + ext[i].length;
+	}
 	if (!whole_reason && ctx->depth > 0)
 		whole_reason = "a container inside a volume";
 	if (!whole_reason && !v)

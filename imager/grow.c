@@ -1,113 +1,227 @@
 /* SPDX-License-Identifier: GPL-2.0-or-later */
-/* Growing filesystems into partitions that were laid out larger. */
+/*
+ * Growing filesystems into partitions that were laid out larger.
+ *
+ * On a block device the kernel has partition nodes for, the host's own
+ * tools do it: e2fsck + resize2fs, ntfsresize, and for XFS and btrfs (which
+ * grow only while mounted) a private mount, xfs_growfs or btrfs filesystem
+ * resize, and an unmount.  An LVM physical volume, and everything on image
+ * files, goes through libguestfs (guest.h): its appliance has
+ * device-mapper, which pvresize + lvextend need, and mounts what the host
+ * may not.  A filesystem that cannot grow (FAT, swap, unknown) keeps its
+ * size: the partition grows, and the report says why the filesystem did not.
+ */
 #include "source.h"
 
 #include <errno.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
+#include <sys/mount.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include "imager/guest.h"
 #include "tool.h"
 
 static bool is_ext(const char *t)
 {
-	return t && (!strcmp(t, "ext2") || !strcmp(t, "ext3") || !strcmp(t, "ext4"));
+	return !strcmp(t, "ext2") || !strcmp(t, "ext3") || !strcmp(t, "ext4");
 }
 
-/* e2fsck -f then resize2fs on a partition device the kernel made. */
-static int grow_on_device(const char *dev, struct im_err *err)
+/* What can be grown, and how the report words what cannot. */
+static const char *why_not(const char *t)
 {
-	/* -p: repair only what is safe to repair unattended. */
-	const char *fsck[] = { "e2fsck", "-f", "-p", dev, NULL };
-	const char *resize[] = { "resize2fs", dev, NULL };
-	char out[2048];
-	int st = tool_run(fsck, out, sizeof(out));
+	if (!t || !*t)
+		return "unknown contents: the filesystem keeps its size";
+	if (is_ext(t) || !strcmp(t, "ntfs") || !strcmp(t, "xfs") || !strcmp(t, "btrfs") ||
+	    !strcmp(t, "LVM2_member"))
+		return NULL;
+	if (!strcmp(t, "vfat"))
+		return "FAT keeps its size (imager does not resize FAT)";
+	if (!strcmp(t, "swap"))
+		return "swap keeps its size (mkswap inside the guest makes it use the partition)";
+	return "imager does not grow this filesystem: it keeps its size";
+}
 
-	/* e2fsck: 0 clean, 1 errors corrected; anything else is a failure. */
-	if (st < 0 || st > 1)
-		return im_errf(err, IM_EXIT_FSCK, -EUCLEAN, "e2fsck %s failed (status %d): %s", dev, st, out);
-	st = tool_run(resize, out, sizeof(out));
-	if (st != 0)
-		return im_errf(err, IM_EXIT_IO, -EIO, "resize2fs %s failed (status %d): %s", dev, st, out);
+static int run_checked(const char *const argv[], const char *dev, int ok_max, int cls,
+		       struct im_err *err)
+{
+	char out[2048];
+	int st = tool_run(argv, out, sizeof(out));
+
+	if (st < 0 || st > ok_max)
+		return im_errf(err, cls, st < 0 ? st : -EIO, "%s %s failed (status %d): %s", argv[0],
+			       dev, st, out);
+	return 0;
+}
+
+/* XFS and btrfs grow while mounted: a private mount point, then unmount. */
+static int grow_mounted(const char *dev, const char *type, struct im_err *err)
+{
+	char dir[] = "/tmp/imager-grow-XXXXXX";
+	int r;
+
+	if (!mkdtemp(dir))
+		return im_errf(err, IM_EXIT_IO, -errno, "a mount point for %s: %s", dev, strerror(errno));
+	if (mount(dev, dir, type, MS_NOSUID | MS_NODEV | MS_NOEXEC, NULL) != 0) {
+		r = im_errf(err, IM_EXIT_IO, -errno, "mounting %s (%s) to grow it: %s", dev, type,
+			    strerror(errno));
+		rmdir(dir);
+		return r;
+	}
+	if (!strcmp(type, "xfs")) {
+		const char *argv[] = { "xfs_growfs", dir, NULL };
+		r = run_checked(argv, dev, 0, IM_EXIT_IO, err);
+	} else {
+		const char *argv[] = { "btrfs", "filesystem", "resize", "max", dir, NULL };
+		r = run_checked(argv, dev, 0, IM_EXIT_IO, err);
+	}
+	if (umount2(dir, 0) != 0 && r == 0)
+		r = im_errf(err, IM_EXIT_IO, -errno, "unmounting %s after growing it: %s", dev,
+			    strerror(errno));
+	rmdir(dir);
+	return r;
+}
+
+/* One filesystem on a partition device the kernel made. */
+static int grow_on_device(const char *dev, const char *type, struct im_err *err)
+{
+	if (is_ext(type)) {
+		/* -p: repair only what is safe to repair unattended; 1 = corrected */
+		const char *fsck[] = { "e2fsck", "-f", "-p", dev, NULL };
+		const char *resize[] = { "resize2fs", dev, NULL };
+		FORWARD_ERR(run_checked(fsck, dev, 1, IM_EXIT_FSCK, err));
+		return run_checked(resize, dev, 0, IM_EXIT_IO, err);
+	}
+	if (!strcmp(type, "ntfs")) {
+		/* no size: to the partition's; -f: no questions (stdin is /dev/null) */
+		const char *resize[] = { "ntfsresize", "-f", "-P", dev, NULL };
+		return run_checked(resize, dev, 0, IM_EXIT_IO, err);
+	}
+	return grow_mounted(dev, type, err);
+}
+
+/* The partition's node under roots->dev, when the kernel made one. */
+static bool partition_node(const struct disk_roots *roots, const char *disk, unsigned number,
+			   char *path, size_t len)
+{
+	char name[64];
+	struct stat st;
+
+	disk_partition_name(disk, number, name, sizeof(name));
+	snprintf(path, len, "%s/%s", roots->dev, name);
+	return stat(path, &st) == 0 && S_ISBLK(st.st_mode);
+}
+
+/* Through libguestfs: the partitions numbered nums[0..n-1] of path. */
+static int grow_in_guest(const char *path, const char *format, const unsigned *nums,
+			 const struct grow_fs *const *fs, size_t n, bool *grown, struct im_err *err)
+{
+	struct guest_grow_result res[PT_MAX_PARTS];
+	const char *lvs[PT_MAX_PARTS];
+
+	for (size_t k = 0; k < n; k++)
+		lvs[k] = fs[k]->last_lv;
+	FORWARD_ERR(guest_grow_partitions(path, format, nums, lvs, n, res, err));
+	for (size_t k = 0; k < n; k++)
+		grown[k] = res[k].grown;
 	return 0;
 }
 
 static int grow_all(const struct disk_roots *roots, const char *target, const char *format,
-		    struct grow_report *rep, const char *const *fstypes, struct im_err *err);
+		    struct grow_report *rep, const struct grow_fs *fs, struct im_err *err)
+{
+	unsigned nums[PT_MAX_PARTS], guest_nums[PT_MAX_PARTS];
+	const struct grow_fs *pfs[PT_MAX_PARTS], *guest_fs[PT_MAX_PARTS];
+	size_t idx[PT_MAX_PARTS], guest_idx[PT_MAX_PARTS];
+	bool grown[PT_MAX_PARTS];
+	size_t n = 0, ng = 0;
+	struct disk_ref ref;
+	int r;
+
+	for (size_t i = 0; i < rep->nparts; i++) {
+		const char *why;
+
+		if (rep->parts[i].new_size <= rep->parts[i].old_size)
+			continue;
+		why = why_not(fs[i].type);
+		if (why) {
+			snprintf(rep->note[i], sizeof(rep->note[i]), "%s", why);
+			continue;
+		}
+		nums[n] = rep->parts[i].number;
+		pfs[n] = &fs[i];
+		idx[n++] = i;
+	}
+	if (!n)
+		return 0;
+	if (bk_is_uri(target))
+		return im_errf(err, IM_EXIT_UNSUPP, -ENOTSUP,
+			       "the partitions were laid out again, but growing filesystems on an NBD target is not supported; grow them inside the guest");
+	FORWARD_ERR(disk_resolve(roots, target, &ref, err));
+	if (ref.kind == DISK_KIND_BLOCK) {
+		/* The kernel re-read the table when the target was closed. */
+		for (size_t k = 0; k < n; k++) {
+			char path[700];
+
+			if (strcmp(pfs[k]->type, "LVM2_member") &&
+			    partition_node(roots, ref.name, nums[k], path, sizeof(path))) {
+				FORWARD_ERR(grow_on_device(path, pfs[k]->type, err));
+				snprintf(rep->grown_fs[idx[k]], sizeof(rep->grown_fs[0]), "%s", pfs[k]->type);
+			} else {
+				guest_nums[ng] = nums[k];
+				guest_fs[ng] = pfs[k];
+				guest_idx[ng++] = idx[k];
+			}
+		}
+		format = "raw";
+	} else {
+		memcpy(guest_nums, nums, n * sizeof(nums[0]));
+		memcpy(guest_fs, pfs, n * sizeof(pfs[0]));
+		memcpy(guest_idx, idx, n * sizeof(idx[0]));
+		ng = n;
+	}
+	if (!ng)
+		return 0;
+	if (!format) {
+		struct bk *bk;
+		FORWARD_ERR(bk_open(ref.path, NULL, 0, &bk, err));
+		format = bk->drv->name;
+		bk_close(bk, NULL);
+	}
+	r = grow_in_guest(ref.path, format, guest_nums, guest_fs, ng, grown, err);
+	if (r < 0)
+		return r;
+	for (size_t k = 0; k < ng; k++)
+		if (grown[k])
+			snprintf(rep->grown_fs[guest_idx[k]], sizeof(rep->grown_fs[0]), "%s",
+				 guest_fs[k]->type);
+		else
+			snprintf(rep->note[guest_idx[k]], sizeof(rep->note[0]),
+				 "its filesystem was not found there: it keeps its size");
+	return 0;
+}
 
 int grow_filesystems(const struct disk_roots *roots, const char *target, const char *format,
-		     struct grow_report *rep, const char *const *fstypes, struct im_err *err)
+		     struct grow_report *rep, const struct grow_fs *fs, struct im_err *err)
 {
-	int r = grow_all(roots, target, format, rep, fstypes, err);
+	int r = grow_all(roots, target, format, rep, fs, err);
 	if (r < 0)
 		im_err_prefix(err, "the disk is complete and its partitions laid out anew, but its filesystems were not grown: ");
 	return r;
 }
 
-static int grow_all(const struct disk_roots *roots, const char *target, const char *format,
-		    struct grow_report *rep, const char *const *fstypes, struct im_err *err)
+void grow_fs_set(struct grow_fs *g, const char *type, const struct fs_volume *v, size_t n)
 {
-	unsigned numbers[PT_MAX_PARTS];
-	size_t n = 0;
-	struct disk_ref ref;
-	int r;
+	uint64_t end = 0;
 
-	for (size_t i = 0; i < rep->nparts; i++)
-		if (rep->parts[i].new_size > rep->parts[i].old_size && is_ext(fstypes[i]))
-			numbers[n++] = rep->parts[i].number;
-	if (!n)
-		return 0;
-	if (bk_is_uri(target))
-		return im_errf(err, IM_EXIT_UNSUPP, -ENOTSUP,
-			       "the partitions were laid out again, but growing filesystems on an NBD target is not supported; run resize2fs inside the guest");
-	r = disk_resolve(roots, target, &ref, err);
-	if (r < 0)
-		return r;
-	if (ref.kind == DISK_KIND_BLOCK) {
-		/* The kernel re-read the table when the target was closed. */
-		bool all = true;
-		for (size_t k = 0; k < n && all; k++) {
-			char name[64], path[700];
-			struct stat st;
-			disk_partition_name(ref.name, numbers[k], name, sizeof(name));
-			snprintf(path, sizeof(path), "%s/%s", roots->dev, name);
-			all = stat(path, &st) == 0 && S_ISBLK(st.st_mode);
+	memset(g, 0, sizeof(*g));
+	g->type = type;
+	for (size_t k = 0; k < n; k++)
+		if (v[k].end > end) {
+			end = v[k].end;
+			/* an LV kept whole (striped, spread over PVs) is not extended */
+			g->last_lv = strcmp(v[k].plugin, "whole") ? v[k].name : NULL;
 		}
-		if (all) {
-			for (size_t k = 0; k < n; k++) {
-				char name[64], path[700];
-				disk_partition_name(ref.name, numbers[k], name, sizeof(name));
-				snprintf(path, sizeof(path), "%s/%s", roots->dev, name);
-				r = grow_on_device(path, err);
-				if (r < 0)
-					return r;
-			}
-			goto done;
-		}
-	}
-	/* An image file (or a device without partition nodes): libguestfs. */
-	if (!format) {
-		struct bk *bk;
-		r = bk_open(ref.path, NULL, 0, &bk, err);
-		if (r < 0)
-			return r;
-		format = bk->drv->name;
-		bk_close(bk, NULL);
-	}
-	{
-		struct guest_grow_result res[PT_MAX_PARTS];
-		r = guest_grow_partitions(ref.path, format, numbers, n, res, err);
-		if (r < 0)
-			return r;
-		for (size_t k = 0; k < n; k++)
-			if (!res[k].grown)
-				numbers[k] = 0;   /* not an ext filesystem after all */
-	}
-done:
-	for (size_t i = 0; i < rep->nparts; i++)
-		for (size_t k = 0; k < n; k++)
-			if (rep->parts[i].number == numbers[k])
-				snprintf(rep->grown_fs[i], sizeof(rep->grown_fs[i]), "%s", fstypes[i]);
-	return 0;
 }

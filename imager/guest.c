@@ -664,10 +664,77 @@ static int check_partitions(guestfs_h *g, const char *disk, const unsigned *numb
 	return 0;
 }
 
-static int grow_one(guestfs_h *g, unsigned number, struct guest_grow_result *res,
-		    struct im_err *err)
+/* XFS and btrfs grow while mounted: at the appliance's /, then unmounted. */
+static int grow_mounted(guestfs_h *g, const char *dev, const char *type, struct im_err *err)
+{
+	int r;
+
+	if (guestfs_mount(g, dev, "/") == -1)
+		return im_errf(err, IM_EXIT_IO, guest_errno(g), "%s: mounting it to grow it: %s", dev,
+			       guest_msg(g));
+	if (!strcmp(type, "xfs"))
+		r = guestfs_xfs_growfs(g, "/", -1);
+	else
+		r = guestfs_btrfs_filesystem_resize(g, "/", -1);
+	if (r == -1)
+		r = im_errf(err, IM_EXIT_IO, guest_errno(g), "%s: growing the %s: %s", dev, type,
+			    guest_msg(g));
+	if (guestfs_umount_all(g) == -1 && r == 0)
+		r = im_errf(err, IM_EXIT_IO, guest_errno(g), "%s: unmounting it: %s", dev, guest_msg(g));
+	return r < 0 ? r : 0;
+}
+
+/* The filesystem on dev (a partition, or an LV), grown by its kind; false in
+ * *grown for kinds that are not grown. */
+static int grow_fs(guestfs_h *g, const char *dev, const char *type, bool *grown,
+		   struct im_err *err)
+{
+	*grown = false;
+	if (is_ext(type)) {
+		FORWARD_ERR(guest_grow_ext(g, dev, err));
+	} else if (!strcmp(type, "ntfs")) {
+		if (guestfs_ntfsresize_opts(g, dev, GUESTFS_NTFSRESIZE_OPTS_FORCE, 1, -1) == -1)
+			return im_errf(err, IM_EXIT_IO, guest_errno(g), "%s: ntfsresize: %s", dev,
+				       guest_msg(g));
+	} else if (!strcmp(type, "xfs") || !strcmp(type, "btrfs")) {
+		FORWARD_ERR(grow_mounted(g, dev, type, err));
+	} else {
+		return 0;
+	}
+	*grown = true;
+	return 0;
+}
+
+/* A PV: pvresize, then the last LV over every free extent, and its filesystem. */
+static int grow_pv(guestfs_h *g, const char *dev, const char *lv, struct im_err *err)
+{
+	char path[200], *type;
+	bool grown;
+	int r;
+
+	if (guestfs_pvresize(g, dev) == -1)
+		return im_errf(err, IM_EXIT_IO, guest_errno(g), "%s: pvresize: %s", dev, guest_msg(g));
+	if (!lv)
+		return 0;
+	if (snprintf(path, sizeof(path), "/dev/%s", lv) >= (int)sizeof(path) || strstr(lv, ".."))
+		return im_errf(err, IM_EXIT_INTERNAL, -EINVAL, "%s: a bad LV name", lv);
+	if (guestfs_lvresize_free(g, path, 100) == -1)
+		return im_errf(err, IM_EXIT_IO, guest_errno(g), "%s: extending it: %s", path,
+			       guest_msg(g));
+	type = guestfs_vfs_type(g, path);
+	if (!type)
+		return im_errf(err, IM_EXIT_IO, guest_errno(g), "%s: reading its type: %s", path,
+			       guest_msg(g));
+	r = grow_fs(g, path, type, &grown, err);
+	free(type);
+	return r;
+}
+
+static int grow_one(guestfs_h *g, unsigned number, const char *last_lv,
+		    struct guest_grow_result *res, struct im_err *err)
 {
 	char dev[32], *type;
+	bool grown = false;
 
 	snprintf(dev, sizeof(dev), "/dev/sda%u", number);
 	type = guestfs_vfs_type(g, dev);
@@ -676,12 +743,17 @@ static int grow_one(guestfs_h *g, unsigned number, struct guest_grow_result *res
 			       guest_msg(g));
 	snprintf(res->fstype, sizeof(res->fstype), "%s", type);
 	free(type);
-	if (!is_ext(res->fstype))
-		return 0;
-	res->bytes_before = ext_bytes(g, dev);
-	FORWARD_ERR(guest_grow_ext(g, dev, err));
-	res->grown = true;
-	res->bytes_after = ext_bytes(g, dev);
+	if (is_ext(res->fstype))
+		res->bytes_before = ext_bytes(g, dev);
+	if (!strcmp(res->fstype, "LVM2_member")) {
+		FORWARD_ERR(grow_pv(g, dev, last_lv, err));
+		grown = true;
+	} else {
+		FORWARD_ERR(grow_fs(g, dev, res->fstype, &grown, err));
+	}
+	res->grown = grown;
+	if (is_ext(res->fstype))
+		res->bytes_after = ext_bytes(g, dev);
 	return 0;
 }
 
@@ -702,7 +774,8 @@ static int sync_file(const char *path, struct im_err *err)
 }
 
 int guest_grow_partitions(const char *disk, const char *format, const unsigned *numbers,
-			  size_t n, struct guest_grow_result *results, struct im_err *err)
+			  const char *const *last_lvs, size_t n, struct guest_grow_result *results,
+			  struct im_err *err)
 {
 	guestfs_h *g;
 	int r;
@@ -716,7 +789,8 @@ int guest_grow_partitions(const char *disk, const char *format, const unsigned *
 	for (size_t i = 0; r == 0 && i < n; i++) {
 		struct guest_grow_result tmp = { .number = numbers[i] };
 
-		r = grow_one(g, numbers[i], results ? &results[i] : &tmp, err);
+		r = grow_one(g, numbers[i], last_lvs ? last_lvs[i] : NULL,
+			     results ? &results[i] : &tmp, err);
 		if (r < 0)
 			im_err_prefix(err, "%s partition %u: ", disk, numbers[i]);
 	}

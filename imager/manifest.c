@@ -172,6 +172,7 @@ struct json_object *img_volumes_to_json(const struct fs_volume *v, size_t n)
 		add_str(vo, "note", v[k].note);
 		add_u64(vo, "size", v[k].size);
 		add_u64(vo, "used_bytes", v[k].used_bytes);
+		add_u64(vo, "end", v[k].end);
 		json_object_array_add(vols, vo);
 	}
 	return vols;
@@ -292,6 +293,7 @@ static void read_volumes(struct reader *rd, json_object *o, struct img_part *p)
 		get_str(rd, vo, "note", v->note, sizeof(v->note));
 		v->size = get_u64(rd, vo, "size", p->size);
 		v->used_bytes = get_u64(rd, vo, "used_bytes", p->size);
+		v->end = get_u64(rd, vo, "end", p->size);
 		p->nvolumes = k + 1;
 	}
 }

@@ -197,11 +197,12 @@ out:
 			r = c;
 	}
 	if (r == 0 && opts->grow != GROW_NONE) {
-		const char *fstypes[PT_MAX_PARTS];
+		struct grow_fs fs[PT_MAX_PARTS];
 		for (size_t i = 0; i < m.nparts; i++)
-			fstypes[i] = m.parts[i].filesystem;
+			grow_fs_set(&fs[i], m.parts[i].filesystem, m.parts[i].volumes,
+				    m.parts[i].nvolumes);
 		r = grow_filesystems(roots, target, stats->created ? opts->format : NULL,
-				     &stats->grow, fstypes, err);
+				     &stats->grow, fs, err);
 	}
 	for (size_t i = 0; ix && i < m.nparts; i++)
 		img_index_free(&ix[i]);

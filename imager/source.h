@@ -112,12 +112,26 @@ int writer_finish(struct writer *w, size_t nareas, const char *const *names,
  * Returns the close result. */
 int writer_close(struct writer *w, bool ok, struct im_err *err);
 
-/* After a job that laid partitions out again: grow the ext filesystems of
- * the partitions that grew (e2fsck -f, then resize2fs), on the target's
- * partition devices when it is a block device the kernel has partitions
- * for, else through libguestfs.  format: the target's, NULL to probe.
- * Records in rep->grown_fs what was grown. */
+/* What a partition holds, for growing it: its libblkid type, and for an
+ * LVM PV the LV that ends last on it ("vg0/root"; NULL when none or when it
+ * is kept whole), which is extended into the new room. */
+struct grow_fs {
+	const char *type;
+	const char *last_lv;
+};
+/* Fill g from a partition's type and its volumes (fs.h). */
+void grow_fs_set(struct grow_fs *g, const char *type, const struct fs_volume *v, size_t n);
+
+/* After a job that laid partitions out again: grow the filesystems of the
+ * partitions that grew: ext2/3/4 (e2fsck -f -p, resize2fs), NTFS
+ * (ntfsresize), XFS and btrfs (grown mounted), and LVM PVs (pvresize, then
+ * the last LV extended over the free extents and its filesystem grown).
+ * On the target's partition devices with the host's tools when it is a
+ * block device the kernel has partitions for (LVM excepted), else through
+ * libguestfs.  fs: one per rep->parts.  format: the target's, NULL to probe.
+ * Records in rep->grown_fs what was grown, and in rep->note why a grown
+ * partition's filesystem kept its size (FAT, swap, unknown). */
 int grow_filesystems(const struct disk_roots *roots, const char *target, const char *format,
-		     struct grow_report *rep, const char *const *fstypes, struct im_err *err);
+		     struct grow_report *rep, const struct grow_fs *fs, struct im_err *err);
 
 #endif

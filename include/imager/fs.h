@@ -22,6 +22,8 @@ struct fs_volume {
 	char note[160];         /* why it was kept whole, or its plugin's warning */
 	uint64_t size;          /* bytes of it on this device */
 	uint64_t used_bytes;    /* bytes of it marked used (in its own block units) */
+	uint64_t end;           /* just past its last byte on this device: the LV
+				 * that ends last is the one growing extends */
 };
 
 struct fs_info {

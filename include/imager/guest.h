@@ -228,17 +228,27 @@ struct guest_grow_result {
 
 /*
  * Open one disk image read-write (format required, see guest_open()), and
- * grow the ext2/3/4 filesystems of the partitions numbered numbers[0..n-1]
- * (1-based, as in /dev/sda1) to fill their partitions, which the caller has
- * already enlarged in the partition table.  Partitions holding anything else
- * are skipped.  Every number is checked to exist before anything is changed.
+ * grow the filesystems of the partitions numbered numbers[0..n-1] (1-based,
+ * as in /dev/sda1) to fill their partitions, which the caller has already
+ * enlarged in the partition table:
+ *   ext2/3/4   e2fsck -f -p, then resize2fs;
+ *   ntfs       ntfsresize (forced: no questions);
+ *   xfs, btrfs mounted in the appliance, then xfs_growfs / btrfs filesystem
+ *              resize max;
+ *   LVM2_member pvresize, then, when last_lvs[k] names one ("vg0/root"),
+ *              that LV extended over every free extent and its filesystem
+ *              grown as above (swap and others keep their size).
+ * Partitions holding anything else are skipped.  Every number is checked to
+ * exist before anything is changed.  last_lvs may be NULL.
  * results (NULL, or room for n) receives one entry per number, in order.
  * The appliance is shut down and its exit checked: only then are the writes
  * on the disk.  n == 0 does nothing and starts no appliance.
  * Returns 0; -ENOENT when a partition does not exist (IM_EXIT_TARGET); the
- * errors of guest_open() and guest_grow_ext(); -EIO when the shutdown fails.
+ * errors of guest_open() and guest_grow_ext(); -EIO when a tool or the
+ * shutdown fails.
  */
 int guest_grow_partitions(const char *disk, const char *format, const unsigned *numbers,
-			  size_t n, struct guest_grow_result *results, struct im_err *err);
+			  const char *const *last_lvs, size_t n, struct guest_grow_result *results,
+			  struct im_err *err);
 
 #endif

@@ -65,6 +65,7 @@ struct grow_report {
 	size_t nparts;
 	struct layout_part parts[PT_MAX_PARTS];
 	char grown_fs[PT_MAX_PARTS][16];   /* "ext4" when its filesystem was grown, "" */
+	char note[PT_MAX_PARTS][128];      /* why a grown partition's filesystem kept its size */
 };
 
 struct restore_stats {

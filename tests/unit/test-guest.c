@@ -349,10 +349,10 @@ static void test_open_refusals(void)
 	CHECK_EQ_U(err.exit_class, IM_EXIT_TARGET);
 	CHECK(strstr(err.msg, disk) != NULL);
 	err = (struct im_err){ 0 };
-	CHECK_EQ_U(guest_grow_partitions(disk, fmt, &nr, 0, NULL, &err), 0);  /* no launch */
+	CHECK_EQ_U(guest_grow_partitions(disk, fmt, &nr, NULL, 0, NULL, &err), 0);  /* no launch */
 	err = (struct im_err){ 0 };
 	setenv("IMAGER_ACCEL", "warp", 1);  /* refused before any launch */
-	CHECK(guest_grow_partitions("/dev/null", fmt, &nr, 1, NULL, &err) == -EINVAL);
+	CHECK(guest_grow_partitions("/dev/null", fmt, &nr, NULL, 1, NULL, &err) == -EINVAL);
 	CHECK_EQ_U(err.exit_class, IM_EXIT_USAGE);
 	unsetenv("IMAGER_ACCEL");
 }
@@ -418,7 +418,7 @@ static int grow_quietly(const char *disk, const char *fmt, struct guest_grow_res
 	dup2(fd, 1);
 	dup2(fd, 2);
 	*seconds = now();
-	r = guest_grow_partitions(disk, fmt, parts, 2, res, err);
+	r = guest_grow_partitions(disk, fmt, parts, NULL, 2, res, err);
 	*seconds = now() - *seconds;
 	fflush(stdout);
 	fflush(stderr);
