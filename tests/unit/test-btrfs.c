@@ -498,6 +498,7 @@ static void test_variants(void)
 	check_mkfs("-M", 160 * MiB, dir, false, false);                   /* mixed block groups */
 	check_mkfs("-n 4096", 160 * MiB, dir, false, false);
 	check_mkfs("-n 65536", 160 * MiB, dir, false, false);
+	check_mkfs("-s 65536 -n 65536", 200 * MiB, dir, false, false);  /* 64 KiB blocks */
 	check_mkfs("--csum xxhash", 160 * MiB, dir, false, false);        /* verified */
 	check_mkfs("--csum sha256", 160 * MiB, dir, false, true);         /* not verified: said */
 	check_mkfs("--csum blake2", 160 * MiB, dir, false, true);
