@@ -17,6 +17,7 @@ extern const struct fs_plugin fs_plugin_swap;
 extern const struct fs_plugin fs_plugin_xfs;
 extern const struct fs_plugin fs_plugin_btrfs;
 extern const struct fs_plugin fs_plugin_fat;
+extern const struct fs_plugin fs_plugin_ntfs;
 extern const struct fs_plugin fs_plugin_exfat;
 extern const struct fs_plugin fs_plugin_lvm;
 extern const struct fs_plugin fs_plugin_crypt;
@@ -28,6 +29,7 @@ const struct fs_plugin *const fs_plugins[] = {
 	&fs_plugin_btrfs,   /* "_BHRfS_M" at 64 KiB + 64 in a checksummed superblock: strong */
 	&fs_plugin_lvm,     /* "LABELONE" with a CRC in sectors 0-3: strong, and before FAT */
 	&fs_plugin_exfat,   /* "EXFAT   " at 3 and a boot region checksum: before FAT */
+	&fs_plugin_ntfs,    /* "NTFS    " at 3 and boot sector invariants: before FAT, whose 0x55AA it shares */
 	&fs_plugin_fat,
 	&fs_plugin_crypt,   /* libblkid's crypto_LUKS/BitLocker only (no magics): whole, named */
 	&fs_plugin_raw,
