@@ -486,6 +486,21 @@ static const struct chunk *find_chunk(const struct btrfs_priv *p, uint64_t logic
 	return NULL;
 }
 
+/* Index of the first chunk starting at or after logical. */
+static size_t chunk_slot(const struct btrfs_priv *p, uint64_t logical)
+{
+	size_t lo = 0, hi = p->nchunks;
+
+	while (lo < hi) {
+		size_t mid = lo + (hi - lo) / 2;
+		if (p->chunks[mid].logical < logical)
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	return lo;
+}
+
 static const char *profile_name(uint64_t type)
 {
 	switch (type & BG_PROFILE_MASK) {
@@ -565,19 +580,9 @@ static int add_chunk(struct fs_ctx *ctx, struct btrfs_priv *p, uint64_t logical,
 	}
 	n.copies = stripes;
 
-	/* Sorted insert; the system array's chunks come again from the tree. */
-	at = 0;
-	{
-		size_t lo = 0, hi = p->nchunks;
-		while (lo < hi) {
-			size_t mid = lo + (hi - lo) / 2;
-			if (p->chunks[mid].logical < logical)
-				lo = mid + 1;
-			else
-				hi = mid;
-		}
-		at = lo;
-	}
+	/* Sorted insert (the tree gives chunks in order: at the end, no
+	 * moving); the system array's chunks come again from the tree. */
+	at = chunk_slot(p, logical);
 	if (at < p->nchunks && p->chunks[at].logical == logical) {
 		const struct chunk *o = &p->chunks[at];
 		if (o->length != n.length || o->type != n.type || o->copies != n.copies ||
