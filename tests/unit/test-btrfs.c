@@ -497,6 +497,8 @@ static void test_variants(void)
 	check_mkfs("-O ^skinny-metadata", 160 * MiB, dir, false, false);  /* EXTENT_ITEM tree blocks */
 	check_mkfs("-M", 160 * MiB, dir, false, false);                   /* mixed block groups */
 	check_mkfs("-m raid0 -d raid0", 200 * MiB, dir, false, false);     /* one stripe: as single */
+	check_mkfs("-R quota", 160 * MiB, dir, false, false);              /* a quota tree */
+	check_mkfs("-R ^free-space-tree -O ^no-holes", 160 * MiB, dir, false, false);
 	check_mkfs("-n 4096", 160 * MiB, dir, false, false);
 	check_mkfs("-n 65536", 160 * MiB, dir, false, false);
 	check_mkfs("-s 65536 -n 65536", 200 * MiB, dir, false, false);  /* 64 KiB blocks */
