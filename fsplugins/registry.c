@@ -16,6 +16,7 @@ extern const struct fs_plugin fs_plugin_ext;
 extern const struct fs_plugin fs_plugin_swap;
 extern const struct fs_plugin fs_plugin_xfs;
 extern const struct fs_plugin fs_plugin_btrfs;
+extern const struct fs_plugin fs_plugin_f2fs;
 extern const struct fs_plugin fs_plugin_fat;
 extern const struct fs_plugin fs_plugin_ntfs;
 extern const struct fs_plugin fs_plugin_exfat;
@@ -27,6 +28,7 @@ const struct fs_plugin *const fs_plugins[] = {
 	&fs_plugin_swap,
 	&fs_plugin_xfs,     /* "XFSB" at 0, geometry invariants, CRC32c on v5: strong */
 	&fs_plugin_btrfs,   /* "_BHRfS_M" at 64 KiB + 64 in a checksummed superblock: strong */
+	&fs_plugin_f2fs,    /* 0xF2F52010 at 1 KiB (copy at 5 KiB), area bounds, CRC'd checkpoints: strong */
 	&fs_plugin_lvm,     /* "LABELONE" with a CRC in sectors 0-3: strong, and before FAT */
 	&fs_plugin_exfat,   /* "EXFAT   " at 3 and a boot region checksum: before FAT */
 	&fs_plugin_ntfs,    /* "NTFS    " at 3 and boot sector invariants: before FAT, whose 0x55AA it shares */
