@@ -35,7 +35,12 @@
  *     fewer than 4096 bytes, which is what libntfs-3g's
  *     ntfs_volume_check_hiberfile() refuses to mount read-write;
  *   - a $Bitmap that leaves clusters of $MFT, $Bitmap, the boot sector or
- *     $MFTMirr free (the cross-check: NTFS keeps no free count to compare).
+ *     $MFTMirr free (the cross-check: NTFS keeps no free count to compare);
+ *     forced, they are kept;
+ *   - a sound boot sector over a $MFT or $Bitmap that cannot be read
+ *     (damaged records, runs outside the volume): forced, every cluster is
+ *     kept.  A boot sector that fails its checks is not NTFS's: the raw
+ *     fallback copies the partition.
  * The bitmap unit is the cluster, or a fraction of it when a cluster is
  * larger than the engine's 1 MiB limit or when the partition's end is not
  * cluster-aligned (the backup boot sector's block must fit in it).
@@ -193,6 +198,7 @@ struct ntfs_priv {
 	uint64_t backup_block;    /* holds the partition's last sector */
 	struct attr_data mft;     /* $MFT's $DATA: every record is read through it */
 	uint64_t nr_records;
+	bool whole;               /* damaged, forced: every cluster is kept */
 	unsigned char *chunk;
 	char msg[384];            /* the first failure, for fs_error() */
 };
@@ -1083,6 +1089,7 @@ out:
 
 #define HIBERNATED_FIX "boot it and shut down fully (shutdown /s /t 0, or turn Fast Startup off)"
 #define DIRTY_FIX      "run chkdsk /f on Windows (or ntfsfix -d)"
+#define DAMAGED_FIX    "run chkdsk /f on Windows"
 
 /* An unreadable $Volume or root directory leaves the question open: that is
  * an inconsistent volume too, unless forced. */
@@ -1149,6 +1156,23 @@ static int ntfs_probe(struct fs_ctx *ctx)
 	return r < 0 && r != -ENOTSUP ? 1 : 0;
 }
 
+/*
+ * $MFT or $Bitmap cannot be used although the boot sector is sound: the
+ * volume is damaged (as ext's descriptors pointing outside the volume).
+ * Forced, every cluster is kept, so that a damaged volume can be saved.
+ */
+static int damaged(struct fs_ctx *ctx, struct ntfs_priv *np, int r)
+{
+	if (r == -EIO || r == -ENOMEM || r == -ENOTSUP)
+		return report(ctx, np, r);
+	if (!fs_forced(ctx))
+		return fs_error(ctx, -EUCLEAN, "%s: the volume is damaged; " DAMAGED_FIX, np->msg);
+	fs_warn(ctx, "%s: the volume is damaged; every cluster kept (forced)", np->msg);
+	np->msg[0] = '\0';
+	np->whole = true;
+	return 0;
+}
+
 static int ntfs_open(struct fs_ctx *ctx, void *priv)
 {
 	struct ntfs_priv *np = priv;
@@ -1164,7 +1188,7 @@ static int ntfs_open(struct fs_ctx *ctx, void *priv)
 				(unsigned long long)np->block_count, np->block_size);
 	r = load_mft(ctx, np);
 	if (r < 0)
-		return report(ctx, np, r);
+		return damaged(ctx, np, r);
 	return check_clean(ctx, np);
 }
 
@@ -1310,7 +1334,7 @@ static int cross_check(struct fs_ctx *ctx, struct ntfs_priv *np, const struct at
 	if (!fs_forced(ctx))
 		return fs_error(ctx, -EUCLEAN,
 				"$Bitmap marks %llu clusters of the boot sector, $MFT, $MFTMirr or $Bitmap as free: "
-				"the volume is inconsistent; " DIRTY_FIX,
+				"the volume is inconsistent; " DAMAGED_FIX,
 				(unsigned long long)missing);
 	fs_warn(ctx, "$Bitmap marks %llu clusters of the boot sector, $MFT, $MFTMirr or $Bitmap as free; kept (forced)",
 		(unsigned long long)missing);
@@ -1330,8 +1354,10 @@ static int ntfs_used_blocks(struct fs_ctx *ctx, void *priv)
 	struct attr_data bm = { 0 };
 	uint64_t need = (np->nr_clusters + 7) / 8, used;
 	bool found;
-	int r;
+	int r = 0;
 
+	if (np->whole)
+		goto backup;
 	r = load_attr(ctx, np, FILE_BITMAP, AT_DATA, NULL, &bm, &found, "$Bitmap");
 	if (r >= 0 && !found)
 		r = fail(np, -EINVAL, "$Bitmap has no $DATA");
@@ -1346,12 +1372,21 @@ static int ntfs_used_blocks(struct fs_ctx *ctx, void *priv)
 		r = scan_bitmap(ctx, np, &bm, &used);
 	if (r < 0) {
 		attr_data_free(&bm);
-		return report(ctx, np, r);
+		r = damaged(ctx, np, r);
+		if (r < 0)
+			return r;
+		goto backup;
 	}
 	r = cross_check(ctx, np, &bm);
 	attr_data_free(&bm);
 	if (r < 0)
 		return r;
+backup:
+	if (np->whole) {
+		r = mark_clusters(ctx, np, 0, np->nr_clusters);
+		if (r < 0)
+			return report(ctx, np, r);
+	}
 	/* The backup boot sector, after the check: it is no cluster. */
 	r = fs_mark_used(ctx, np->backup_block, 1);
 	if (r < 0)
