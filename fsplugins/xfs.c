@@ -113,7 +113,6 @@
 #define AGF_BTREEBLKS         60
 #define AGF_UUID              64
 #define AGF_CRC               216
-#define AGF_V5_END            224
 
 /* AGFL (struct xfs_agfl, v5 only has a header). */
 #define AGFL_SEQNO            4
@@ -143,7 +142,6 @@
 #define LH_CYCLE              4
 #define LH_VERSION            8
 #define LH_LEN                12
-#define LH_LSN                16
 #define LH_NUM_LOGOPS         40
 #define LH_FS_UUID            304
 #define LH_SIZE               320
@@ -151,9 +149,6 @@
 #define XLOG_MAX_RECORD_BSIZE (256u * 1024)
 #define OH_FLAGS              9
 #define XLOG_UNMOUNT_TRANS    0x20
-/* What may be in flight when the machine stops: 8 in-core logs of the
- * largest record size (the kernel's XLOG_TOTAL_REC_SHIFT), in BBs. */
-#define LOG_WINDOW_BBS        (8u * XLOG_MAX_RECORD_BSIZE / BBSIZE)
 #define LOG_CHUNK_BBS         128u
 
 struct xfs_priv {
@@ -402,12 +397,28 @@ static int xfs_probe(struct fs_ctx *ctx)
 	return 0;
 }
 
-/* ---- the log ---- */
+/* ---- the log ----
+ *
+ * Clean or not is decided as the kernel decides it at mount (xlog_find_head,
+ * xlog_find_tail, xlog_check_unmount_rec; xfs_repair and xfs_logprint use
+ * the same code): the head found, the last record before it must be a lone
+ * unmount operation ending exactly at the head.  What the kernel takes as
+ * clean it does not replay, so the trees on disk are what it will use.
+ * The kernel checks the records' CRCs near the head (xlog_verify_head)
+ * only once the log is found dirty, to trim torn writes: not needed here.
+ */
 
 struct xlog {
-	uint64_t off;      /* byte offset of the log */
-	uint64_t bbs;      /* its length in basic blocks */
+	uint64_t off;         /* byte offset of the log */
+	uint64_t bbs;         /* its length in basic blocks */
+	uint64_t total_scan;  /* XLOG_TOTAL_REC_SHIFT: all in-core logs */
+	uint64_t rec_scan;    /* XLOG_REC_SHIFT: one record */
 };
+
+/* The verdicts of the search, beside errors. */
+#define LOG_FOUND     0
+#define LOG_AT_START  1   /* searched back to block 0 without a header */
+#define LOG_BROKEN    2   /* no record header where one must be */
 
 static int log_read(struct fs_ctx *ctx, const struct xlog *log, uint64_t bb,
 		    void *buf, uint32_t count)
@@ -435,136 +446,252 @@ static int log_cycle(struct fs_ctx *ctx, struct xfs_priv *p, const struct xlog *
 	return r;
 }
 
-/* Do `count` blocks from `first` (wrapping at the end of the log) carry the
- * cycles of a log cut cleanly at head: cycle c before head, c - 1 from
- * it (with head 0, c everywhere)?  Returns 1 yes, 0 no, or an error. */
-static int log_cycles_match(struct fs_ctx *ctx, struct xfs_priv *p, const struct xlog *log,
-			    uint64_t first, uint64_t count, uint64_t head, uint32_t c)
+/* xlog_find_cycle_start: a binary search between first (not of `cycle`)
+ * and *last (of it) for where `cycle` begins. */
+static int log_cycle_start(struct fs_ctx *ctx, struct xfs_priv *p, const struct xlog *log,
+			   uint64_t first, uint64_t *last, uint32_t cycle)
 {
-	while (count) {
-		uint32_t n = count < LOG_CHUNK_BBS ? (uint32_t)count : LOG_CHUNK_BBS;
-		int r;
+	uint64_t end = *last;
 
-		if (n > log->bbs - first)
-			n = (uint32_t)(log->bbs - first);
-		if ((r = log_read(ctx, log, first, p->logbuf, n)) < 0)
+	while (end - first > 1) {
+		uint64_t mid = first + (end - first) / 2;
+		uint32_t c = 0;
+		int r = log_cycle(ctx, p, log, mid, &c);
+
+		if (r < 0)
 			return r;
-		for (uint32_t i = 0; i < n; i++) {
-			uint64_t bb = first + i;
-			uint32_t want = head == 0 || bb < head ? c : c - 1;
-			if (bb_cycle(p->logbuf + (size_t)i * BBSIZE) != want)
-				return 0;
-		}
-		count -= n;
-		first = (first + n) % log->bbs;
+		if (c == cycle)
+			end = mid;
+		else
+			first = mid;
 	}
+	*last = end;
+	return 0;
+}
+
+/* xlog_find_verify_cycle: the first of blocks [start, start+n) written in
+ * cycle `stop`, or -1 in *found. */
+static int log_find_cycle(struct fs_ctx *ctx, struct xfs_priv *p, const struct xlog *log,
+			  uint64_t start, uint64_t n, uint32_t stop, int64_t *found)
+{
+	*found = -1;
+	while (n) {
+		uint32_t k = n < LOG_CHUNK_BBS ? (uint32_t)n : LOG_CHUNK_BBS;
+		int r = log_read(ctx, log, start, p->logbuf, k);
+
+		if (r < 0)
+			return r;
+		for (uint32_t i = 0; i < k; i++)
+			if (bb_cycle(p->logbuf + (size_t)i * BBSIZE) == stop) {
+				*found = (int64_t)(start + i);
+				return 0;
+			}
+		start += k;
+		n -= k;
+	}
+	return 0;
+}
+
+/* Header blocks of a record (xlog_logrec_hblks): v2 records of in-core logs
+ * above 32 KiB carry extended headers for their cycle data. */
+static uint32_t rec_hblks(const struct xfs_priv *p, const unsigned char *h)
+{
+	uint32_t size = be32(h + LH_SIZE);
+
+	if (p->log_v2 && (be32(h + LH_VERSION) & 2) && size > XLOG_HEADER_CYCLE_SIZE)
+		return (uint32_t)(((uint64_t)size + XLOG_HEADER_CYCLE_SIZE - 1) /
+				  XLOG_HEADER_CYCLE_SIZE);
 	return 1;
 }
 
-/* Is the log clean: its head found as the kernel's xlog_find_head() does,
- * the blocks around the head cut cleanly (no half-written records, no
- * holes of the previous cycle), and the last record before the head a
- * single unmount operation ending exactly at the head?  Anything else is
- * taken as needing recovery: the rule errs on the side of "dirty".
- * Returns 1 clean, 0 dirty (*why says what was seen), or an error. */
+/* Blocks a record spans, its header(s) included. */
+static uint64_t rec_bbs(const struct xfs_priv *p, const unsigned char *h)
+{
+	return rec_hblks(p, h) + ((uint64_t)be32(h + LH_LEN) + BBSIZE - 1) / BBSIZE;
+}
+
+/* xlog_find_verify_log_record: back from *last - 1 to start for a record
+ * header; when *last is not right after that whole record (extra blocks
+ * of it lie past the end of the log), *last moves back to the header. */
+static int log_verify_record(struct fs_ctx *ctx, struct xfs_priv *p, const struct xlog *log,
+			     uint64_t start, uint64_t *last, uint64_t extra)
+{
+	uint64_t i = *last;
+	int r;
+
+	for (;;) {
+		if (i == 0)
+			return LOG_AT_START;
+		i--;
+		if (i < start)
+			return LOG_BROKEN;
+		if ((r = log_read(ctx, log, i, p->logbuf, 1)) < 0)
+			return r;
+		if (be32(p->logbuf) == XLOG_HEADER_MAGIC)
+			break;
+	}
+	if (*last - i + extra != rec_bbs(p, p->logbuf))
+		*last = i;
+	return LOG_FOUND;
+}
+
+/* xlog_find_head, from the kernel.  *head is in [0, bbs).  Returns
+ * LOG_FOUND, LOG_BROKEN or an error. */
+static int log_find_head(struct fs_ctx *ctx, struct xfs_priv *p, const struct xlog *log,
+			 uint64_t *head)
+{
+	uint32_t first_cycle = 0, last_cycle = 0, stop;
+	uint64_t scan = log->total_scan < log->bbs ? log->total_scan : log->bbs, start;
+	int64_t found;
+	int r;
+
+	if ((r = log_cycle(ctx, p, log, 0, &first_cycle)) < 0)
+		return r;
+	if (first_cycle == 0) {            /* zeroed whole: nothing written */
+		*head = 0;
+		return LOG_FOUND;
+	}
+	if ((r = log_cycle(ctx, p, log, log->bbs - 1, &last_cycle)) < 0)
+		return r;
+	if (last_cycle == 0) {
+		/* xlog_find_zeroed: written up to some block, zeros after,
+		 * which only a first pass (cycle 1) leaves. */
+		uint64_t last = log->bbs - 1, n;
+
+		if (first_cycle != 1)
+			return LOG_BROKEN;
+		if ((r = log_cycle_start(ctx, p, log, 0, &last, 0)) < 0)
+			return r;
+		n = scan < last ? scan : last;
+		start = last - n;
+		if ((r = log_find_cycle(ctx, p, log, start, n, 0, &found)) < 0)
+			return r;
+		if (found >= 0)
+			last = (uint64_t)found;
+		r = log_verify_record(ctx, p, log, start, &last, 0);
+		if (r != LOG_FOUND)
+			return r < 0 ? r : LOG_BROKEN;
+		*head = last;
+		return LOG_FOUND;
+	}
+
+	if (first_cycle == last_cycle) {
+		/* One cycle everywhere: the head is at the end (block 0),
+		 * unless a hole of the previous cycle says otherwise. */
+		*head = log->bbs;
+		stop = last_cycle - 1;
+	} else {
+		*head = log->bbs - 1;
+		stop = last_cycle;
+		if ((r = log_cycle_start(ctx, p, log, 0, head, last_cycle)) < 0)
+			return r;
+	}
+	/* Writes may land out of order: the earliest block of `stop` within
+	 * reach of the in-core logs before the head is the real head. */
+	if (*head >= scan) {
+		if ((r = log_find_cycle(ctx, p, log, *head - scan, scan, stop, &found)) < 0)
+			return r;
+		if (found >= 0)
+			*head = (uint64_t)found;
+	} else {
+		start = log->bbs - (scan - *head);
+		if ((r = log_find_cycle(ctx, p, log, start, scan - *head, stop - 1, &found)) < 0)
+			return r;
+		if (found >= 0) {
+			*head = (uint64_t)found;
+		} else {
+			if ((r = log_find_cycle(ctx, p, log, 0, *head, stop, &found)) < 0)
+				return r;
+			if (found >= 0)
+				*head = (uint64_t)found;
+		}
+	}
+
+	/* Not in the middle of a record. */
+	scan = log->rec_scan < log->bbs ? log->rec_scan : log->bbs;
+	if (*head >= scan) {
+		r = log_verify_record(ctx, p, log, *head - scan, head, 0);
+		if (r != LOG_FOUND)
+			return r < 0 ? r : LOG_BROKEN;
+	} else {
+		r = log_verify_record(ctx, p, log, 0, head, 0);
+		if (r < 0 || r == LOG_BROKEN)
+			return r;
+		if (r == LOG_AT_START) {
+			uint64_t end = log->bbs;
+
+			r = log_verify_record(ctx, p, log, log->bbs - (scan - *head), &end, *head);
+			if (r != LOG_FOUND)
+				return r < 0 ? r : LOG_BROKEN;
+			if (end != log->bbs)
+				*head = end;
+		}
+	}
+	if (*head == log->bbs)
+		*head = 0;
+	return LOG_FOUND;
+}
+
+/* Is the log clean?  Returns 1 clean, 0 needs recovery (*why says what
+ * was seen), or an error. */
 static int log_is_clean(struct fs_ctx *ctx, struct xfs_priv *p, const char **why)
 {
+	static const unsigned char zero_uuid[16];
 	struct xlog log;
-	uint32_t c_first = 0, c_last = 0, c, hblks;
-	uint64_t head, win, rec, end, lsn;
-	const unsigned char *h;
+	uint64_t head, rec;
+	uint32_t first_cycle = 0;
 	int r;
 
 	log.off = ((uint64_t)p->log_agno * p->agblocks + p->log_agbno) * p->block_size;
 	log.bbs = (uint64_t)p->log_blocks * (p->block_size / BBSIZE);
-	win = log.bbs < 2 * LOG_WINDOW_BBS ? log.bbs : LOG_WINDOW_BBS;
+	log.total_scan = 8u * (p->log_v2 ? XLOG_MAX_RECORD_BSIZE : 32768u) / BBSIZE;
+	log.rec_scan = (p->log_v2 ? XLOG_MAX_RECORD_BSIZE : 32768u) / BBSIZE;
 
-	if ((r = log_cycle(ctx, p, &log, 0, &c_first)) < 0 ||
-	    (r = log_cycle(ctx, p, &log, log.bbs - 1, &c_last)) < 0)
+	r = log_find_head(ctx, p, &log, &head);
+	if (r < 0)
 		return r;
-	if (c_first == 0) {
-		/* A zeroed log (xfs_repair -L): nothing to replay. */
-		r = log_cycles_match(ctx, p, &log, 0, win, 0, 0);
-		if (r > 0)
-			r = log_cycles_match(ctx, p, &log, log.bbs - win, win, 0, 0);
-		*why = "its first block is zeroed, but not the rest";
-		return r;
+	if (r == LOG_BROKEN) {
+		*why = "no log record header where the head's search needs one";
+		return 0;
 	}
-	c = c_first;
-	if (c_first == c_last) {
-		head = 0;
-	} else {
-		uint64_t lo = 0, hi = log.bbs - 1;
-
-		if (c_last != c - 1) {
-			*why = "the log's cycle numbers do not follow each other";
-			return 0;
-		}
-		while (hi - lo > 1) {
-			uint64_t mid = lo + (hi - lo) / 2;
-			uint32_t cm = 0;
-			if ((r = log_cycle(ctx, p, &log, mid, &cm)) < 0)
-				return r;
-			if (cm == c_last)
-				hi = mid;
-			else
-				lo = mid;
-		}
-		head = hi;
+	if (head == 0) {
+		if ((r = log_cycle(ctx, p, &log, 0, &first_cycle)) < 0)
+			return r;
+		if (first_cycle == 0)
+			return 1;          /* zeroed: nothing to replay */
 	}
-	/* The blocks just before and after the head, as far as writes may
-	 * have been in flight, must show a clean cut. */
-	if (win == log.bbs)
-		r = log_cycles_match(ctx, p, &log, 0, log.bbs, head, c);
-	else
-		r = log_cycles_match(ctx, p, &log, (head + log.bbs - win) % log.bbs,
-				     2 * win, head, c);
-	if (r <= 0) {
-		*why = "log records around its head were not all written";
-		return r;
-	}
-
-	/* The last record header before the head. */
+	/* The last record header before the head (wrapping at the start).  A
+	 * record spans at most 8 header blocks and 256 KiB: one further back
+	 * cannot end at the head. */
 	*why = "the last log record is not an unmount record";
-	rec = head == 0 ? log.bbs - 1 : head - 1;
+	rec = head;
 	for (uint64_t back = 0;; back++) {
-		if (back >= win || back >= 2 * (XLOG_MAX_RECORD_BSIZE / BBSIZE))
+		if (back >= log.bbs || back > 2 * log.rec_scan + 8)
 			return 0;
+		rec = rec == 0 ? log.bbs - 1 : rec - 1;
 		if ((r = log_read(ctx, &log, rec, p->logbuf, 1)) < 0)
 			return r;
 		if (be32(p->logbuf) == XLOG_HEADER_MAGIC)
 			break;
-		rec = rec == 0 ? log.bbs - 1 : rec - 1;
 	}
-	h = p->logbuf;
-	if (p->log_v2) {
-		uint32_t size = be32(h + LH_SIZE);
-		if (be32(h + LH_VERSION) != 2 || size == 0 || size > XLOG_MAX_RECORD_BSIZE)
-			return 0;
-		hblks = (size + XLOG_HEADER_CYCLE_SIZE - 1) / XLOG_HEADER_CYCLE_SIZE;
+	{
+		const unsigned char *h = p->logbuf;
+		uint64_t after = (rec + rec_bbs(p, h)) % log.bbs;
+		uint32_t hblks = rec_hblks(p, h);
+
 		/* The uuid the kernel checks (xlog_header_check_mount). */
-		{
-			static const unsigned char zero[16];
-			if (memcmp(h + LH_FS_UUID, zero, 16) &&
-			    memcmp(h + LH_FS_UUID, p->uuid, 16))
-				return 0;
-		}
-	} else {
-		if (be32(h + LH_VERSION) != 1)
+		if (p->log_v2 && memcmp(h + LH_FS_UUID, zero_uuid, 16) &&
+		    memcmp(h + LH_FS_UUID, p->uuid, 16)) {
+			*why = "the log belongs to another filesystem";
 			return 0;
-		hblks = 1;
+		}
+		if (after != head || be32(h + LH_NUM_LOGOPS) != 1)
+			return 0;
+		/* Its one operation header, right after the header blocks. */
+		if ((r = log_read(ctx, &log, (rec + hblks) % log.bbs, p->logbuf, 1)) < 0)
+			return r;
+		return (p->logbuf[OH_FLAGS] & XLOG_UNMOUNT_TRANS) ? 1 : 0;
 	}
-	lsn = be64(h + LH_LSN);
-	if (be32(h + LH_CYCLE) != c || lsn != ((uint64_t)c << 32 | rec) ||
-	    be32(h + LH_LEN) > XLOG_MAX_RECORD_BSIZE || be32(h + LH_NUM_LOGOPS) != 1)
-		return 0;
-	end = (rec + hblks + (be32(h + LH_LEN) + BBSIZE - 1) / BBSIZE) % log.bbs;
-	if (end != head)
-		return 0;
-	/* Its one operation header, in the first block after the header(s). */
-	if ((r = log_read(ctx, &log, (rec + hblks) % log.bbs, p->logbuf, 1)) < 0)
-		return r;
-	return (p->logbuf[OH_FLAGS] & XLOG_UNMOUNT_TRANS) ? 1 : 0;
 }
 
 static int xfs_open(struct fs_ctx *ctx, void *priv)
@@ -701,7 +828,7 @@ static int free_extent(struct fs_ctx *ctx, const struct xfs_priv *p, struct ag_s
 	int r;
 
 	if (len == 0 || start < p->hdr_blocks || end > s->len)
-		return ag_broken(ctx, s->agno, "free extent %u+%u lies outside the group",
+		return ag_broken(ctx, s->agno, "free extent %u+%u lies outside the group or over its headers",
 				 start, len);
 	if (start < s->cursor)
 		return ag_broken(ctx, s->agno, "free extent %u+%u is out of order or overlaps another",
@@ -761,7 +888,7 @@ static int read_agfl(struct fs_ctx *ctx, struct xfs_priv *p, struct ag_scan *s,
 			return ag_broken(ctx, s->agno, "free list holds more than its count of %u blocks",
 					 count);
 		if (b < p->hdr_blocks || b >= s->len)
-			return ag_broken(ctx, s->agno, "free list block %u lies outside the group", b);
+			return ag_broken(ctx, s->agno, "free list block %u lies outside the group or in its headers", b);
 		p->agfl[n++] = b;
 		if (i == last)
 			break;
@@ -803,7 +930,7 @@ static int read_bnobt_block(struct fs_ctx *ctx, struct xfs_priv *p, struct ag_sc
 	int r;
 
 	if (bno < p->hdr_blocks || bno >= s->len)
-		return ag_broken(ctx, s->agno, "free-space btree block %u lies outside the group", bno);
+		return ag_broken(ctx, s->agno, "free-space btree block %u lies outside the group or in its headers", bno);
 	/* No tree has more blocks than its group: a limit against loops. */
 	if (++s->visits > s->len)
 		return ag_broken(ctx, s->agno, "free-space btree visits more blocks than the group has");

@@ -48,13 +48,20 @@ static bool can_mount(void)
 	return can;
 }
 
+/* Images live in tmpfs where there is one: the loop mounts' flushes then
+ * cost nothing, whatever else the machine is writing. */
+static const char *image_dir(void)
+{
+	return access("/dev/shm", W_OK) == 0 ? "/dev/shm" : "/tmp";
+}
+
 /* A sparse file of size bytes holding `mkfs.xfs -f -q args`. */
 static bool make_image(char path[static 32], const char *args, uint64_t size)
 {
 	char cmd[1024];
 	int fd;
 
-	strcpy(path, "/tmp/test-xfs-XXXXXX");
+	snprintf(path, 32, "%s/test-xfs-XXXXXX", image_dir());
 	fd = mkstemp(path);
 	CHECK(fd >= 0);
 	if (fd < 0)
@@ -620,15 +627,39 @@ static void test_log(void)
 	put_be(b + 40, 2, 4);
 	write_at(path, g.log_off, b, 512);
 	CHECK(examine(path, false, &info, &err) == -EUCLEAN);
-	/* Of a cycle that is not the log's. */
+	/* Its length one block short of the head, or pointing past it. */
+	memcpy(b, orig, 512);
+	put_be(b + 12, 0, 4);
+	write_at(path, g.log_off, b, 512);
+	CHECK(examine(path, false, &info, &err) == -EUCLEAN);
+	put_be(b + 12, 4096, 4);
+	write_at(path, g.log_off, b, 512);
+	CHECK(examine(path, false, &info, &err) == -EUCLEAN);
+	/* Another filesystem's log. */
+	memcpy(b, orig, 512);
+	b[304] ^= 0xFF;
+	write_at(path, g.log_off, b, 512);
+	r = examine(path, false, &info, &err);
+	CHECK(r == -EUCLEAN);
+	CHECK(strstr(err.msg, "another filesystem") != NULL);
+	/* No record header anywhere before a head of cycle 1: the head's
+	 * search finds none. */
+	memcpy(b, orig, 512);
+	put_be(b, 1, 4);
+	write_at(path, g.log_off, b, 512);
+	CHECK(examine(path, false, &info, &err) == -EUCLEAN);
+	/* Zeros after a first block of cycle 7: only a first pass leaves
+	 * zeros ("Log inconsistent or not a log" to the kernel). */
 	memcpy(b, orig, 512);
 	put_be(b + 4, 7, 4);
 	write_at(path, g.log_off, b, 512);
 	CHECK(examine(path, false, &info, &err) == -EUCLEAN);
-	/* A zeroed first block with the rest of the log written. */
+	/* What the kernel takes as clean, the plugin does too: a log whose
+	 * first block is zero is zeroed whole to it, whatever follows. */
 	memset(b, 0, 512);
 	write_at(path, g.log_off, b, 512);
-	CHECK(examine(path, false, &info, &err) == -EUCLEAN);
+	CHECK(examine(path, false, &info, &err) == 0);
+	fs_info_free(&info);
 	/* A log zeroed whole (as xfs_repair -L leaves it) holds nothing. */
 	{
 		char cmd[256];
@@ -690,6 +721,25 @@ static void test_log_wrapped(void)
 	unlink(path);
 }
 
+/* A log rewritten by xfs_db's uuid command (xfs_admin -U, and xfs_repair
+ * on v5 the same way): a record of the next cycle at block 0, zeros, then
+ * records of the previous cycle in 256 KiB steps.  The kernel's head search
+ * backs up to block 0 and finds the last filler record ending there: clean. */
+static void test_log_rewritten_by_xfs_db(void)
+{
+	char path[32], cmd[128];
+
+	if (!have_xfsprogs() || !make_image(path, "", 512 * MiB))
+		return;
+	snprintf(cmd, sizeof(cmd), "xfs_db -x -c 'uuid generate' %s >/dev/null 2>&1", path);
+	CHECK(system(cmd) == 0);
+	check_image(path, "uuid generate");
+	snprintf(cmd, sizeof(cmd), "xfs_repair %s >/dev/null 2>&1", path);
+	CHECK(system(cmd) == 0);
+	check_image(path, "xfs_repair");
+	unlink(path);
+}
+
 /* ---- other devices ---- */
 
 static void test_external_log_and_realtime(void)
@@ -701,7 +751,7 @@ static void test_external_log_and_realtime(void)
 
 	if (!have_xfsprogs())
 		return;
-	strcpy(other, "/tmp/test-xfs-dev-XXXXXX");
+	snprintf(other, sizeof(other), "%s/test-xfs-dev-XXXXXX", image_dir());
 	fd = mkstemp(other);
 	CHECK(fd >= 0 && ftruncate(fd, 64 * MiB) == 0);
 	close(fd);
@@ -816,39 +866,58 @@ static void test_protofile(void)
 	CHECK(system(cmd) == 0);
 }
 
-/* Mounted through a loop device: a file with every other few blocks
- * punched out fragments the free space into thousands of extents (a bnobt
- * of two or three levels, blocks taken from the AGFL into agf_btreeblks).
- * Returns false when it could not be done. */
+/* Mounted through a loop device, xfs_io runs the commands of `script` on
+ * one file, 50 small files are written, then the shell commands `extra`
+ * ($m is the mount point) before the unmount.  Returns false when it could
+ * not be done (a failed check only when must_mount). */
+static bool run_mounted(const char *path, const char *script, const char *extra, bool must_mount)
+{
+	char cmd[1024];
+	int r;
+
+	snprintf(cmd, sizeof(cmd),
+		 "set -e; m=$(mktemp -d /tmp/test-xfs-mnt-XXXXXX); d=$(losetup -f --show %s); "
+		 "trap 'umount $m 2>/dev/null || true; losetup -d $d; rmdir $m' EXIT; "
+		 "mount -t xfs $d $m %s; xfs_io -f $m/frag < %s >/dev/null; "
+		 "seq 1 50 | while read i; do head -c $((i * 3000)) /dev/urandom > $m/s$i; done; %s; "
+		 "umount $m",
+		 path, must_mount ? "" : "2>/dev/null", script, extra);
+	r = system(cmd);
+	if (must_mount)
+		CHECK(r == 0);
+	return r == 0;
+}
+
+/* An xfs_io script in a temporary file (path[32]); false on failure. */
+static FILE *io_script(char path[static 32])
+{
+	int fd;
+
+	strcpy(path, "/tmp/test-xfs-io-XXXXXX");
+	fd = mkstemp(path);
+	CHECK(fd >= 0);
+	return fd >= 0 ? fdopen(fd, "w") : NULL;
+}
+
+/* A file with every other few blocks punched out fragments the free space
+ * into thousands of extents (a bnobt of two or three levels, blocks taken
+ * from the AGFL into agf_btreeblks). */
 static bool fragment_as(const char *path, unsigned holes, unsigned step_kib, const char *extra,
 			bool must_mount)
 {
-	char cmd[1024], script[64];
-	FILE *f;
-	int fd;
+	char script[32];
+	FILE *f = io_script(script);
+	bool ok;
 
-	strcpy(script, "/tmp/test-xfs-io-XXXXXX");
-	fd = mkstemp(script);
-	CHECK(fd >= 0);
-	f = fdopen(fd, "w");
 	if (!f)
 		return false;
 	fprintf(f, "falloc 0 %uk\n", holes * step_kib * 2);
 	for (unsigned i = 0; i < holes; i++)
 		fprintf(f, "fpunch %uk %uk\n", i * step_kib * 2, step_kib);
 	fclose(f);
-	snprintf(cmd, sizeof(cmd),
-		 "set -e; m=$(mktemp -d /tmp/test-xfs-mnt-XXXXXX); d=$(losetup -f --show %s); "
-		 "trap 'umount $m 2>/dev/null || true; losetup -d $d; rmdir $m' EXIT; "
-		 "mount -t xfs $d $m; xfs_io -f $m/frag < %s >/dev/null; "
-		 "seq 1 50 | while read i; do head -c $((i * 3000)) /dev/urandom > $m/s$i; done; %s; "
-		 "umount $m",
-		 path, script, extra);
-	fd = system(cmd);
+	ok = run_mounted(path, script, extra, must_mount);
 	unlink(script);
-	if (must_mount)
-		CHECK(fd == 0);
-	return fd == 0;
+	return ok;
 }
 
 static bool fragment(const char *path, unsigned holes, unsigned step_kib, const char *extra)
@@ -858,6 +927,10 @@ static bool fragment(const char *path, unsigned holes, unsigned step_kib, const 
 
 /* Kernels from 6.x on may be built without v4 support: then v4 is only
  * checked unmounted. */
+/* The fragmented 1 KiB-block v5 filesystem, made once for the tests that
+ * read it (test_fragmented) and damage copies of it (test_hostile_bnobt). */
+static char frag_path[32];
+
 static void check_fragmented(const char *args, unsigned holes, unsigned step_kib, bool v4)
 {
 	char path[32];
@@ -884,7 +957,10 @@ static void check_fragmented(const char *args, unsigned holes, unsigned step_kib
 	       (unsigned long long)c.fdblocks, (unsigned long long)c.freesp);
 	CHECK(max_levels >= 2);
 	check_image(path, args);
-	unlink(path);
+	if (strcmp(args, "-b size=1024") == 0 && !frag_path[0] && max_levels >= 3)
+		memcpy(frag_path, path, sizeof(frag_path));
+	else
+		unlink(path);
 }
 
 static void test_fragmented(void)
@@ -904,7 +980,7 @@ static void test_dirty_log_mounted(void)
 
 	if (!have_xfsprogs() || !can_mount() || !make_image(path, "", 512 * MiB))
 		return;
-	if (!fragment(path, 100, 4, "sync; head -c 300000 /dev/urandom > $m/late; xfs_io -x -c shutdown $m")) {
+	if (!fragment(path, 100, 4, "xfs_io -c syncfs $m; head -c 300000 /dev/urandom > $m/late; xfs_io -x -c shutdown $m")) {
 		unlink(path);
 		return;
 	}
@@ -920,6 +996,53 @@ static void test_dirty_log_mounted(void)
 	unlink(path);
 }
 
+/* A log written round by the kernel: with a 256 KiB log stripe unit every
+ * fsync writes a 256 KiB record, so 320 of them go round a 64 MiB log.
+ * Clean after the unmount; dirty after a shutdown. */
+static void test_wrapped_log_mounted(void)
+{
+	const char *extra[] = { "true", "xfs_io -c syncfs $m; xfs_io -c 'pwrite 0 4k' $m/s1 >/dev/null; xfs_io -x -c shutdown $m" };
+
+	for (int k = 0; k < 2; k++) {
+		char path[32], script[32];
+		struct fs_info info;
+		struct im_err err;
+		struct geo g;
+		unsigned char bb[8];
+		FILE *f;
+		int r;
+
+		if (!have_xfsprogs() || !can_mount() || !make_image(path, "-l su=256k", 512 * MiB))
+			return;
+		if (!(f = io_script(script))) {
+			unlink(path);
+			return;
+		}
+		for (int i = 1; i <= 320; i++)
+			fprintf(f, "pwrite %d 1\nfsync\n", i);
+		fclose(f);
+		r = run_mounted(path, script, extra[k], true);
+		unlink(script);
+		if (!r) {
+			unlink(path);
+			return;
+		}
+		read_geo(path, &g);
+		read_at(path, g.log_off, bb, sizeof(bb));
+		printf("# log after 320 fsyncs%s: cycle %llu at its first block\n",
+		       k ? " and a shutdown" : "", (unsigned long long)get_be(bb + 4, 4));
+		CHECK(get_be(bb + 4, 4) >= 2);   /* a record header: h_cycle */
+		if (k == 0) {
+			check_image(path, "wrapped log");
+		} else {
+			r = examine(path, false, &info, &err);
+			CHECK(r == -EUCLEAN);
+			CHECK(strstr(err.msg, "log") != NULL);
+		}
+		unlink(path);
+	}
+}
+
 /* Damage to the bnobt of a fragmented filesystem's busiest AG, re-signed
  * so that the walk itself must catch it: loops, a record out of order or
  * out of the group, absurd counts. */
@@ -933,12 +1056,13 @@ static void test_hostile_bnobt(void)
 	uint64_t root_off = 0;
 	uint32_t ag = 0, root = 0, levels = 0, hdr, node_max;
 
-	if (!have_xfsprogs() || !can_mount() || !make_image(path, "-b size=1024", 512 * MiB))
+	if (!have_xfsprogs() || !can_mount())
 		return;
-	if (!fragment(path, 12000, 4, "true")) {
-		unlink(path);
+	if (!frag_path[0]) {
+		CHECK(!"test_fragmented left no 3-level filesystem");
 		return;
 	}
+	memcpy(path, frag_path, sizeof(path));
 	read_geo(path, &g);
 	for (uint32_t a = 0; a < g.agcount; a++) {
 		read_at(path, (uint64_t)a * g.agblocks * g.bs + g.ss, agf, sizeof(agf));
@@ -1082,6 +1206,6 @@ static void test_fuzz(void)
 UNIT_MAIN(UNIT(test_v5_4k), UNIT(test_v5_1k), UNIT(test_v5_64k), UNIT(test_v5_sector_4k),
 	  UNIT(test_v5_rmapbt), UNIT(test_v5_log_su), UNIT(test_v5_short_ag), UNIT(test_v4),
 	  UNIT(test_hostile_superblock), UNIT(test_hostile_agf), UNIT(test_hostile_agfl),
-	  UNIT(test_log), UNIT(test_log_wrapped), UNIT(test_external_log_and_realtime),
+	  UNIT(test_log), UNIT(test_log_wrapped), UNIT(test_log_rewritten_by_xfs_db), UNIT(test_external_log_and_realtime),
 	  UNIT(test_registry), UNIT(test_protofile), UNIT(test_fragmented),
-	  UNIT(test_dirty_log_mounted), UNIT(test_hostile_bnobt), UNIT(test_fuzz))
+	  UNIT(test_dirty_log_mounted), UNIT(test_wrapped_log_mounted), UNIT(test_hostile_bnobt), UNIT(test_fuzz))
