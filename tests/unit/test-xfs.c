@@ -967,6 +967,8 @@ static void test_fragmented(void)
 {
 	check_fragmented("-b size=1024", 12000, 4, false);
 	check_fragmented("", 3000, 8, false);
+	/* rmapbt blocks come off the AGFL too, and count in agf_btreeblks. */
+	check_fragmented("-m rmapbt=1 -b size=1024", 3000, 4, false);
 	check_fragmented("-m crc=0", 3000, 8, true);
 }
 
