@@ -41,9 +41,13 @@
  *     (damaged records, runs outside the volume): forced, every cluster is
  *     kept.  A boot sector that fails its checks is not NTFS's: the raw
  *     fallback copies the partition.
- * The bitmap unit is the cluster, or a fraction of it when a cluster is
- * larger than the engine's 1 MiB limit or when the partition's end is not
- * cluster-aligned (the backup boot sector's block must fit in it).
+ * The bitmap unit is the cluster up to 4 KiB, and 4 KiB for larger ones: the
+ * backup boot sector is kept as the whole block holding it, and with 64 KiB
+ * or 2 MiB blocks that block would carry that much of the old data found
+ * past the volume's last cluster (2% of a small image).  4 KiB blocks keep
+ * the bitmap as small as on the usual 4 KiB-cluster volume.  Smaller still
+ * when the partition's end is not so aligned (the backup boot sector's
+ * block must lie inside the device).
  */
 #include "imager/fsplugin.h"
 
@@ -71,7 +75,7 @@
 #define BS_LEN               512u
 
 #define NTFS_MAX_CLUSTER     (2u << 20)   /* Windows 10 1703 and libntfs-3g */
-#define NTFS_MAX_BLOCK       (1u << 20)   /* fs_set_geometry()'s limit */
+#define NTFS_MAX_BLOCK       4096u        /* the bitmap unit, at most */
 #define NTFS_FIXUP_STRIDE    512u         /* update sequence stride, always */
 #define NTFS_MAX_RECORD      (64u << 10)  /* Windows writes 1 KiB or 4 KiB */
 
@@ -351,7 +355,7 @@ static int parse_boot(struct fs_ctx *ctx, struct ntfs_priv *np)
 	return 0;
 }
 
-/* The bitmap unit: the cluster when it can be, so that the partition's last
+/* The bitmap unit: the cluster up to 4 KiB, so that the partition's last
  * sector (the backup boot sector) falls in a whole block inside the device. */
 static void choose_blocks(struct fs_ctx *ctx, struct ntfs_priv *np)
 {

@@ -344,7 +344,7 @@ static void check_image_pc(const char *path, const char *what, bool partclone)
 		return;
 	per = g.cs / info.block_size;
 	last = (size / g.bps - 1) * g.bps / info.block_size;
-	CHECK(info.block_size <= g.cs && info.block_size <= MiB);
+	CHECK(info.block_size <= g.cs && info.block_size <= 4096);
 	CHECK_EQ_U(info.block_count, size / info.block_size);
 	CHECK(last >= g.clusters * per);           /* past the clusters: counted apart */
 	CHECK(bitmap_test(&info.used, last));
@@ -384,7 +384,7 @@ static void check_mkfs(const char *args, uint64_t size)
 static void test_4k(void)        { check_mkfs("", 64 * MiB); }
 static void test_512(void)       { check_mkfs("-c 512", 32 * MiB); }
 static void test_64k(void)       { check_mkfs("-c 65536", 64 * MiB); }
-/* 2 MiB clusters: the negative-shift encoding, and two 1 MiB blocks each. */
+/* 2 MiB clusters: the negative-shift encoding, and 512 blocks of 4 KiB each. */
 static void test_2m(void)        { check_mkfs("-c 2097152", 512 * MiB); }
 static void test_4k_sectors(void) { check_mkfs("-s 4096", 64 * MiB); }
 static void test_1g(void)        { check_mkfs("", 1024 * MiB); }
