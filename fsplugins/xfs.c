@@ -13,14 +13,16 @@
  * Format facts come from xfsprogs and the kernel (libxfs/xfs_format.h,
  * xfs_log_format.h; the checks follow xfs_repair's scan_allocbt and
  * scan_freelist, and the log's head and clean test follow the kernel's
- * xlog_find_head and xlog_check_unmount_rec).  Everything on disk is
- * big-endian but the CRC32c fields, which are little-endian.
+ * xlog_find_zeroed, xlog_find_head and xlog_check_unmount_rec).  Everything
+ * on disk is big-endian but the CRC32c fields, which are little-endian.
  *
  * Refused: an external log or a realtime section (-ENOTSUP: those live on
  * other devices that would not be saved), a log that needs recovery, a
- * filesystem marked needsrepair or left by an unfinished mkfs (-EUCLEAN
- * unless forced), and features that could change where free space is
- * accounted (unknown ones, metadir, zoned: -ENOTSUP).
+ * filesystem marked needsrepair or left by an unfinished mkfs (-EUCLEAN;
+ * forced, every block is kept, as the trees on disk may not show what is
+ * in use), damaged AG structures or free counts that disagree (-EUCLEAN;
+ * forced, the AG is kept whole), and features that could change where free
+ * space is accounted (unknown ones, metadir, zoned: -ENOTSUP).
  */
 #include "imager/fsplugin.h"
 
@@ -35,7 +37,6 @@
 #define XFS_AGFL_MAGIC        0x5841464Cu   /* "XAFL" */
 #define XFS_ABTB_MAGIC        0x41425442u   /* "ABTB": bnobt, v4 */
 #define XFS_ABTB_CRC_MAGIC    0x41423342u   /* "AB3B": bnobt, v5 */
-#define NULLAGBLOCK           0xFFFFFFFFu
 
 /* Superblock (struct xfs_dsb) field offsets. */
 #define SB_BLOCKSIZE          4
@@ -223,7 +224,7 @@ static bool is_pow2(uint64_t v)
 	return v && !(v & (v - 1));
 }
 
-static uint32_t log2_exact(uint64_t v)
+static uint32_t log2_floor(uint64_t v)
 {
 	uint32_t n = 0;
 
@@ -276,11 +277,11 @@ static int parse_geometry(struct fs_ctx *ctx, const unsigned char *sb, struct xf
 	p->block_size = be32(sb + SB_BLOCKSIZE);
 	p->sect_size = be16(sb + SB_SECTSIZE);
 	if (p->block_size < 512 || p->block_size > 65536 || !is_pow2(p->block_size) ||
-	    sb[SB_BLOCKLOG] != log2_exact(p->block_size))
+	    sb[SB_BLOCKLOG] != log2_floor(p->block_size))
 		return fs_error(ctx, -EINVAL, "block size %u (log %u) out of range",
 				p->block_size, sb[SB_BLOCKLOG]);
 	/* map_superblock() checked the sector size is a power of two. */
-	if (p->sect_size > p->block_size || sb[SB_SECTLOG] != log2_exact(p->sect_size) ||
+	if (p->sect_size > p->block_size || sb[SB_SECTLOG] != log2_floor(p->sect_size) ||
 	    (p->v5 && p->sect_size < SB_V5_END))
 		return fs_error(ctx, -EINVAL, "sector size %u (log %u) out of range",
 				p->sect_size, sb[SB_SECTLOG]);
@@ -292,7 +293,7 @@ static int parse_geometry(struct fs_ctx *ctx, const unsigned char *sb, struct xf
 	p->fdblocks = be64(sb + SB_FDBLOCKS);
 	/* xfs_validate_sb_common: XFS_MIN_AG_BLOCKS .. 1 TiB of 512-byte blocks. */
 	if (p->agblocks < 64 || p->agblocks > (1u << 31) ||
-	    p->agblklog != log2_exact(p->agblocks) + !is_pow2(p->agblocks))
+	    p->agblklog != log2_floor(p->agblocks) + !is_pow2(p->agblocks))
 		return fs_error(ctx, -EINVAL, "%u blocks per allocation group (log %u) out of range",
 				p->agblocks, p->agblklog);
 	if (p->agcount == 0)
@@ -724,7 +725,7 @@ static int xfs_open(struct fs_ctx *ctx, void *priv)
 	 * cannot be trusted to show everything that is in use. */
 	if (sb[SB_INPROGRESS]) {
 		if (!fs_forced(ctx))
-			return fs_error(ctx, -EUCLEAN, "mkfs.xfs did not finish making it");
+			return fs_error(ctx, -EUCLEAN, "mkfs.xfs did not finish making it (sb_inprogress): make it again");
 		fs_warn(ctx, "mkfs.xfs did not finish making it: every block is kept, as forced");
 		p->keep_all = true;
 	}
