@@ -342,7 +342,8 @@ static bool make_f2fs(const char *img, unsigned mib, bool random, const char *op
 	} else if (sh("rm -f %s && truncate -s %uM %s", img, mib, img) != 0) {
 		return false;
 	}
-	if (sh("mkfs.f2fs -q -f %s %s >/dev/null 2>&1", opts, img) != 0) {
+	/* -t 0: no discard, which on a file punches holes over the old data. */
+	if (sh("mkfs.f2fs -q -f -t 0 %s %s >/dev/null 2>&1", opts, img) != 0) {
 		fprintf(stderr, "  mkfs.f2fs %s %s failed\n", opts, img);
 		return false;
 	}
