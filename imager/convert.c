@@ -13,6 +13,7 @@
 
 #include "convert-int.h"
 #include "imager/guest.h"
+#include "imager/virtiowin.h"
 
 #define WRITE_CHUNK (1u << 20)   /* libguestfs messages are limited to a few MiB */
 
@@ -384,6 +385,11 @@ int im_convert(const char *const *disks, const char *const *formats, size_t n,
 	rep->dry_run = o->dry_run;
 	snprintf(rep->block, sizeof(rep->block), "%s", conv_block_name(o->block));
 	snprintf(rep->method, sizeof(rep->method), "%s", o->rebuild_initramfs ? "rebuild" : "append");
+	/* A virtio-win named by the user that is none is refused before the
+	 * appliance costs its launch (a Linux guest would ignore it; a typo
+	 * still deserves the message). */
+	if (o->virtio_win && *o->virtio_win)
+		FORWARD_ERR(vw_check(o->virtio_win, err));
 	if (o->phase)
 		o->phase(o->opaque, "launching the appliance");
 	FORWARD_ERR(guest_open(disks, formats, n, o->dry_run, &c.g, err));

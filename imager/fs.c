@@ -259,9 +259,10 @@ static int run_plugin(const struct fs_plugin *p, struct fs_ctx *ctx,
 			  r == -ENOTSUP ? IM_EXIT_UNSUPP :
 			  r == -EIO ? IM_EXIT_IO : IM_EXIT_SOURCE;
 		/* (a volume's plugin: the container's plugin adds the advice) */
+		/* A plugin that names its own fix ("run xfs_repair") gets only --force added. */
 		if (r == -EUCLEAN && ctx->depth == 0)
-			return im_errf(err, cls, r, "%s: %s; run fsck, or use --force to copy it as it is",
-				       p->name, why);
+			return im_errf(err, cls, r, "%s: %s; %suse --force to copy it as it is", p->name,
+				       why, strstr(why, "run ") ? "or " : "run fsck, or ");
 		return im_errf(err, cls, r, "%s: %s", p->name, why);
 	}
 	out->plugin = p;

@@ -247,6 +247,30 @@ static int add_file(struct vw_set *set, const char *rel)
 	return 0;
 }
 
+static int not_virtio_win(const char *src, struct im_err *err)
+{
+	return im_errf(err, IM_EXIT_SOURCE, -ENOENT,
+		       "%s is not virtio-win: it has no viostor or vioscsi driver folder "
+		       "(DRIVER/OS/ARCH/ or drivers/by-os/ARCH/OS/)", src);
+}
+
+int vw_check(const char *path, struct im_err *err)
+{
+	struct vw_source s;
+	bool is_vw = false;
+	int r;
+
+	FORWARD_ERR(vw_open(path, &s, err));
+	for (size_t i = 0; i < s.npaths && !is_vw; i++) {
+		const char *b = base_name(s.paths[i]), *os, *a;
+		is_vw = driver_dir(s.paths[i], &os, &a) &&
+			(!strcasecmp(b, "viostor.sys") || !strcasecmp(b, "vioscsi.sys"));
+	}
+	r = is_vw ? 0 : not_virtio_win(path, err);
+	vw_close(&s);
+	return r;
+}
+
 int vw_select(char *const *paths, size_t n, const char *src, const char *arch, int major,
 	      int minor, bool server, int build, const char *need, struct vw_set *set,
 	      struct im_err *err)
@@ -282,9 +306,7 @@ int vw_select(char *const *paths, size_t n, const char *src, const char *arch, i
 		if (seen[k])
 			snprintf(have + strlen(have), sizeof(have) - strlen(have), " %s", os_names[k]);
 	if (!is_vw)
-		return im_errf(err, IM_EXIT_SOURCE, -ENOENT,
-			       "%s is not virtio-win: it has no viostor or vioscsi driver folder "
-			       "(DRIVER/OS/ARCH/ or drivers/by-os/ARCH/OS/)", src);
+		return not_virtio_win(src, err);
 	if (!want)
 		return im_errf(err, IM_EXIT_UNSUPP, -ENOTSUP,
 			       "virtio-win has no drivers for the %s architecture", arch);

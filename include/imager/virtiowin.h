@@ -95,6 +95,11 @@ struct vw_source {
  * 8 levels deep).
  */
 int vw_open(const char *path, struct vw_source *s, struct im_err *err);
+/* Is path a virtio-win folder or ISO (vw_open(), then a viostor or vioscsi
+ * driver folder)?  What convert checks before its appliance starts, so that
+ * a wrong --virtio-win costs no launch.  Returns 0, or vw_open()'s errors
+ * and -ENOENT (IM_EXIT_SOURCE) when it is not virtio-win. */
+int vw_check(const char *path, struct im_err *err);
 /* Make every file of set readable here (set->files[].local, agent.local):
  * a folder's files are where they are; an ISO's are extracted to a
  * temporary folder (under $TMPDIR) that vw_close() removes. */
