@@ -2,6 +2,8 @@
 # Builds the Debian 12 test guest used by the P2V tests, and prints the path
 # of the cached qcow2 image on stdout (the last line; progress on stderr).
 #
+# (lvm2 is installed, unused: tests/guest/debian12-lvm.sh moves this guest
+# onto LVM.)
 # The guest is configured like a physical SATA/IDE machine: an MBR disk with
 # an ext4 root on sda1 and swap on sda2, GRUB on the MBR, /etc/fstab and
 # grub.cfg naming /dev/sda1, and an initramfs holding the SATA/IDE drivers but
@@ -184,7 +186,7 @@ mount "${LOOP}p1" "$ROOT"
 # ---- Debian 12 ----
 phase "debootstrap bookworm from $MIRROR (about 2 minutes; log in $BUILD/debootstrap.log)"
 quietly debootstrap debootstrap --variant=minbase \
-	--include=systemd-sysv,udev,kmod,linux-image-amd64,grub-pc,initramfs-tools,e2fsprogs,iproute2 \
+	--include=systemd-sysv,udev,kmod,linux-image-amd64,grub-pc,initramfs-tools,e2fsprogs,iproute2,lvm2 \
 	bookworm "$ROOT" "$MIRROR"
 phase "debootstrap done"
 

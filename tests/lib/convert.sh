@@ -1,20 +1,21 @@
 # Helpers for the conversion suites (tests/ts/convert).  Sourced after
 # common.sh and guestboot.sh.
 #
-#   need_guest            skips unless root with qemu and libguestfs; sets
-#                         GUEST to the cached test guest (tests/guest/debian12.sh),
-#                         building it on first use (~3 minutes)
+#   need_guest [lvm]      skips unless root with qemu and libguestfs; sets
+#                         GUEST to the cached test guest (tests/guest/debian12.sh,
+#                         or its LVM variant debian12-lvm.sh), building it on
+#                         first use (~4 minutes each)
 #   guest_overlay FILE    a qcow2 overlay of the guest: writes never reach the cache
 #   boot_ok IMAGE FORMAT BUS ROOT
 #                         boots; fails unless the guest reached its marker with
 #                         ROOT as the root device and virtio_net up
 
-need_guest() {
+need_guest() { # [lvm]
 	local rc=0
 	need_root "to build the test guest (debootstrap, loop devices)"
 	need_cmd qemu-system-x86_64 qemu-img jq
 	need_guestfs
-	GUEST=$(guest_image) || rc=$?
+	GUEST=$(guest_image "$@") || rc=$?
 	[ "$rc" = 77 ] && skip "the test guest cannot be built here (see above)"
 	[ "$rc" = 0 ] || fail "the test guest could not be built"
 	note "test guest: $GUEST"

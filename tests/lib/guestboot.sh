@@ -2,7 +2,8 @@
 # Sourced (defines functions only):
 #   . "$TESTS_LIB/guestboot.sh"
 #
-#   guest_image                      builds or finds the cached guest image
+#   guest_image [lvm]                builds or finds the cached guest image
+#                                    (lvm: its LVM variant, debian12-lvm.sh)
 #                                    and prints its path; returns 77 (after a
 #                                    "skip: REASON" line on stderr) when it
 #                                    cannot be built here, 1 on failure.
@@ -24,10 +25,10 @@
 
 GUEST_MARKER=IMAGER-GUEST-UP
 
-guest_image() {
+guest_image() { # [lvm]
 	local lib script out errf rc=0
 	lib=${TESTS_LIB:-$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)}
-	script=$lib/../guest/debian12.sh
+	script=$lib/../guest/debian12${1:+-$1}.sh
 	errf=$(mktemp)
 	# stdout (the path) is captured; stderr goes on to ours and to errf;
 	# the status is the script's, whether or not pipefail is set.
@@ -36,14 +37,14 @@ guest_image() {
 		exit "${PIPESTATUS[0]}"
 	} 3>&1) || rc=$?
 	if [ "$rc" = 77 ]; then
-		echo "skip: the test guest cannot be built here: $(tail -n 1 "$errf" | sed 's/^debian12: //')" >&2
+		echo "skip: the test guest cannot be built here: $(tail -n 1 "$errf" | sed 's/^debian12[a-z-]*: //')" >&2
 		rm -f "$errf"
 		return 77
 	fi
 	rm -f "$errf"
 	out=$(printf '%s\n' "$out" | tail -n 1)
 	if [ "$rc" != 0 ] || [ ! -f "$out" ]; then
-		echo "guest_image: tests/guest/debian12.sh failed (exit $rc)" >&2
+		echo "guest_image: ${script#"$lib"/../} failed (exit $rc)" >&2
 		return 1
 	fi
 	echo "$out"
