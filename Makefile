@@ -36,49 +36,90 @@ DEB_BENCH := virt-v2v
 CC        ?= gcc
 OPT       ?= -O2 -g
 WARN      := -Wall -Wextra -Werror -Wno-format-truncation
+# The layers (README "Design"): each a static library that uses only the
+# ones below it.  A layer's sources see the private headers of their own
+# folder and of the layers below, are compiled with IMAGER_LAYER set (the
+# headers of a higher layer refuse to be included: #error), and with the
+# pkg-config flags of their own libraries only; `make layers` (run by the
+# setup/layers test) checks each library's undefined symbols.
+#   1 engine   imager/engine + fsplugins  disks, tables, plugins, backends, jobs
+#   2 convert  imager/convert             libguestfs, hivex, virtio-win
+#   3 virt     imager/virt                libvirt: domains, pools, volumes
+#   4 cli      imager/cli                 the imager command
+PKGS_ENGINE  := libparted blkid libzstd json-c libxxhash zlib libnbd
+PKGS_CONVERT := $(PKGS_ENGINE) libguestfs hivex libarchive
+PKGS_VIRT    := $(PKGS_CONVERT) libvirt libxml-2.0
 BASE_CFLAGS = -std=gnu11 $(OPT) $(WARN) -Iinclude -D_GNU_SOURCE \
-              -D_FILE_OFFSET_BITS=64 -DIMAGER_VERSION='"$(VERSION)"' -pthread \
-              $(shell pkg-config --cflags $(PKGS) 2>/dev/null)
+              -D_FILE_OFFSET_BITS=64 -DIMAGER_VERSION='"$(VERSION)"' -pthread
 LDLIBS    = $(shell pkg-config --libs $(PKGS) 2>/dev/null) -pthread
 SAN_FLAGS := -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=all
 
-CMD_SRC    := imager/main.c imager/commands.c imager/cli.c imager/cli-domain.c $(wildcard imager/cmd-*.c)
-ENGINE_SRC := $(filter-out $(CMD_SRC),$(wildcard imager/*.c)) $(wildcard fsplugins/*.c)
-UNIT_SRC   := $(wildcard tests/unit/test-*.c)
-HEADERS    := $(wildcard include/imager/*.h) $(wildcard imager/*.h)
+ENGINE_SRC  := $(wildcard imager/engine/*.c) $(wildcard fsplugins/*.c)
+CONVERT_SRC := $(wildcard imager/convert/*.c)
+VIRT_SRC    := $(wildcard imager/virt/*.c)
+CLI_SRC     := $(wildcard imager/cli/*.c)
+UNIT_SRC    := $(wildcard tests/unit/test-*.c)
+HEADERS     := $(wildcard include/imager/*.h) $(wildcard imager/*/*.h)
+LAYERS      := engine convert virt
 
-ENGINE_OBJ := $(ENGINE_SRC:%.c=$(BUILD)/obj/%.o)
-CMD_OBJ    := $(CMD_SRC:%.c=$(BUILD)/obj/%.o)
-SAN_ENGINE_OBJ := $(ENGINE_SRC:%.c=$(BUILD)/san/%.o)
-UNITS      := $(UNIT_SRC:tests/unit/%.c=$(BUILD)/unit/%)
-SAN_UNITS  := $(UNIT_SRC:tests/unit/%.c=$(BUILD)/unit-san/%)
+ENGINE_OBJ  := $(ENGINE_SRC:%.c=$(BUILD)/obj/%.o)
+CONVERT_OBJ := $(CONVERT_SRC:%.c=$(BUILD)/obj/%.o)
+VIRT_OBJ    := $(VIRT_SRC:%.c=$(BUILD)/obj/%.o)
+CLI_OBJ     := $(CLI_SRC:%.c=$(BUILD)/obj/%.o)
+UNITS       := $(UNIT_SRC:tests/unit/%.c=$(BUILD)/unit/%)
+SAN_UNITS   := $(UNIT_SRC:tests/unit/%.c=$(BUILD)/unit-san/%)
+# Libraries in link order, highest layer first.
+LIBS        := $(BUILD)/libimager-virt.a $(BUILD)/libimager-convert.a $(BUILD)/libimager-engine.a
+SAN_LIBS    := $(LIBS:%.a=%-san.a)
 
-.PHONY: all deps check unit unit-san suites demo bench install deb clean
+layer_flags = $(shell pkg-config --cflags $(2) 2>/dev/null) -DIMAGER_LAYER=$(1) $(3)
+ENGINE_FLAGS  = $(call layer_flags,1,$(PKGS_ENGINE),-Iimager/engine)
+CONVERT_FLAGS = $(call layer_flags,2,$(PKGS_CONVERT),-Iimager/convert -Iimager/engine)
+VIRT_FLAGS    = $(call layer_flags,3,$(PKGS_VIRT),-Iimager/virt -Iimager/convert -Iimager/engine)
+CLI_FLAGS     = $(call layer_flags,4,$(PKGS),-Iimager/cli -Iimager/virt -Iimager/convert -Iimager/engine)
+# Unit tests look inside every layer.
+UNIT_FLAGS    = $(shell pkg-config --cflags $(PKGS) 2>/dev/null) -Itests/unit -Iimager/engine -Iimager/convert -Iimager/virt
+
+.PHONY: all deps check unit unit-san suites demo bench install deb layers clean
 all: $(BUILD)/imager
+
+$(BUILD)/obj/imager/engine/%.o $(BUILD)/san/imager/engine/%.o $(BUILD)/obj/fsplugins/%.o $(BUILD)/san/fsplugins/%.o: LAYER_FLAGS = $(ENGINE_FLAGS)
+$(BUILD)/obj/imager/convert/%.o $(BUILD)/san/imager/convert/%.o: LAYER_FLAGS = $(CONVERT_FLAGS)
+$(BUILD)/obj/imager/virt/%.o $(BUILD)/san/imager/virt/%.o: LAYER_FLAGS = $(VIRT_FLAGS)
+$(BUILD)/obj/imager/cli/%.o: LAYER_FLAGS = $(CLI_FLAGS)
 
 $(BUILD)/obj/%.o: %.c $(HEADERS)
 	@mkdir -p $(dir $@)
-	$(CC) $(BASE_CFLAGS) $(CPPFLAGS) $(CFLAGS) -c -o $@ $<
+	$(CC) $(BASE_CFLAGS) $(LAYER_FLAGS) $(CPPFLAGS) $(CFLAGS) -c -o $@ $<
 $(BUILD)/san/%.o: %.c $(HEADERS)
 	@mkdir -p $(dir $@)
-	$(CC) $(BASE_CFLAGS) $(SAN_FLAGS) $(CFLAGS) -c -o $@ $<
+	$(CC) $(BASE_CFLAGS) $(LAYER_FLAGS) $(SAN_FLAGS) $(CFLAGS) -c -o $@ $<
 
-$(BUILD)/libimager.a: $(ENGINE_OBJ)
+$(BUILD)/libimager-engine.a: $(ENGINE_OBJ)
+$(BUILD)/libimager-convert.a: $(CONVERT_OBJ)
+$(BUILD)/libimager-virt.a: $(VIRT_OBJ)
+$(BUILD)/libimager-engine-san.a: $(ENGINE_SRC:%.c=$(BUILD)/san/%.o)
+$(BUILD)/libimager-convert-san.a: $(CONVERT_SRC:%.c=$(BUILD)/san/%.o)
+$(BUILD)/libimager-virt-san.a: $(VIRT_SRC:%.c=$(BUILD)/san/%.o)
+$(BUILD)/libimager-%.a:
 	@rm -f $@
 	ar rcs $@ $^
-$(BUILD)/libimager-san.a: $(SAN_ENGINE_OBJ)
-	@rm -f $@
-	ar rcs $@ $^
 
-$(BUILD)/imager: $(CMD_OBJ) $(BUILD)/libimager.a
-	$(CC) $(BASE_CFLAGS) $(CFLAGS) -o $@ $(CMD_OBJ) $(BUILD)/libimager.a $(LDLIBS) $(LDFLAGS)
+$(BUILD)/imager: $(CLI_OBJ) $(LIBS)
+	$(CC) $(BASE_CFLAGS) $(CFLAGS) -o $@ $(CLI_OBJ) $(LIBS) $(LDLIBS) $(LDFLAGS)
 
-$(BUILD)/unit/%: tests/unit/%.c tests/unit/unit.h $(BUILD)/libimager.a
+$(BUILD)/unit/%: tests/unit/%.c tests/unit/unit.h $(LIBS)
 	@mkdir -p $(dir $@)
-	$(CC) $(BASE_CFLAGS) $(CFLAGS) -Itests/unit -o $@ $< $(BUILD)/libimager.a $(LDLIBS)
-$(BUILD)/unit-san/%: tests/unit/%.c tests/unit/unit.h $(BUILD)/libimager-san.a
+	$(CC) $(BASE_CFLAGS) $(UNIT_FLAGS) $(CFLAGS) -o $@ $< $(LIBS) $(LDLIBS)
+$(BUILD)/unit-san/%: tests/unit/%.c tests/unit/unit.h $(SAN_LIBS)
 	@mkdir -p $(dir $@)
-	$(CC) $(BASE_CFLAGS) $(SAN_FLAGS) $(CFLAGS) -Itests/unit -o $@ $< $(BUILD)/libimager-san.a $(LDLIBS)
+	$(CC) $(BASE_CFLAGS) $(UNIT_FLAGS) $(SAN_FLAGS) $(CFLAGS) -o $@ $< $(SAN_LIBS) $(LDLIBS)
+
+# The layer rule, from the built libraries: no layer refers to a symbol of
+# a library it may not use (engine: no libguestfs, hivex, libarchive,
+# libvirt or libxml2; convert: no libvirt or libxml2, nothing of virt).
+layers: $(LIBS)
+	@sh tests/lib/layers.sh $(BUILD)
 
 deps:
 	@sh tests/lib/deps.sh $(DEB_BUILD) $(DEB_RUN) $(DEB_TEST) $(DEB_PKG)

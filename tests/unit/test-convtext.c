@@ -7,7 +7,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "../../imager/convtext.h"
+#include "convtext.h"
 #include "unit.h"
 
 static bool parse(const char *s, struct devref *d) { return devname_parse(s, strlen(s), d); }

@@ -12,8 +12,8 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "../../imager/convert-int.h"
-#include "../../imager/winreg.h"
+#include "convert-int.h"
+#include "winreg.h"
 #include "imager/virtiowin.h"
 #include "unit.h"
 
