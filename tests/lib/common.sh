@@ -142,11 +142,25 @@ compare_expected() {
 }
 
 # ---- loop devices (root) ----
+# loop_detach DEV [FILE]: detach DEV (its partitions first) only while it is
+# still backed by a file of this test (under $T, or FILE): tests run side by
+# side, and a number freed here may already be another test's device.
+loop_detach() {
+	local back
+	back=$(losetup -n -O BACK-FILE "$1" 2>/dev/null | sed 's/ (deleted)$//') || return 0
+	[ -n "$back" ] || return 0
+	case $back in
+	"$T"/* | "${2:-/nonexistent/}") ;;
+	*) return 0 ;;
+	esac
+	partx -d "$1" 2>/dev/null || true
+	loop_detach "$1"
+}
 # loop_attach FILE [--partitions]: prints the device; detached on exit.
 loop_attach() {
 	local dev
 	dev=$(losetup -f --show "$1") || fail "losetup $1"
-	on_exit "losetup -d $dev"
+	on_exit "loop_detach $dev"
 	if [ "${2:-}" = --partitions ]; then
 		# The host kernel does not scan tables on loop devices by itself.
 		partx -a "$dev" 2>/dev/null || true
