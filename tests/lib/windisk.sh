@@ -21,12 +21,19 @@
 #                         an ISO 9660 image of DIR (Joliet and Rock Ridge),
 #                         volume id virtio-win-0.1.262
 #   win_extract DISK OUTDIR
-#                         one read-only guestfish run: OUTDIR/SYSTEM and
+#                         reads DISK (raw or qcow2) on the host, read-only,
+#                         without an appliance: OUTDIR/SYSTEM and
 #                         OUTDIR/SOFTWARE (the hives), OUTDIR/files.txt (every
 #                         path, sorted) and OUTDIR/sums.txt (md5sum lines for
 #                         every regular file outside /Windows/System32/config),
 #                         and OUTDIR/firstboot.cmd when imager's first-boot
 #                         script is there
+#   win_fetch DISK PATH LOCAL
+#                         copies the file PATH of DISK's NTFS partition to
+#                         LOCAL (ntfscat, read-only)
+#   win_plant DISK LOCAL PATH
+#                         writes LOCAL as the file PATH of raw DISK's NTFS
+#                         partition, replacing one that is there (ntfscp)
 #   reg_flat HIVE [PREFIX]
 #                         the hive as sorted lines KEY<TAB>NAME<TAB>TYPE<TAB>DATA,
 #                         plus KEY<TAB><TAB>key<TAB> for every key; NAME "@" is
@@ -36,15 +43,22 @@
 #                         of the two hives' reg_flat, sorted by key and value
 #                         name, a changed value's "-" line before its "+" line
 #
-# A disk is built once per version of this file, with one guestfish session
-# that also checks that inspection sees the Windows it should, and cached as
-# $IMAGER_TEST_CACHE/windisk-KIND-KEY.raw (default /var/cache/imager-tests,
-# KEY the first 16 hex digits of this file's sha256); each call copies it.
-# The hives grow from minimal.hive of the shared test data (IMAGER_TESTDATA,
-# else ../shared/testdata beside the repository, else /work/shared/testdata).
+# A disk is built once per version of what makes it, with one guestfish
+# session that also checks that inspection sees the Windows it should, and
+# cached as $IMAGER_TEST_CACHE/windisk-KIND-KEY.raw (default
+# /var/cache/imager-tests, KEY the first 16 hex digits of the sha256 of this
+# file's part from "where minimal.hive is" to "fake virtio-win" and of
+# minimal.hive); each call copies it.  The hives grow from minimal.hive of the
+# shared test data (IMAGER_TESTDATA, else ../shared/testdata beside the
+# repository, else /work/shared/testdata).
 #
 # libguestfs runs its appliance as tests/lib/guestfs.sh decided (TCG here: a
-# launch costs 25-35 s), so every function launches at most one appliance.
+# launch costs 25-35 s): only the build launches one.  Everything that reads
+# or writes a disk afterwards does it on the host, in well under a second:
+# the NTFS partition (found in the MBR) on a loop device with an offset, read
+# through a read-only ntfs-3g mount or ntfscat, written by ntfscp.  The
+# appliance's ntfs-3g is this host's (supermin builds the appliance from the
+# host's packages), so the host sees the files exactly as libguestfs does.
 
 WINDISK_SELF=$(readlink -f "${BASH_SOURCE[0]}")
 
@@ -52,6 +66,10 @@ windisk_need() {
 	need_cmd guestfish hivexregedit python3 iconv od flock
 	# (a kernel libguestfs can read, among the rest)
 	need_guestfs
+	# win_extract, win_fetch, win_plant: the partition on the host
+	need_loop
+	need_cmd ntfs-3g ntfscat ntfscp qemu-img mountpoint
+	[ -c /dev/fuse ] || skip "needs /dev/fuse (ntfs-3g mounts the disks' NTFS read-only)"
 }
 
 # ---- where minimal.hive is ----
@@ -318,6 +336,14 @@ _wd_build() {
 	rm -rf "$build"
 }
 
+# What a disk holds follows from this part of the file and minimal.hive.
+_wd_cache_key() {
+	local part
+	part=$(sed -n '/^# ---- where minimal.hive is ----$/,/^# ---- fake virtio-win ----$/p' "$WINDISK_SELF")
+	[ -n "$part" ] || return 1
+	{ printf '%s\n' "$part"; cat "$_wd_hive"; } | sha256sum | cut -c1-16
+}
+
 win_disk() { # OUT KIND
 	local out=$1 kind=$2 cache key image old
 	case $kind in
@@ -327,7 +353,8 @@ win_disk() { # OUT KIND
 	esac
 	windisk_need
 	cache=${IMAGER_TEST_CACHE:-/var/cache/imager-tests}
-	key=$(sha256sum "$WINDISK_SELF" | cut -c1-16)
+	_wd_find_hive
+	key=$(_wd_cache_key) || fail "cannot hash what makes the disks"
 	image=$cache/windisk-$kind-$key.raw
 	if [ ! -f "$image" ]; then
 		mkdir -p "$cache" || fail "cannot create the cache folder $cache"
@@ -404,27 +431,110 @@ virtio_win_iso() { # ISO DIR
 		-o "$1" "$2" || fail "${mk[0]} could not make $1"
 }
 
+# ---- the NTFS partition on the host ----
+# A loop device over the partition's bytes (the host kernel reads no
+# partition table on a loop device: -o/--sizelimit instead of partx) and
+# ntfs-3g's FUSE mount or offline tools on it.  Each call detaches what it
+# attached; the on_exit net (for a test stopped half-way) touches a device
+# only while it is still backed by this test's file, never one reused since.
+
+# _wd_raw DISK: sets _wd_rawfile to DISK, or for a qcow2 to a raw copy of it.
+_wd_n=0
+_wd_raw() {
+	local fmt
+	fmt=$(qemu-img info -U "$1" 2>/dev/null | sed -n 's/^file format: //p')
+	case $fmt in
+	raw) _wd_rawfile=$1 ;;
+	qcow2)
+		_wd_n=$((_wd_n + 1))
+		_wd_rawfile=$T/.windisk-raw.$_wd_n
+		on_exit "rm -f $(printf %q "$_wd_rawfile")"
+		qemu-img convert -U -f qcow2 -O raw "$1" "$_wd_rawfile" || fail "qemu-img convert $1 to raw"
+		;;
+	*) fail "$1: neither raw nor qcow2 (qemu-img says '${fmt:-nothing}')" ;;
+	esac
+}
+
+# _wd_attach RAW ro|rw: sets _wd_dev to a loop device over RAW's first NTFS
+# (MBR type 07) partition.
+_wd_attach() {
+	local raw=$1 mode=$2 start sectors
+	local -a ro=()
+	read -r start sectors < <(partx -g -o START,SECTORS,TYPE "$raw" 2>/dev/null |
+		awk '$3 == "0x7" { print $1, $2; exit }') || true
+	[ -n "${start:-}" ] || fail "$raw has no NTFS partition (MBR type 07): $(partx -g "$raw" 2>&1)"
+	[ "$mode" = ro ] && ro=(-r)
+	_wd_dev=$(losetup -f --show "${ro[@]}" -o $((start * 512)) --sizelimit $((sectors * 512)) "$raw") ||
+		fail "losetup over the NTFS partition of $raw"
+	on_exit "_wd_detach $_wd_dev $(printf %q "$(readlink -f "$raw")")"
+}
+_wd_detach() { # DEV RAW: only while DEV is still RAW's
+	[ "$(losetup -n -O BACK-FILE "$1" 2>/dev/null)" = "$2" ] || return 0
+	losetup -d "$1"
+}
+
+# _wd_release DISK: detaches _wd_dev, removes a raw copy made of DISK.
+_wd_release() {
+	_wd_detach "$_wd_dev" "$(readlink -f "$_wd_rawfile")"
+	[ "$_wd_rawfile" = "$1" ] || rm -f "$_wd_rawfile"
+}
+
+win_fetch() { # DISK PATH LOCAL
+	local rc=0
+	_wd_raw "$1"
+	_wd_attach "$_wd_rawfile" ro
+	ntfscat "$_wd_dev" "$2" >"$3" || rc=$?
+	_wd_release "$1"
+	[ "$rc" = 0 ] || fail "ntfscat $2 from $1 (exit $rc)"
+}
+
+win_plant() { # DISK LOCAL PATH
+	local rc=0
+	_wd_raw "$1"
+	[ "$_wd_rawfile" = "$1" ] || fail "win_plant: $1 is no raw disk"
+	_wd_attach "$1" rw
+	ntfscp "$_wd_dev" "$2" "$3" || rc=$?
+	_wd_release "$1"
+	[ "$rc" = 0 ] || fail "ntfscp $2 to $3 on $1 (exit $rc)"
+}
+
 # ---- reading a converted disk ----
 win_extract() { # DISK OUTDIR
-	local disk=$1 dir=$2 rc=0
+	local disk=$1 dir=$2 mnt rc=0
 	mkdir -p "$dir" || fail "mkdir $dir"
-	rm -f "$dir/SYSTEM" "$dir/SOFTWARE"
-	guestfish --ro -a "$disk" -m /dev/sda1 >"$dir/guestfish.out" 2>"$dir/guestfish.err" <<-GF || rc=$?
-		download /Windows/System32/config/SYSTEM "$dir/SYSTEM"
-		download /Windows/System32/config/SOFTWARE "$dir/SOFTWARE"
-		find0 / "$dir/files.find0"
-		checksums-out md5 / "$dir/sums.raw"
-		-download /Windows/imager-firstboot/firstboot.cmd "$dir/firstboot.cmd"
-	GF
-	if [ "$rc" != 0 ]; then
-		cat "$dir/guestfish.out" "$dir/guestfish.err"
-		fail "guestfish could not read $disk (exit $rc)"
+	rm -f "$dir/SYSTEM" "$dir/SOFTWARE" "$dir/firstboot.cmd"
+	_wd_raw "$disk"
+	_wd_attach "$_wd_rawfile" ro
+	_wd_n=$((_wd_n + 1))
+	mnt=$T/.windisk-mnt.$_wd_n
+	mkdir -p "$mnt" || fail "mkdir $mnt"
+	on_exit "mountpoint -q $(printf %q "$mnt") && umount -l $(printf %q "$mnt")"
+	if ! ntfs-3g -o ro "$_wd_dev" "$mnt" 2>"$dir/ntfs-3g.err"; then
+		cat "$dir/ntfs-3g.err"
+		_wd_release "$disk"
+		fail "ntfs-3g cannot mount the NTFS partition of $disk"
 	fi
-	# find0 names are relative to the folder; checksums-out writes "./path".
-	tr '\0' '\n' <"$dir/files.find0" | sed 's|^|/|' | LC_ALL=C sort >"$dir/files.txt"
+	{
+		cp "$mnt/Windows/System32/config/SYSTEM" "$mnt/Windows/System32/config/SOFTWARE" "$dir/" &&
+			chmod 0644 "$dir/SYSTEM" "$dir/SOFTWARE" &&
+			# the names as guestfish's find0 gives them, the sums as its
+			# checksums-out does ("md5  ./path"), both through ntfs-3g
+			(cd "$mnt" && find . -mindepth 1 -print0) >"$dir/files.find0" &&
+			(cd "$mnt" && find . -type f -print0 | xargs -0r md5sum) >"$dir/sums.raw" &&
+			if [ -e "$mnt/Windows/imager-firstboot/firstboot.cmd" ]; then
+				cp "$mnt/Windows/imager-firstboot/firstboot.cmd" "$dir/firstboot.cmd" &&
+					chmod 0644 "$dir/firstboot.cmd"
+			fi
+	} || rc=$?
+	umount "$mnt" || rc=1
+	rmdir "$mnt"
+	_wd_release "$disk"
+	[ "$rc" = 0 ] || fail "cannot read the files of $disk (exit $rc)"
+	# "./path" -> "/path", sorted as the C locale sorts
+	tr '\0' '\n' <"$dir/files.find0" | sed 's|^\./||; s|^|/|' | LC_ALL=C sort >"$dir/files.txt"
 	sed 's|^\([0-9a-f]*\)  \./|\1  /|' "$dir/sums.raw" | grep -v '^[0-9a-f]*  /Windows/System32/config/' |
 		LC_ALL=C sort -k2 >"$dir/sums.txt"
-	rm -f "$dir/files.find0" "$dir/sums.raw" "$dir/guestfish.out" "$dir/guestfish.err"
+	rm -f "$dir/files.find0" "$dir/sums.raw" "$dir/ntfs-3g.err"
 }
 
 # ---- registry comparisons ----
