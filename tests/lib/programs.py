@@ -161,7 +161,8 @@ def c_literal_programs(path):
 
 
 def product_programs(root):
-    """argv[0] of the arrays handed to tool_run()."""
+    """argv[0] of the argv arrays (a NULL-ended list of strings) in the
+    sources that run tools (tool_run(), directly or through a wrapper)."""
     found = {}
     for d in ("imager", "fsplugins"):
         for dirpath, _, files in os.walk(os.path.join(root, d)):
@@ -169,10 +170,10 @@ def product_programs(root):
                 if not f.endswith(".c"):
                     continue
                 text = open(os.path.join(dirpath, f), errors="replace").read()
-                names = set(re.findall(r"\btool_run\(\s*(\w+)", text))
-                for m in re.finditer(r'const char \*(?:const )?(\w+)\[\]\s*=\s*\{\s*"([^"]+)"', text):
-                    if m.group(1) in names:
-                        found[m.group(2)] = os.path.relpath(os.path.join(dirpath, f), root)
+                if "tool_run" not in text:
+                    continue
+                for m in re.finditer(r'const char \*(?:const )?\w+\[\]\s*=\s*\{\s*"([^"]+)"[^;{}]*NULL\s*\}', text):
+                    found[m.group(1)] = os.path.relpath(os.path.join(dirpath, f), root)
     return found
 
 
