@@ -209,26 +209,26 @@ int cli_target_option(const char *cmd, int c, const char *arg, struct cli_target
 	case 'F':
 		if (strcmp(arg, "raw") && strcmp(arg, "qcow2"))
 			return cli_usage(cmd, "--format takes raw or qcow2"), -1;
-		t->format = arg;
+		t->o.format = arg;
 		return 1;
 	case 'p':
-		if (bk_prealloc_parse(arg, &t->prealloc) < 0)
+		if (bk_prealloc_parse(arg, &t->o.prealloc) < 0)
 			return cli_usage(cmd, "--preallocation takes off, metadata, falloc or full"), -1;
 		return 1;
 	case 'c':
 		if (cli_parse_size(arg, &v) < 0 || v < 512 || v > (2u << 20) || (v & (v - 1)))
 			return cli_usage(cmd, "--cluster-size takes a power of two from 512 to 2M"), -1;
-		t->cluster_size = (uint32_t)v;
+		t->o.cluster_size = (uint32_t)v;
 		return 1;
 	case 's':
-		if (cli_parse_size(arg, &t->size) < 0 || !t->size)
+		if (cli_parse_size(arg, &t->o.size) < 0 || !t->o.size)
 			return cli_usage(cmd, "--size takes a size such as 20G or 512MiB"), -1;
 		return 1;
 	case 'G':
 	case 'R':
-		if (t->grow != GROW_NONE)
+		if (t->o.grow != GROW_NONE)
 			return cli_usage(cmd, "--grow-last and --proportional exclude each other"), -1;
-		t->grow = c == 'G' ? GROW_LAST : GROW_PROPORTIONAL;
+		t->o.grow = c == 'G' ? GROW_LAST : GROW_PROPORTIONAL;
 		return 1;
 	case 'C':
 		t->convert = true;
@@ -247,20 +247,27 @@ int cli_target_option(const char *cmd, int c, const char *arg, struct cli_target
 	return 0;
 }
 
-int cli_target_convert(const char *cmd, const char *target, const struct cli_target *t,
-		       struct cli *cli, struct json_object **json_out)
+static void phase_msg(void *opaque, const char *what)
 {
-	struct conv_opts o = { .block = t->block ? (enum conv_block)t->block : CONV_BLOCK_VIRTIO_BLK,
-			       .rebuild_initramfs = t->rebuild_initramfs,
-			       .virtio_win = t->virtio_win };
-	struct im_err err = { 0 };
-	const char *format;
+	const struct cli *cli = opaque;
+	if (cli->verbose >= 1)
+		fprintf(stderr, "imager convert: %s\n", what);
+}
 
-	if (json_out)
-		*json_out = NULL;
+const struct conv_opts *cli_target_conv(const struct cli_target *t, struct cli *cli,
+					struct conv_opts *o)
+{
 	if (!t->convert)
-		return IM_EXIT_OK;
-	if (cli_disk_format(target, &format, &err) < 0)
-		return cli_fail(cmd, &err);
-	return cli_convert(cmd, &target, &format, 1, &o, false, cli, json_out);
+		return NULL;
+	*o = (struct conv_opts){ .block = t->block ? (enum conv_block)t->block : CONV_BLOCK_VIRTIO_BLK,
+				 .rebuild_initramfs = t->rebuild_initramfs,
+				 .virtio_win = t->virtio_win, .phase = phase_msg, .opaque = cli };
+	return o;
+}
+
+void cli_print_json(struct json_object *o)
+{
+	puts(json_object_to_json_string_ext(o, JSON_C_TO_STRING_PRETTY | JSON_C_TO_STRING_SPACED |
+					    JSON_C_TO_STRING_NOSLASHESCAPE));
+	json_object_put(o);
 }

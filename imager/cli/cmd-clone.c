@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "commands.h"
+#include "imager/convert.h"
 
 int cmd_clone(int argc, char **argv, struct cli *cli)
 {
@@ -23,6 +24,8 @@ int cmd_clone(int argc, char **argv, struct cli *cli)
 	struct cli_progress prog;
 	struct im_err err = { 0 };
 	struct cli_target t = { 0 };
+	struct conv_opts co;
+	struct conv_step step = { 0 };
 	bool json = false, progress = true;
 	double t0;
 	int c, r;
@@ -38,7 +41,7 @@ int cmd_clone(int argc, char **argv, struct cli *cli)
 			if (cli_parse_uint(optarg, 1, 256, &o.threads) < 0)
 				return cli_usage("clone", "--threads takes 1..256");
 			break;
-		case 'f': o.force = o.force_fs = true; break;
+		case 'f': t.o.force = o.force_fs = true; break;
 		case 'V': o.verify = true; break;
 		case 'j': json = true; break;
 		case 'P': progress = false; break;
@@ -58,12 +61,9 @@ int cmd_clone(int argc, char **argv, struct cli *cli)
 	o.progress.opaque = &prog;
 	o.progress.cancel = cli->interrupted;
 	t0 = cli_now();
-	o.format = t.format;
-	o.prealloc = t.prealloc;
-	o.cluster_size = t.cluster_size;
-	o.size = t.size;
-	o.grow = t.grow;
-	r = im_clone(&cli->roots, argv[optind], argv[optind + 1], &o, &st, &err);
+	o.target = t.o;
+	step.opts = cli_target_conv(&t, cli, &co);
+	r = conv_clone(&cli->roots, argv[optind], argv[optind + 1], &o, &st, &step, &err);
 	cli_progress_end(&prog);
 	if (r < 0)
 		return cli_fail("clone", &err);
@@ -72,30 +72,34 @@ int cmd_clone(int argc, char **argv, struct cli *cli)
 	if (!json && cli->verbose >= 0)
 		cli_print_grow(&st.grow);
 	json_object *conv = NULL;
-	int crc = cli_target_convert("clone", argv[optind + 1], &t, cli, json ? &conv : NULL);
+	int crc = IM_EXIT_OK;
+	if (step.ran) {
+		const char *disk = argv[optind + 1];
+		crc = cli_convert_print("clone", &step.rep, step.r, &step.err, &disk, 1, false, cli,
+					json ? &conv : NULL);
+		conv_report_free(&step.rep);
+	}
 	if (json) {
 		json_object *root = json_object_new_object();
 		if (conv)
 			json_object_object_add(root, "convert", conv);
 		json_object_object_add(root, "source", json_object_new_string(argv[optind]));
 		json_object_object_add(root, "target", json_object_new_string(argv[optind + 1]));
-		json_object_object_add(root, "target_format", json_object_new_string(st.target_format));
-		json_object_object_add(root, "target_size", json_object_new_uint64(st.target_size));
-		json_object_object_add(root, "created", json_object_new_boolean(st.created));
+		json_object_object_add(root, "target_format", json_object_new_string(st.target.format));
+		json_object_object_add(root, "target_size", json_object_new_uint64(st.target.size));
+		json_object_object_add(root, "created", json_object_new_boolean(st.target.created));
 		json_object_object_add(root, "bytes_read", json_object_new_uint64(st.bytes_read));
 		json_object_object_add(root, "bytes_written", json_object_new_uint64(st.bytes_written));
 		json_object_object_add(root, "verified_bytes", json_object_new_uint64(st.verified_bytes));
 		json_object_object_add(root, "partitions", cli_grow_json(&st.grow));
 		json_object_object_add(root, "seconds", json_object_new_double(cli_now() - t0));
-		puts(json_object_to_json_string_ext(root, JSON_C_TO_STRING_PRETTY | JSON_C_TO_STRING_SPACED |
-						    JSON_C_TO_STRING_NOSLASHESCAPE));
-		json_object_put(root);
+		cli_print_json(root);
 	} else if (cli->verbose >= 0) {
 		char a[32], b[32];
 		cli_human(st.bytes_read, a, sizeof(a));
 		cli_human(st.bytes_written, b, sizeof(b));
 		printf("cloned %s to %s (%s): read %s, wrote %s%s, %.1f s\n", argv[optind],
-		       argv[optind + 1], st.target_format, a, b, o.verify ? ", verified" : "",
+		       argv[optind + 1], st.target.format, a, b, o.verify ? ", verified" : "",
 		       cli_now() - t0);
 	}
 	return cli_finish_stdout("clone", crc);

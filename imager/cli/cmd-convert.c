@@ -25,9 +25,7 @@ static void phase_cb(void *opaque, const char *what)
 
 int cli_disk_format(const char *path, const char **format, struct im_err *err)
 {
-	unsigned char magic[4] = { 0 };
 	struct stat st;
-	int fd;
 
 	if (stat(path, &st) < 0)
 		return im_errf(err, IM_EXIT_TARGET, -errno, "%s: %s", path, strerror(errno));
@@ -38,16 +36,9 @@ int cli_disk_format(const char *path, const char **format, struct im_err *err)
 			       path);
 	if (!S_ISREG(st.st_mode) && !S_ISBLK(st.st_mode))
 		return im_errf(err, IM_EXIT_TARGET, -EINVAL, "%s is not a disk or an image file", path);
-	/* The magic only: libguestfs reads the image itself (backing files
-	 * included), so a qcow2 overlay is as good as any. */
-	if ((fd = open(path, O_RDONLY | O_CLOEXEC)) < 0)
-		return im_errf(err, IM_EXIT_TARGET, -errno, "%s: %s", path, strerror(errno));
-	ssize_t n = read(fd, magic, sizeof(magic));
-	close(fd);
-	if (n < 0)
-		return im_errf(err, IM_EXIT_IO, -errno, "reading %s: %s", path, strerror(errno));
-	*format = n == 4 && !memcmp(magic, "QFI\xfb", 4) ? "qcow2" : "raw";
-	return 0;
+	/* The backends' probe: libguestfs reads the image itself (backing
+	 * files included), so a qcow2 overlay is as good as any. */
+	return bk_probe_format(path, format, err);
 }
 
 json_object *cli_convert_json(const struct conv_report *r, const struct im_err *err)
@@ -143,27 +134,33 @@ int cli_convert(const char *cmd, const char *const *disks, const char *const *fo
 	oo.phase = phase_cb;
 	oo.opaque = cli;
 	r = im_convert(disks, formats, n, &oo, &rep, &err);
-	if (json_out)
-		*json_out = cli_convert_json(&rep, r < 0 ? &err : NULL);
-	else if (json) {
-		json_object *root = cli_convert_json(&rep, r < 0 ? &err : NULL);
+	r = cli_convert_print(cmd, &rep, r, &err, disks, n, json, cli, json_out);
+	conv_report_free(&rep);
+	return r;
+}
+
+int cli_convert_print(const char *cmd, const struct conv_report *rep, int r,
+		      const struct im_err *err, const char *const *disks, size_t n, bool json,
+		      struct cli *cli, struct json_object **json_out)
+{
+	if (json_out) {
+		*json_out = cli_convert_json(rep, r < 0 ? err : NULL);
+	} else if (json) {
+		json_object *root = cli_convert_json(rep, r < 0 ? err : NULL);
 		json_object *arr = json_object_new_array();
 		for (size_t i = 0; i < n; i++)
 			json_object_array_add(arr, json_object_new_string(disks[i]));
 		json_object_object_add(root, "disks", arr);
-		puts(json_object_to_json_string_ext(root, JSON_C_TO_STRING_PRETTY | JSON_C_TO_STRING_SPACED |
-						    JSON_C_TO_STRING_NOSLASHESCAPE));
-		json_object_put(root);
+		cli_print_json(root);
 	} else if (cli->verbose >= 0 || r < 0) {
-		cli_convert_text(&rep, stdout);
+		cli_convert_text(rep, stdout);
 		if (r == 0)
-			printf("%s %s for %s in %.1f s (%s)\n", rep.dry_run ? "planned" : "converted",
-			       rep.default_kernel[0] ? rep.default_kernel : "the guest", rep.block,
-			       rep.seconds, rep.accel);
+			printf("%s %s for %s in %.1f s (%s)\n", rep->dry_run ? "planned" : "converted",
+			       rep->default_kernel[0] ? rep->default_kernel : "the guest", rep->block,
+			       rep->seconds, rep->accel);
 	}
-	conv_report_free(&rep);
 	if (r < 0)
-		return cli_fail(cmd, &err);
+		return cli_fail(cmd, err);
 	return IM_EXIT_OK;
 }
 
@@ -172,11 +169,13 @@ int cli_convert(const char *cmd, const char *const *disks, const char *const *fo
 static int convert_folder(const char *dir, const char *output, const char *format,
 			  const struct conv_opts *o, bool json, struct cli *cli)
 {
-	struct restore_opts ro = { .format = format };
+	struct restore_opts ro = { .target = { .format = format } };
+	struct conv_opts oo = *o;
+	struct conv_step step = { .opts = &oo };
 	struct restore_stats st;
 	struct im_err err = { 0 };
 	char tmp[4096] = "";
-	const char *target = output, *fmt;
+	const char *target = output;
 	int rc;
 
 	if (!output && !o->dry_run)
@@ -191,21 +190,21 @@ static int convert_folder(const char *dir, const char *output, const char *forma
 		}
 		close(fd);
 		unlink(tmp);   /* restore creates it, as qcow2 */
-		ro.format = "qcow2";
+		ro.target.format = "qcow2";
 		target = tmp;
 	}
 	ro.progress.cancel = cli->interrupted;
+	oo.phase = phase_cb;
+	oo.opaque = cli;
 	if (cli->verbose >= 1)
 		fprintf(stderr, "imager convert: restoring %s onto %s\n", dir, target);
-	if (im_restore(&cli->roots, dir, target, &ro, &st, &err) < 0) {
+	if (conv_restore(&cli->roots, dir, target, &ro, &st, &step, &err) < 0) {
 		if (tmp[0])
 			unlink(tmp);
 		return cli_fail("convert", &err);
 	}
-	if (cli_disk_format(target, &fmt, &err) < 0)
-		rc = cli_fail("convert", &err);
-	else
-		rc = cli_convert("convert", &target, &fmt, 1, o, json, cli, NULL);
+	rc = cli_convert_print("convert", &step.rep, step.r, &step.err, &target, 1, json, cli, NULL);
+	conv_report_free(&step.rep);
 	if (tmp[0])
 		unlink(tmp);
 	return rc;

@@ -127,13 +127,13 @@ static int write_disk(struct job *j, size_t i, const char *path)
 
 	cli_progress_init(&prog, j->progress && !j->json && j->cli->verbose >= 0);
 	if (j->src[i].folder) {
-		struct restore_opts o = { .format = j->format, .prealloc = j->prealloc };
+		struct restore_opts o = { .target = { .format = j->format, .prealloc = j->prealloc } };
 		struct restore_stats st;
 
 		o.progress = (struct im_progress){ cli_progress_cb, &prog, j->cli->interrupted };
 		r = im_restore(&j->cli->roots, j->src[i].spec, path, &o, &st, &err);
 	} else {
-		struct clone_opts o = { .format = j->format, .prealloc = j->prealloc };
+		struct clone_opts o = { .target = { .format = j->format, .prealloc = j->prealloc } };
 		struct clone_stats st;
 
 		o.progress = (struct im_progress){ cli_progress_cb, &prog, j->cli->interrupted };

@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "commands.h"
+#include "imager/convert.h"
 
 int cmd_restore(int argc, char **argv, struct cli *cli)
 {
@@ -21,6 +22,8 @@ int cmd_restore(int argc, char **argv, struct cli *cli)
 	struct cli_progress prog;
 	struct im_err err = { 0 };
 	struct cli_target t = { 0 };
+	struct conv_opts co;
+	struct conv_step step = { 0 };
 	bool json = false, progress = true;
 	double t0;
 	int c, r;
@@ -31,7 +34,7 @@ int cmd_restore(int argc, char **argv, struct cli *cli)
 			if (cli_parse_uint(optarg, 1, 256, &o.threads) < 0)
 				return cli_usage("restore", "--threads takes 1..256");
 			break;
-		case 'f': o.force = true; break;
+		case 'f': t.o.force = true; break;
 		case 'j': json = true; break;
 		case 'P': progress = false; break;
 		default:
@@ -50,33 +53,34 @@ int cmd_restore(int argc, char **argv, struct cli *cli)
 	o.progress.opaque = &prog;
 	o.progress.cancel = cli->interrupted;
 	t0 = cli_now();
-	o.format = t.format;
-	o.prealloc = t.prealloc;
-	o.cluster_size = t.cluster_size;
-	o.size = t.size;
-	o.grow = t.grow;
-	r = im_restore(&cli->roots, argv[optind], argv[optind + 1], &o, &st, &err);
+	o.target = t.o;
+	step.opts = cli_target_conv(&t, cli, &co);
+	r = conv_restore(&cli->roots, argv[optind], argv[optind + 1], &o, &st, &step, &err);
 	cli_progress_end(&prog);
 	if (r < 0)
 		return cli_fail("restore", &err);
 	if (!json && cli->verbose >= 0)
 		cli_print_grow(&st.grow);
 	json_object *conv = NULL;
-	int crc = cli_target_convert("restore", argv[optind + 1], &t, cli, json ? &conv : NULL);
+	int crc = IM_EXIT_OK;
+	if (step.ran) {
+		const char *disk = argv[optind + 1];
+		crc = cli_convert_print("restore", &step.rep, step.r, &step.err, &disk, 1, false, cli,
+					json ? &conv : NULL);
+		conv_report_free(&step.rep);
+	}
 	if (json) {
 		json_object *root = json_object_new_object();
 		if (conv)
 			json_object_object_add(root, "convert", conv);
 		json_object_object_add(root, "image", json_object_new_string(argv[optind]));
 		json_object_object_add(root, "target", json_object_new_string(argv[optind + 1]));
-		json_object_object_add(root, "target_size", json_object_new_uint64(st.target_size));
-		json_object_object_add(root, "created", json_object_new_boolean(st.created));
+		json_object_object_add(root, "target_size", json_object_new_uint64(st.target.size));
+		json_object_object_add(root, "created", json_object_new_boolean(st.target.created));
 		json_object_object_add(root, "bytes_written", json_object_new_uint64(st.bytes_written));
 		json_object_object_add(root, "partitions", cli_grow_json(&st.grow));
 		json_object_object_add(root, "seconds", json_object_new_double(cli_now() - t0));
-		puts(json_object_to_json_string_ext(root, JSON_C_TO_STRING_PRETTY | JSON_C_TO_STRING_SPACED |
-						    JSON_C_TO_STRING_NOSLASHESCAPE));
-		json_object_put(root);
+		cli_print_json(root);
 	} else if (cli->verbose >= 0) {
 		char a[32];
 		cli_human(st.bytes_written, a, sizeof(a));

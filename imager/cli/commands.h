@@ -18,6 +18,12 @@
  */
 #ifndef IMAGER_COMMANDS_H
 #define IMAGER_COMMANDS_H
+/* The command line layer's header: only that layer and those above it include it
+ * (the Makefile sets IMAGER_LAYER for each layer's sources). */
+#if defined(IMAGER_LAYER) && IMAGER_LAYER < 4
+#error "a lower layer may not use the command line layer"
+#endif
+
 
 #include <stdbool.h>
 #include <stdint.h>
@@ -81,11 +87,7 @@ void cli_human(uint64_t bytes, char *out, size_t len);
 
 /* Options shared by the commands that write a target (restore, clone). */
 struct cli_target {
-	const char *format;
-	enum bk_prealloc prealloc;
-	uint32_t cluster_size;
-	uint64_t size;
-	enum grow_mode grow;
+	struct target_opts o;      /* format, preallocation, cluster size, size, growing */
 	bool convert;              /* --convert: make the guest boot on virtio afterwards */
 	int block;                 /* --block (enum conv_block), 0: virtio-blk */
 	bool rebuild_initramfs;    /* --rebuild-initramfs */
@@ -123,11 +125,18 @@ struct conv_report;
 void cli_convert_text(const struct conv_report *r, FILE *out);
 struct json_object *cli_convert_json(const struct conv_report *r, const struct im_err *err);
 
-/* After a restore or clone onto target: the --convert step when asked
- * (nothing otherwise).  The conversion's JSON goes to *json_out when
- * json_out is given, else its report is printed.  Returns an exit code. */
-int cli_target_convert(const char *cmd, const char *target, const struct cli_target *t,
-		       struct cli *cli, struct json_object **json_out);
+/* The conversion options of --convert (t->convert), with the CLI's phase
+ * messages; NULL when --convert was not given. */
+const struct conv_opts *cli_target_conv(const struct cli_target *t, struct cli *cli,
+					struct conv_opts *o);
+/* Print a conversion's outcome (report and r/err, as im_convert() left
+ * them) for disks[0..n-1]: its JSON to *json_out when json_out is given,
+ * else on stdout with json, else as text.  Returns an exit code. */
+int cli_convert_print(const char *cmd, const struct conv_report *rep, int r,
+		      const struct im_err *err, const char *const *disks, size_t n, bool json,
+		      struct cli *cli, struct json_object **json_out);
+/* Print a JSON object on stdout, pretty, and release it. */
+void cli_print_json(struct json_object *o);
 
 /* What --grow-last / --proportional did, as lines on stdout or JSON. */
 void cli_print_grow(const struct grow_report *g);

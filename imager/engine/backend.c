@@ -91,6 +91,45 @@ static void bk_free(struct bk *bk)
 	}
 }
 
+/* The driver whose probe scores highest on the first 4 KiB (raw when none). */
+static int probe_driver(const char *spec, const struct bk_driver **out, struct im_err *err)
+{
+	const struct bk_driver *drv = NULL;
+	unsigned char buf[4096];
+	ssize_t n;
+	int best = 0, fd;
+
+	if (bk_is_uri(spec)) {
+		*out = &bk_nbd;
+		return 0;
+	}
+	fd = open(spec, O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return im_errf(err, IM_EXIT_SOURCE, -errno, "%s: %s", spec, strerror(errno));
+	n = pread(fd, buf, sizeof(buf), 0);
+	close(fd);
+	if (n < 0)
+		return im_errf(err, IM_EXIT_IO, -errno, "%s: %s", spec, strerror(errno));
+	for (size_t i = 0; i < sizeof(probe_order) / sizeof(*probe_order); i++) {
+		int score = probe_order[i]->probe ? probe_order[i]->probe(buf, (size_t)n) : 0;
+		if (score > best) {
+			best = score;
+			drv = probe_order[i];
+		}
+	}
+	*out = drv ? drv : &bk_raw;
+	return 0;
+}
+
+int bk_probe_format(const char *spec, const char **format, struct im_err *err)
+{
+	const struct bk_driver *drv;
+
+	FORWARD_ERR(probe_driver(spec, &drv, err));
+	*format = drv->name;
+	return 0;
+}
+
 int bk_open(const char *spec, const char *format, unsigned flags, struct bk **out,
 	    struct im_err *err)
 {
@@ -103,27 +142,8 @@ int bk_open(const char *spec, const char *format, unsigned flags, struct bk **ou
 		drv = bk_driver_by_name(format);
 		if (!drv)
 			return im_errf(err, IM_EXIT_USAGE, -EINVAL, "unknown format \"%s\"", format);
-	} else if (bk_is_uri(spec)) {
-		drv = &bk_nbd;
 	} else {
-		unsigned char buf[4096];
-		ssize_t n;
-		int best = 0, fd = open(spec, O_RDONLY | O_CLOEXEC);
-		if (fd < 0)
-			return im_errf(err, IM_EXIT_SOURCE, -errno, "%s: %s", spec, strerror(errno));
-		n = pread(fd, buf, sizeof(buf), 0);
-		close(fd);
-		if (n < 0)
-			return im_errf(err, IM_EXIT_IO, -errno, "%s: %s", spec, strerror(errno));
-		for (size_t i = 0; i < sizeof(probe_order) / sizeof(*probe_order); i++) {
-			int score = probe_order[i]->probe ? probe_order[i]->probe(buf, (size_t)n) : 0;
-			if (score > best) {
-				best = score;
-				drv = probe_order[i];
-			}
-		}
-		if (!drv)
-			drv = &bk_raw;
+		FORWARD_ERR(probe_driver(spec, &drv, err));
 	}
 	if (!drv->open)
 		return im_errf(err, IM_EXIT_UNSUPP, -ENOTSUP, "%s: the %s driver cannot open", spec,

@@ -106,9 +106,6 @@ static int verify_partition(struct source *src, struct bk *tgt, size_t i, uint64
 int im_clone(const struct disk_roots *roots, const char *source, const char *target,
 	     const struct clone_opts *opts, struct clone_stats *stats, struct im_err *err)
 {
-	struct writer_target_opts wo = { .format = opts->format, .prealloc = opts->prealloc,
-					 .cluster_size = opts->cluster_size, .size = opts->size,
-					 .force = opts->force };
 	struct source src;
 	struct writer w = { 0 };
 	struct ptable *pt;
@@ -150,11 +147,9 @@ int im_clone(const struct disk_roots *roots, const char *source, const char *tar
 		sizes[i] = pt->parts[i].size;
 	}
 	r = writer_open(&w, roots, target, pt->disk_size, pt->type, pt->sector_size, pt->nparts,
-			starts, sizes, pt->nareas, aoffs, alens, &wo, err);
+			starts, sizes, pt->nareas, aoffs, alens, &opts->target, err);
 	if (r < 0)
 		goto out;
-	stats->target_size = w.tgt->size;
-	stats->created = w.created;
 	stats->grow.nparts = pt->nparts;
 	for (size_t i = 0; i < pt->nparts; i++) {
 		struct layout_part *lp = &stats->grow.parts[i];
@@ -163,10 +158,9 @@ int im_clone(const struct disk_roots *roots, const char *source, const char *tar
 		lp->old_start = lp->new_start = pt->parts[i].start;
 		lp->old_size = lp->new_size = pt->parts[i].size;
 	}
-	r = writer_set_layout(&w, opts->grow, stats->grow.parts, err);
+	r = writer_set_layout(&w, opts->target.grow, stats->grow.parts, err);
 	if (r < 0)
 		goto out;
-	snprintf(stats->target_format, sizeof(stats->target_format), "%s", w.tgt->drv->name);
 
 	for (size_t i = 0; i < pt->nparts && r == 0; i++) {
 		const struct fs_info *fs = &src.fs[i];
@@ -193,17 +187,11 @@ int im_clone(const struct disk_roots *roots, const char *source, const char *tar
 		stats->verified_bytes += src.fs[i].used_blocks * src.fs[i].block_size;
 	}
 out:
-	if (w.tgt || w.heads) {
-		int c = writer_close(&w, r == 0, err);
-		if (r == 0 && c < 0)
-			r = c;
-	}
-	if (r == 0 && opts->grow != GROW_NONE) {
+	{
 		struct grow_fs fs[PT_MAX_PARTS];
-		for (size_t i = 0; i < pt->nparts; i++)
+		for (size_t i = 0; i < pt->nparts && i < PT_MAX_PARTS; i++)
 			grow_fs_set(&fs[i], src.fs[i].type, src.fs[i].volumes, src.fs[i].nvolumes);
-		r = grow_filesystems(roots, target, stats->created ? opts->format : NULL,
-				     &stats->grow, fs, err);
+		r = writer_end(&w, r, &opts->target, fs, &stats->grow, &stats->target, err);
 	}
 	for (size_t i = 0; areas && i < pt->nareas; i++)
 		free(areas[i]);

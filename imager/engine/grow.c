@@ -6,9 +6,10 @@
  * tools do it: e2fsck + resize2fs, ntfsresize, and for XFS and btrfs (which
  * grow only while mounted) a private mount, xfs_growfs or btrfs filesystem
  * resize, and an unmount.  An LVM physical volume, and everything on image
- * files, goes through libguestfs (guest.h): its appliance has
- * device-mapper, which pvresize + lvextend need, and mounts what the host
- * may not.  A filesystem that cannot grow (FAT, swap, unknown) keeps its
+ * files, goes through the grow hook (job.h): libguestfs, which the
+ * conversion layer offers, since the engine does not link it; its appliance
+ * has device-mapper, which pvresize + lvextend need, and mounts what the
+ * host may not.  A filesystem that cannot grow (FAT, swap, unknown) keeps its
  * size: the partition grows, and the report says why the filesystem did not.
  */
 #include "source.h"
@@ -21,7 +22,6 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "imager/guest.h"
 #include "tool.h"
 
 static bool is_ext(const char *t)
@@ -114,30 +114,28 @@ static bool partition_node(const struct disk_roots *roots, const char *disk, uns
 	return stat(path, &st) == 0 && S_ISBLK(st.st_mode);
 }
 
-/* Through libguestfs: the partitions numbered nums[0..n-1] of path. */
-static int grow_in_guest(const char *path, const char *format, const unsigned *nums,
-			 const struct grow_fs *const *fs, size_t n, bool *grown, struct im_err *err)
+/* Through the hook: the partitions numbered nums[0..n-1] of the image. */
+static int grow_in_image(const struct im_grow_hook *hook, const char *path, const char *format,
+			 const unsigned *nums, const struct grow_fs *const *fs, size_t n, bool *grown,
+			 struct im_err *err)
 {
-	struct guest_grow_result res[PT_MAX_PARTS];
 	const char *lvs[PT_MAX_PARTS];
 
 	for (size_t k = 0; k < n; k++)
 		lvs[k] = fs[k]->last_lv;
-	FORWARD_ERR(guest_grow_partitions(path, format, nums, lvs, n, res, err));
-	for (size_t k = 0; k < n; k++)
-		grown[k] = res[k].grown;
-	return 0;
+	return hook->grow_in_image(hook->opaque, path, format, nums, lvs, n, grown, err);
 }
 
-static int grow_all(const struct disk_roots *roots, const char *target, const char *format,
-		    struct grow_report *rep, const struct grow_fs *fs, struct im_err *err)
+static int grow_all(const struct disk_roots *roots, const struct target_info *t,
+		    const struct im_grow_hook *hook, struct grow_report *rep,
+		    const struct grow_fs *fs, struct im_err *err)
 {
+	const char *format = t->format;
 	unsigned nums[PT_MAX_PARTS], guest_nums[PT_MAX_PARTS];
 	const struct grow_fs *pfs[PT_MAX_PARTS], *guest_fs[PT_MAX_PARTS];
 	size_t idx[PT_MAX_PARTS], guest_idx[PT_MAX_PARTS];
 	bool grown[PT_MAX_PARTS];
 	size_t n = 0, ng = 0;
-	struct disk_ref ref;
 	int r;
 
 	for (size_t i = 0; i < rep->nparts; i++) {
@@ -156,17 +154,16 @@ static int grow_all(const struct disk_roots *roots, const char *target, const ch
 	}
 	if (!n)
 		return 0;
-	if (bk_is_uri(target))
+	if (bk_is_uri(t->path))
 		return im_errf(err, IM_EXIT_UNSUPP, -ENOTSUP,
 			       "the partitions were laid out again, but growing filesystems on an NBD target is not supported; grow them inside the guest");
-	FORWARD_ERR(disk_resolve(roots, target, &ref, err));
-	if (ref.kind == DISK_KIND_BLOCK) {
+	if (t->block_device) {
 		/* The kernel re-read the table when the target was closed. */
 		for (size_t k = 0; k < n; k++) {
 			char path[700];
 
 			if (strcmp(pfs[k]->type, "LVM2_member") &&
-			    partition_node(roots, ref.name, nums[k], path, sizeof(path))) {
+			    partition_node(roots, t->disk_name, nums[k], path, sizeof(path))) {
 				FORWARD_ERR(grow_on_device(path, pfs[k]->type, err));
 				snprintf(rep->grown_fs[idx[k]], sizeof(rep->grown_fs[0]), "%s", pfs[k]->type);
 			} else {
@@ -184,13 +181,13 @@ static int grow_all(const struct disk_roots *roots, const char *target, const ch
 	}
 	if (!ng)
 		return 0;
-	if (!format) {
-		struct bk *bk;
-		FORWARD_ERR(bk_open(ref.path, NULL, 0, &bk, err));
-		format = bk->drv->name;
-		bk_close(bk, NULL);
+	if (!hook || !hook->grow_in_image) {
+		for (size_t k = 0; k < ng; k++)
+			snprintf(rep->note[guest_idx[k]], sizeof(rep->note[0]),
+				 "growing it here needs libguestfs, which this job was not given: it keeps its size");
+		return 0;
 	}
-	r = grow_in_guest(ref.path, format, guest_nums, guest_fs, ng, grown, err);
+	r = grow_in_image(hook, t->path, format, guest_nums, guest_fs, ng, grown, err);
 	if (r < 0)
 		return r;
 	for (size_t k = 0; k < ng; k++)
@@ -203,10 +200,11 @@ static int grow_all(const struct disk_roots *roots, const char *target, const ch
 	return 0;
 }
 
-int grow_filesystems(const struct disk_roots *roots, const char *target, const char *format,
-		     struct grow_report *rep, const struct grow_fs *fs, struct im_err *err)
+int grow_filesystems(const struct disk_roots *roots, const struct target_info *t,
+		     const struct im_grow_hook *hook, struct grow_report *rep,
+		     const struct grow_fs *fs, struct im_err *err)
 {
-	int r = grow_all(roots, target, format, rep, fs, err);
+	int r = grow_all(roots, t, hook, rep, fs, err);
 	if (r < 0)
 		im_err_prefix(err, "the disk is complete and its partitions laid out anew, but its filesystems were not grown: ");
 	return r;

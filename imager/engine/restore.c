@@ -82,9 +82,6 @@ static int restore_consume(void *ctx, struct pipe_slot *s, struct im_err *err)
 int im_restore(const struct disk_roots *roots, const char *dir, const char *target,
 	       const struct restore_opts *opts, struct restore_stats *stats, struct im_err *err)
 {
-	struct writer_target_opts wo = { .format = opts->format, .prealloc = opts->prealloc,
-					 .cluster_size = opts->cluster_size, .size = opts->size,
-					 .force = opts->force };
 	struct img_manifest m;
 	struct img_index *ix = NULL;
 	unsigned char **areas = NULL;
@@ -127,11 +124,9 @@ int im_restore(const struct disk_roots *roots, const char *dir, const char *targ
 		anames[i] = m.areas[i].name;
 	}
 	r = writer_open(&w, roots, target, m.disk_size, m.table, m.logical_sector_size, m.nparts,
-			starts, sizes, m.nareas, aoffs, alens, &wo, err);
+			starts, sizes, m.nareas, aoffs, alens, &opts->target, err);
 	if (r < 0)
 		goto out;
-	stats->target_size = w.tgt->size;
-	stats->created = w.created;
 	stats->grow.nparts = m.nparts;
 	for (size_t i = 0; i < m.nparts && i < PT_MAX_PARTS; i++) {
 		struct layout_part *lp = &stats->grow.parts[i];
@@ -143,7 +138,7 @@ int im_restore(const struct disk_roots *roots, const char *dir, const char *targ
 	if (m.nparts > PT_MAX_PARTS)
 		r = im_errf(err, IM_EXIT_UNSUPP, -E2BIG, "too many partitions");
 	else
-		r = writer_set_layout(&w, opts->grow, stats->grow.parts, err);
+		r = writer_set_layout(&w, opts->target.grow, stats->grow.parts, err);
 	if (r < 0)
 		goto out;
 
@@ -191,18 +186,12 @@ int im_restore(const struct disk_roots *roots, const char *dir, const char *targ
 	}
 	r = writer_finish(&w, m.nareas, anames, aoffs, alens, areas, err);
 out:
-	if (w.tgt || w.heads) {
-		int c = writer_close(&w, r == 0, err);
-		if (r == 0 && c < 0)
-			r = c;
-	}
-	if (r == 0 && opts->grow != GROW_NONE) {
+	{
 		struct grow_fs fs[PT_MAX_PARTS];
-		for (size_t i = 0; i < m.nparts; i++)
+		for (size_t i = 0; i < m.nparts && i < PT_MAX_PARTS; i++)
 			grow_fs_set(&fs[i], m.parts[i].filesystem, m.parts[i].volumes,
 				    m.parts[i].nvolumes);
-		r = grow_filesystems(roots, target, stats->created ? opts->format : NULL,
-				     &stats->grow, fs, err);
+		r = writer_end(&w, r, &opts->target, fs, &stats->grow, &stats->target, err);
 	}
 	for (size_t i = 0; ix && i < m.nparts; i++)
 		img_index_free(&ix[i]);

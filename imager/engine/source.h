@@ -64,6 +64,8 @@ size_t used_split_zeros(struct pipe_slot *s, uint32_t bs);
 
 struct writer {
 	struct bk *tgt;
+	struct target_info info;    /* what was opened, resolved once */
+	const struct disk_roots *roots;
 	bool created;               /* a new file: removed if the job fails */
 	bool fresh;                 /* reads as zeros: zeros need not be written */
 	uint64_t source_size;       /* the source disk's size */
@@ -76,14 +78,6 @@ struct writer {
 	enum grow_mode grow;
 };
 
-struct writer_target_opts {
-	const char *format;
-	enum bk_prealloc prealloc;
-	uint32_t cluster_size;
-	uint64_t size;              /* a larger new file; 0 = source size */
-	bool force;
-};
-
 /* Open or create the target for a disk of source_size bytes with the given
  * table, partitions at starts[]/sizes[]; check size, use, kind.  Then hide
  * the old table and superblocks (areas[] and partition heads) unless the
@@ -92,7 +86,7 @@ int writer_open(struct writer *w, const struct disk_roots *roots, const char *ta
 		uint64_t source_size, const char *table, unsigned lss, size_t nparts,
 		const uint64_t *starts, const uint64_t *sizes, size_t nareas,
 		const uint64_t *area_offs, const uint64_t *area_lens,
-		const struct writer_target_opts *o, struct im_err *err);
+		const struct target_opts *o, struct im_err *err);
 /* Lay the partitions out again for the target's size (--grow-last,
  * --proportional): parts[] (one per partition, in the writer's order) gets
  * the new starts and sizes, which later writes follow.  GROW_NONE keeps the
@@ -111,6 +105,14 @@ int writer_finish(struct writer *w, size_t nareas, const char *const *names,
 /* Close; on failure (ok == false) remove a file the writer created.
  * Returns the close result. */
 int writer_close(struct writer *w, bool ok, struct im_err *err);
+struct grow_fs;
+/* The tail restore and clone share: close the target (removing a created
+ * file when the job failed: r < 0), and, when the job succeeded and o->grow
+ * laid partitions out again, grow their filesystems (fs: one per
+ * partition, see grow_filesystems()).  *info gets the target as opened.
+ * Returns r (the job's result so far) or the first error after it. */
+int writer_end(struct writer *w, int r, const struct target_opts *o, const struct grow_fs *fs,
+	       struct grow_report *rep, struct target_info *info, struct im_err *err);
 
 /* What a partition holds, for growing it: its libblkid type, and for an
  * LVM PV the LV that ends last on it ("vg0/root"; NULL when none or when it
@@ -128,10 +130,11 @@ void grow_fs_set(struct grow_fs *g, const char *type, const struct fs_volume *v,
  * the last LV extended over the free extents and its filesystem grown).
  * On the target's partition devices with the host's tools when it is a
  * block device the kernel has partitions for (LVM excepted), else through
- * libguestfs.  fs: one per rep->parts.  format: the target's, NULL to probe.
- * Records in rep->grown_fs what was grown, and in rep->note why a grown
- * partition's filesystem kept its size (FAT, swap, unknown). */
-int grow_filesystems(const struct disk_roots *roots, const char *target, const char *format,
-		     struct grow_report *rep, const struct grow_fs *fs, struct im_err *err);
+ * the hook (libguestfs, offered by the conversion layer).  fs: one per
+ * rep->parts.  Records in rep->grown_fs what was grown, and in rep->note why
+ * a grown partition's filesystem kept its size (FAT, swap, unknown, no hook). */
+int grow_filesystems(const struct disk_roots *roots, const struct target_info *t,
+		     const struct im_grow_hook *hook, struct grow_report *rep,
+		     const struct grow_fs *fs, struct im_err *err);
 
 #endif

@@ -16,7 +16,7 @@
 #define HEAD_ZONE (64u << 10)
 
 static int open_target(struct writer *w, const struct disk_roots *roots, const char *target,
-		       const struct writer_target_opts *o, struct im_err *err)
+		       const struct target_opts *o, struct im_err *err)
 {
 	struct bk_create_opts co = { .size = w->source_size, .prealloc = o->prealloc,
 				     .cluster_size = o->cluster_size };
@@ -31,11 +31,16 @@ static int open_target(struct writer *w, const struct disk_roots *roots, const c
 				       (unsigned long long)o->size, (unsigned long long)w->source_size);
 		co.size = (o->size + 511) / 512 * 512;
 	}
-	if (bk_is_uri(target))
+	if (bk_is_uri(target)) {
+		snprintf(w->info.path, sizeof(w->info.path), "%s", target);
 		return bk_create(target, "nbd", &co, &w->tgt, err);
+	}
 	r = disk_resolve(roots, target, &ref, err);
 	if (r < 0)
 		return r;
+	snprintf(w->info.path, sizeof(w->info.path), "%s", ref.path);
+	w->info.block_device = ref.kind == DISK_KIND_BLOCK;
+	snprintf(w->info.disk_name, sizeof(w->info.disk_name), "%s", ref.name);
 	if (!ref.exists && ref.under_dev)
 		return im_errf(err, IM_EXIT_TARGET, -ENODEV, "%s: no such device", ref.path);
 	if (!ref.exists) {
@@ -83,7 +88,7 @@ int writer_open(struct writer *w, const struct disk_roots *roots, const char *ta
 		uint64_t source_size, const char *table, unsigned lss, size_t nparts,
 		const uint64_t *starts, const uint64_t *sizes, size_t nareas,
 		const uint64_t *area_offs, const uint64_t *area_lens,
-		const struct writer_target_opts *o, struct im_err *err)
+		const struct target_opts *o, struct im_err *err)
 {
 	int r;
 
@@ -103,9 +108,13 @@ int writer_open(struct writer *w, const struct disk_roots *roots, const char *ta
 		if (!(w->heads[i] = calloc(1, HEAD_ZONE)))
 			return im_errf(err, IM_EXIT_INTERNAL, -ENOMEM, "out of memory");
 	}
+	w->roots = roots;
 	r = open_target(w, roots, target, o, err);
 	if (r < 0)
 		return r;
+	snprintf(w->info.format, sizeof(w->info.format), "%s", w->tgt->drv->name);
+	w->info.created = w->created;
+	w->info.size = w->tgt->size;
 	w->fresh = w->tgt->zero_init;
 	/* Hide the old table and superblocks while the data goes in. */
 	if (!w->fresh) {
@@ -185,6 +194,20 @@ int writer_finish(struct writer *w, size_t nareas, const char *const *names,
 		r = ptable_gpt_relocate_backup(w->tgt, w->tgt->size, w->lss, err);
 	if (r == 0)
 		r = bk_flush(w->tgt, err);
+	return r;
+}
+
+int writer_end(struct writer *w, int r, const struct target_opts *o, const struct grow_fs *fs,
+	       struct grow_report *rep, struct target_info *info, struct im_err *err)
+{
+	if (w->tgt || w->heads) {
+		int c = writer_close(w, r == 0, err);
+		if (r == 0 && c < 0)
+			r = c;
+	}
+	*info = w->info;
+	if (r == 0 && o->grow != GROW_NONE)
+		r = grow_filesystems(w->roots, &w->info, &o->grow_hook, rep, fs, err);
 	return r;
 }
 

@@ -137,6 +137,11 @@ const struct bk_driver *bk_driver_by_name(const char *name);
 /* The format a new target's file name suggests (".qcow2" -> qcow2), or NULL. */
 const char *bk_format_from_name(const char *path);
 
+/* The format of spec as the drivers' probes score its first 4 KiB ("raw"
+ * when no driver claims it; URIs: "nbd"), without opening it as a container
+ * (so a qcow2 whose backing file is elsewhere is told too).  The one place
+ * formats are detected.  Returns 0, or -errno (IM_EXIT_SOURCE, IM_EXIT_IO). */
+int bk_probe_format(const char *spec, const char **format, struct im_err *err);
 /* Open spec (a path or a URI).  format NULL: probe the first 4 KiB and take
  * the driver with the highest score (URIs go to nbd). */
 int bk_open(const char *spec, const char *format, unsigned flags, struct bk **out,

@@ -81,11 +81,18 @@
  */
 #ifndef IMAGER_CONVERT_H
 #define IMAGER_CONVERT_H
+/* The conversion (libguestfs) layer's header: only that layer and those above it include it
+ * (the Makefile sets IMAGER_LAYER for each layer's sources). */
+#if defined(IMAGER_LAYER) && IMAGER_LAYER < 2
+#error "a lower layer may not use the conversion (libguestfs) layer"
+#endif
+
 
 #include <stdbool.h>
 #include <stddef.h>
 
 #include "imager/error.h"
+#include "imager/job.h"
 
 enum conv_block { CONV_BLOCK_VIRTIO_BLK = 1, CONV_BLOCK_VIRTIO_SCSI = 2 };
 
@@ -168,6 +175,35 @@ struct conv_report {
 int im_convert(const char *const *disks, const char *const *formats, size_t n,
 	       const struct conv_opts *o, struct conv_report *rep, struct im_err *err);
 void conv_report_free(struct conv_report *rep);
+
+/* ---- conversion as a step of restore and clone ---- */
+
+/* The hook the engine's restore and clone grow filesystems inside image
+ * files through (job.h: struct im_grow_hook): libguestfs (guest.h). */
+struct im_grow_hook conv_grow_hook(void);
+
+/* A conversion after a restore or clone: the options in, its outcome out. */
+struct conv_step {
+	const struct conv_opts *opts;  /* NULL: no conversion */
+	bool ran;                      /* the restore or clone succeeded, so it ran */
+	int r;                         /* im_convert()'s result */
+	struct conv_report rep;        /* free with conv_report_free() when ran */
+	struct im_err err;             /* its error when r < 0 */
+};
+
+/* im_restore() / im_clone() with the grow hook set (unless the caller set
+ * one), then, when step->opts is given and the job succeeded, im_convert()
+ * of the target it wrote: its path and format come from the job's
+ * struct target_info (resolved once by the writer, never probed again).
+ * Returns the restore's or clone's result (err: its error); the
+ * conversion's result is in *step, and a failed conversion leaves the disk
+ * as restored. */
+int conv_restore(const struct disk_roots *roots, const char *dir, const char *target,
+		 const struct restore_opts *opts, struct restore_stats *stats,
+		 struct conv_step *step, struct im_err *err);
+int conv_clone(const struct disk_roots *roots, const char *source, const char *target,
+	       const struct clone_opts *opts, struct clone_stats *stats, struct conv_step *step,
+	       struct im_err *err);
 
 const char *conv_block_name(enum conv_block b);    /* "virtio-blk", "virtio-scsi" */
 /* "virtio-blk" / "virtio-scsi" (also "blk", "scsi") → enum; 0 when unknown. */

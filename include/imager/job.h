@@ -49,13 +49,45 @@ int im_save(const struct disk_roots *roots, const char *source, const char *dir,
 	    const struct save_opts *opts, struct img_manifest *m, struct save_stats *stats,
 	    struct im_err *err);
 
-struct restore_opts {
-	bool force;                /* write to a target that is in use */
-	uint64_t size;             /* size of a new image file; 0 = the source disk's */
+/* Growing filesystems inside an image file (and an LVM PV anywhere) needs
+ * libguestfs, which the engine does not link: the conversion layer offers it
+ * through this hook (conv_grow_hook()).  grow_in_image grows the
+ * partitions numbered numbers[0..n-1] of the image at path (format given)
+ * to fill them, extending last_lvs[k] inside a PV (NULL: none), and sets
+ * grown[k]; it returns 0 or a negative errno with err filled.  Without a
+ * hook (fn NULL) those partitions keep their filesystems' sizes, with a
+ * note in the report. */
+struct im_grow_hook {
+	int (*grow_in_image)(void *opaque, const char *path, const char *format,
+			     const unsigned *numbers, const char *const *last_lvs, size_t n,
+			     bool *grown, struct im_err *err);
+	void *opaque;
+};
+
+/* Where restore and clone write: one set of options for both. */
+struct target_opts {
 	const char *format;        /* target format: raw, qcow2; NULL = from the name */
 	enum bk_prealloc prealloc; /* for a new image file */
 	uint32_t cluster_size;     /* qcow2; 0 = 64 KiB */
+	uint64_t size;             /* size of a new image file; 0 = the source disk's */
 	enum grow_mode grow;       /* on a larger target: grow the last, or all */
+	bool force;                /* write to a target that is in use */
+	struct im_grow_hook grow_hook;
+};
+
+/* The target a job wrote, resolved once (writer_open) and handed to the
+ * steps after it: growing, converting, defining a VM. */
+struct target_info {
+	char path[600];            /* the file or device (resolved), or the NBD URI */
+	char format[16];           /* the container it holds: raw, qcow2, nbd */
+	bool block_device;         /* a whole-disk block device */
+	char disk_name[64];        /* its kernel name ("vdb"), for partition nodes */
+	bool created;              /* a new file: removed if the job failed */
+	uint64_t size;
+};
+
+struct restore_opts {
+	struct target_opts target;
 	unsigned threads;
 	struct im_progress progress;
 };
@@ -70,8 +102,7 @@ struct grow_report {
 
 struct restore_stats {
 	uint64_t bytes_written;
-	uint64_t target_size;
-	bool created;              /* the target file was created */
+	struct target_info target;
 	struct grow_report grow;
 };
 
@@ -86,12 +117,7 @@ int im_restore(const struct disk_roots *roots, const char *dir, const char *targ
 
 struct clone_opts {
 	const char *source_format;  /* NULL = probe */
-	const char *format;         /* target: raw, qcow2; NULL = from the name */
-	enum bk_prealloc prealloc;
-	uint32_t cluster_size;
-	uint64_t size;              /* a larger new target file; 0 = the source's size */
-	enum grow_mode grow;
-	bool force;                 /* write to a target that is in use */
+	struct target_opts target;
 	bool force_fs;              /* copy unclean or inconsistent filesystems */
 	bool verify;                /* read back and compare after the copy */
 	unsigned threads;
@@ -99,10 +125,9 @@ struct clone_opts {
 };
 
 struct clone_stats {
-	uint64_t bytes_read, bytes_written, verified_bytes, target_size;
-	bool created;
+	uint64_t bytes_read, bytes_written, verified_bytes;
+	struct target_info target;
 	struct grow_report grow;
-	char target_format[16];
 	char warnings[4][600];
 	size_t nwarnings;
 };

@@ -33,6 +33,12 @@
  */
 #ifndef IMAGER_POOLS_H
 #define IMAGER_POOLS_H
+/* The virtualisation (libvirt) layer's header: only that layer and those above it include it
+ * (the Makefile sets IMAGER_LAYER for each layer's sources). */
+#if defined(IMAGER_LAYER) && IMAGER_LAYER < 3
+#error "a lower layer may not use the virtualisation (libvirt) layer"
+#endif
+
 
 #include <stdbool.h>
 #include <stddef.h>

@@ -20,6 +20,12 @@
  */
 #ifndef IMAGER_VIRTIOWIN_H
 #define IMAGER_VIRTIOWIN_H
+/* The conversion (libguestfs) layer's header: only that layer and those above it include it
+ * (the Makefile sets IMAGER_LAYER for each layer's sources). */
+#if defined(IMAGER_LAYER) && IMAGER_LAYER < 2
+#error "a lower layer may not use the conversion (libguestfs) layer"
+#endif
+
 
 #include <stdbool.h>
 #include <stddef.h>

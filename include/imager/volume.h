@@ -7,6 +7,12 @@
  */
 #ifndef IMAGER_VOLUME_H
 #define IMAGER_VOLUME_H
+/* The virtualisation (libvirt) layer's header: only that layer and those above it include it
+ * (the Makefile sets IMAGER_LAYER for each layer's sources). */
+#if defined(IMAGER_LAYER) && IMAGER_LAYER < 3
+#error "a lower layer may not use the virtualisation (libvirt) layer"
+#endif
+
 
 #include <signal.h>
 #include <stdbool.h>

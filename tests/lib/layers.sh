@@ -1,0 +1,42 @@
+#!/bin/sh
+# The layer rule, checked on the built libraries (make layers; the
+# setup/layers test): a layer refers to no symbol of a library it may not
+# use.  Usage: tests/lib/layers.sh BUILD_DIR
+#   engine   no libguestfs, hivex, libarchive, libvirt or libxml2, and
+#            nothing defined by the convert or virt layers
+#   convert  no libvirt or libxml2, and nothing defined by the virt layer
+# (The headers of a higher layer refuse to be included by a lower one at
+# compile time, IMAGER_LAYER; this checks what the linker would see.)
+# Prints each offending symbol; exits 1 when there is one.
+set -u
+b=${1:-build}
+for l in engine convert virt; do
+	[ -f "$b/libimager-$l.a" ] || { echo "layers: $b/libimager-$l.a is not built" >&2; exit 2; }
+done
+defined() { nm -g --defined-only "$b/libimager-$1.a" 2>/dev/null | awk 'NF == 3 { print $3 }' | sort -u; }
+undefined() { nm -g --undefined-only "$b/libimager-$1.a" 2>/dev/null | awk '{ print $NF }' | sort -u; }
+bad=0
+check() { # LAYER DESCRIPTION PATTERN [LAYER-WHOSE-SYMBOLS-ARE-FORBIDDEN...]
+	layer=$1 what=$2 pat=$3
+	shift 3
+	found=$(undefined "$layer" | grep -E "$pat" || true)
+	for upper in "$@"; do
+		found="$found
+$(undefined "$layer" | grep -Fx -f "$tmp/$upper.def" || true)"
+	done
+	found=$(printf '%s\n' "$found" | grep . | sort -u || true)
+	if [ -n "$found" ]; then
+		echo "layers: the $layer layer uses $what:"
+		printf '%s\n' "$found" | sed 's/^/  /'
+		bad=1
+	else
+		echo "layers: $layer uses nothing of $what"
+	fi
+}
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+for l in convert virt; do defined "$l" >"$tmp/$l.def"; done
+check engine "libguestfs, hivex, libarchive, libvirt, libxml2 or the layers above it" \
+	'^(guestfs_|hivex_|archive_|vir[A-Z]|xml[A-Z])' convert virt
+check convert "libvirt, libxml2 or the virt layer" '^(vir[A-Z]|xml[A-Z])' virt
+exit $bad
