@@ -246,3 +246,8 @@ IMAGER=$IMAGER BENCH_WORK=$WORK bash "$ROOT/tests/bench/bench-windows.sh"
 echo
 echo "p2v onto libvirt (tests/bench/bench-p2v.sh):"
 IMAGER=$IMAGER BENCH_WORK=$WORK bash "$ROOT/tests/bench/bench-p2v.sh"
+
+# ---- other filesystems: NTFS, XFS, btrfs, LVM+XFS against partclone + zstd ----
+echo
+echo "other filesystems (tests/bench/bench-fs.sh):"
+IMAGER=$IMAGER BENCH_WORK=$WORK bash "$ROOT/tests/bench/bench-fs.sh"
