@@ -5,17 +5,12 @@
  * for people or as JSON, files replaced atomically.
  */
 #include <errno.h>
-#include <fcntl.h>
 #include <stdio.h>
-#include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
-#include <unistd.h>
 
 #include <json-c/json.h>
 
 #include "commands.h"
-#include "util.h"
 
 int cli_domain_option(const char *cmd, int c, const char *arg, struct cli_domain *d)
 {
@@ -38,7 +33,6 @@ int cli_domain_option(const char *cmd, int c, const char *arg, struct cli_domain
 			return -1;
 		}
 		d->o.memory_mib = size >> 20;
-		d->memory_set = true;
 		return 1;
 	case DO_VCPUS:
 		if (cli_parse_uint(arg, 1, 255, &n) < 0)
@@ -79,19 +73,7 @@ twice:
 
 void cli_domain_machine(struct cli_domain *d, struct dom_guest *g)
 {
-	struct dom_machine m;
-
-	dom_machine_local(&m);
-	if (!d->memory_set)
-		d->o.memory_mib = m.memory_mib;
-	if (!d->o.vcpus)
-		d->o.vcpus = m.vcpus;
-	if (!d->o.mac && m.mac[0]) {
-		snprintf(d->mac, sizeof(d->mac), "%s", m.mac);
-		d->o.mac = d->mac;
-	}
-	if (m.uefi)
-		snprintf(g->firmware, sizeof(g->firmware), "uefi");
+	dom_machine_apply(&d->o, g, d->mac);
 }
 
 static const char *jstr(json_object *o, const char *key)
@@ -161,6 +143,12 @@ int cli_domain_plan(const char *cmd, struct cli_domain *d, const struct dom_gues
 
 	if (dom_decide(&d->o, g, h, plan, &err) < 0 || dom_xml(&d->o, g, plan, xml, &err) < 0)
 		return cli_fail(cmd, &err);
+	cli_domain_print_plan(cmd, plan, cli);
+	return 0;
+}
+
+void cli_domain_print_plan(const char *cmd, const struct dom_plan *plan, const struct cli *cli)
+{
 	if (cli->verbose >= 0) {
 		const struct { const char *name; const struct dom_choice *c; } cs[] = {
 			{ "type", &plan->type }, { "machine", &plan->machine }, { "bus", &plan->bus },
@@ -174,7 +162,6 @@ int cli_domain_plan(const char *cmd, struct cli_domain *d, const struct dom_gues
 	for (size_t i = 0; i < 4; i++)
 		if (plan->warnings[i][0])
 			fprintf(stderr, "imager %s: warning: %s\n", cmd, plan->warnings[i]);
-	return 0;
 }
 
 json_object *cli_domain_json(const struct dom_plan *plan)
@@ -203,12 +190,5 @@ json_object *cli_domain_json(const struct dom_plan *plan)
 
 int cli_write_atomic(const char *path, const char *data, size_t len, bool force, struct im_err *err)
 {
-	int r;
-
-	RETURN_IF(!force && access(path, F_OK) == 0, err, IM_EXIT_TARGET, -EEXIST,
-		  "%s exists (--force replaces it)", path);
-	if ((r = write_file_atomic(path, data, len)) < 0)
-		return im_errf(err, r == -ENAMETOOLONG ? IM_EXIT_USAGE : IM_EXIT_IO, r, "writing %s: %s",
-			       path, strerror(-r));
-	return 0;
+	return dom_xml_save(path, data, len, force, err);
 }

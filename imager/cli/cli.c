@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <sys/stat.h>
 #include <unistd.h>
 #include <json-c/json.h>
 
@@ -263,6 +264,29 @@ const struct conv_opts *cli_target_conv(const struct cli_target *t, struct cli *
 				 .rebuild_initramfs = t->rebuild_initramfs,
 				 .virtio_win = t->virtio_win, .phase = phase_msg, .opaque = cli };
 	return o;
+}
+
+int cli_check_devices(const char *cmd, int n, char **args, struct cli *cli)
+{
+	for (int i = 0; i < n; i++) {
+		char path[700];
+		struct stat st;
+
+		if (args[i][0] == '-')
+			continue;
+		if (strchr(args[i], '/'))
+			snprintf(path, sizeof(path), "%s", args[i]);
+		else
+			snprintf(path, sizeof(path), "%s/%s", cli->roots.dev, args[i]);
+		if (stat(path, &st) != 0 || !S_ISBLK(st.st_mode))
+			continue;
+		if (access(path, R_OK | W_OK) != 0) {
+			cli_error(cmd, "%s: this user may not read and write this block device (%s): "
+				  "run imager as root", path, strerror(errno));
+			return -1;
+		}
+	}
+	return 0;
 }
 
 void cli_print_json(struct json_object *o)

@@ -13,7 +13,7 @@ static json_object *str_or_null(const char *s)
 	return s && *s ? json_object_new_string(s) : NULL;
 }
 
-static void print_json(const struct guest_env *e, const struct guest_accel_choice *a,
+static void print_report_json(const struct guest_env *e, const struct guest_accel_choice *a,
 		       bool launched, double seconds, const struct im_err *launch_err)
 {
 	json_object *o = json_object_new_object(), *ac = json_object_new_object();
@@ -49,9 +49,7 @@ static void print_json(const struct guest_env *e, const struct guest_accel_choic
 		json_object_object_add(l, "error", launch_err ? json_object_new_string(launch_err->msg) : NULL);
 		json_object_object_add(o, "launch", l);
 	}
-	puts(json_object_to_json_string_ext(o, JSON_C_TO_STRING_PRETTY | JSON_C_TO_STRING_SPACED |
-					    JSON_C_TO_STRING_NOSLASHESCAPE));
-	json_object_put(o);
+	cli_print_json(o);
 }
 
 static void print_text(const struct guest_env *e, const struct guest_accel_choice *a)
@@ -111,7 +109,7 @@ int cmd_appliance(int argc, char **argv, struct cli *cli)
 			rc = im_err_exit(&launch_err);
 	}
 	if (json) {
-		print_json(&env, &accel, launched, seconds, launched && rc ? &launch_err : NULL);
+		print_report_json(&env, &accel, launched, seconds, launched && rc ? &launch_err : NULL);
 	} else {
 		print_text(&env, &accel);
 		if (launched && !rc)

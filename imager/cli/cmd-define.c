@@ -165,9 +165,7 @@ int cmd_define(int argc, char **argv, struct cli *cli)
 		json_object_object_add(root, "definition", cli_domain_json(&plan));
 		if (!output)
 			json_object_object_add(root, "xml", json_object_new_string(xml));
-		puts(json_object_to_json_string_ext(root, JSON_C_TO_STRING_PRETTY | JSON_C_TO_STRING_SPACED |
-						    JSON_C_TO_STRING_NOSLASHESCAPE));
-		json_object_put(root);
+		cli_print_json(root);
 	} else if (!output) {
 		fputs(xml, stdout);
 	} else if (cli->verbose >= 0) {

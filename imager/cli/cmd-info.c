@@ -9,13 +9,6 @@
 
 #include "commands.h"
 
-static void print_json(json_object *root)
-{
-	puts(json_object_to_json_string_ext(root, JSON_C_TO_STRING_PRETTY | JSON_C_TO_STRING_SPACED |
-					    JSON_C_TO_STRING_NOSLASHESCAPE));
-	json_object_put(root);
-}
-
 /* "    VG ...", then a line per volume: what it holds, and what was kept. */
 static void print_volumes(const char *container, const struct fs_volume *v, size_t n)
 {
@@ -51,7 +44,7 @@ static int info_image(const char *dir, bool json, struct cli *cli)
 			json_object_object_add(root, "status", json_object_new_string(
 						       unfinished ? "unfinished" : "damaged"));
 			json_object_object_add(root, "error", json_object_new_string(err.msg));
-			print_json(root);
+			cli_print_json(root);
 			cli_finish_stdout("info", 0);
 		}
 		return cli_fail("info", &err);
@@ -59,7 +52,7 @@ static int info_image(const char *dir, bool json, struct cli *cli)
 	if (json) {
 		json_object *root = img_manifest_to_json(&m);
 		json_object_object_add(root, "status", json_object_new_string("complete"));
-		print_json(root);
+		cli_print_json(root);
 	} else {
 		char size[32];
 		uint64_t stored = 0;
@@ -135,7 +128,7 @@ static int info_disk(const char *name, bool json, struct cli *cli)
 			json_object_array_add(parts, o);
 		}
 		json_object_object_add(root, "partitions", parts);
-		print_json(root);
+		cli_print_json(root);
 	} else {
 		char size[32];
 		cli_human(info->size, size, sizeof(size));

@@ -66,9 +66,7 @@ int cmd_list(int argc, char **argv, struct cli *cli)
 		for (int i = 0; i < n; i++)
 			json_object_array_add(arr, disk_json(&disks[i]));
 		json_object_object_add(root, "disks", arr);
-		puts(json_object_to_json_string_ext(root, JSON_C_TO_STRING_PRETTY | JSON_C_TO_STRING_SPACED |
-						    JSON_C_TO_STRING_NOSLASHESCAPE));
-		json_object_put(root);
+		cli_print_json(root);
 	} else {
 		printf("%-10s %10s  %-12s %-6s %-9s %-5s %s\n", "DISK", "SIZE", "BUS", "VIRTIO",
 		       "SECTORS", "TABLE", "MODEL / SERIAL");

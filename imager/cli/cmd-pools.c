@@ -62,13 +62,6 @@ static json_object *pool_json(const struct im_pool *p)
 	return o;
 }
 
-static void print_json(json_object *root)
-{
-	puts(json_object_to_json_string_ext(root, JSON_C_TO_STRING_PRETTY | JSON_C_TO_STRING_SPACED |
-					    JSON_C_TO_STRING_NOSLASHESCAPE));
-	json_object_put(root);
-}
-
 static void print_text(const char *uri, bool local, const struct im_pool *p, size_t n,
 		       uint64_t need, bool sized, bool probed)
 {
@@ -171,7 +164,7 @@ int cmd_pools(int argc, char **argv, struct cli *cli)
 			json_object_object_add(root, "ok", json_object_new_boolean(0));
 			json_object_object_add(root, "uri", uri ? json_object_new_string(uri) : NULL);
 			json_object_object_add(root, "error", json_object_new_string(err.msg));
-			print_json(root);
+			cli_print_json(root);
 			cli_finish_stdout("pools", 0);
 		}
 		return cli_fail("pools", &err);
@@ -218,7 +211,7 @@ int cmd_pools(int argc, char **argv, struct cli *cli)
 		json_object_object_add(root, "best", n && pools[0].fits ?
 				       json_object_new_string(pools[0].name) : NULL);
 		json_object_object_add(root, "need", json_object_new_uint64(need));
-		print_json(root);
+		cli_print_json(root);
 	} else if (n) {
 		print_text(shown, local, pools, n, need, sized, probe);
 	}

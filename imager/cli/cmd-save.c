@@ -86,9 +86,7 @@ int cmd_save(int argc, char **argv, struct cli *cli)
 		json_object_object_add(root, "bytes_read", json_object_new_uint64(st.bytes_read));
 		json_object_object_add(root, "image_size", json_object_new_uint64(st.image_bytes));
 		json_object_object_add(root, "seconds", json_object_new_double(cli_now() - t0));
-		puts(json_object_to_json_string_ext(root, JSON_C_TO_STRING_PRETTY | JSON_C_TO_STRING_SPACED |
-						    JSON_C_TO_STRING_NOSLASHESCAPE));
-		json_object_put(root);
+		cli_print_json(root);
 	} else if (cli->verbose >= 0) {
 		char a[32], b[32];
 		cli_human(st.bytes_read, a, sizeof(a));

@@ -47,9 +47,7 @@ int cmd_verify(int argc, char **argv, struct cli *cli)
 			json_object_object_add(root, "image", json_object_new_string(argv[optind]));
 			json_object_object_add(root, "ok", json_object_new_boolean(0));
 			json_object_object_add(root, "error", json_object_new_string(err.msg));
-			puts(json_object_to_json_string_ext(root, JSON_C_TO_STRING_PRETTY | JSON_C_TO_STRING_SPACED |
-							    JSON_C_TO_STRING_NOSLASHESCAPE));
-			json_object_put(root);
+			cli_print_json(root);
 			cli_finish_stdout("verify", 0);
 		}
 		return cli_fail("verify", &err);
@@ -72,9 +70,7 @@ int cmd_verify(int argc, char **argv, struct cli *cli)
 			json_object_array_add(arr, o);
 		}
 		json_object_object_add(root, "damage", arr);
-		puts(json_object_to_json_string_ext(root, JSON_C_TO_STRING_PRETTY | JSON_C_TO_STRING_SPACED |
-						    JSON_C_TO_STRING_NOSLASHESCAPE));
-		json_object_put(root);
+		cli_print_json(root);
 	} else {
 		for (size_t i = 0; i < rep.ndamage; i++) {
 			const struct verify_damage *d = &rep.damage[i];

@@ -1,5 +1,7 @@
 /* SPDX-License-Identifier: GPL-2.0-or-later */
-/* The table of commands, sorted by name.  Help is generated from it. */
+/* The table of commands, sorted by name (command_find() relies on it, and a
+ * test checks it).  Help is generated from it. */
+#include <stdlib.h>
 #include <string.h>
 
 #include "commands.h"
@@ -7,7 +9,7 @@
 const struct command commands[] = {
 	{ "appliance", cmd_appliance, 0, "[--launch] [--json]",
 	  "check that libguestfs can start its appliance here, and with KVM or TCG" },
-	{ "clone", cmd_clone, CMD_NEEDS_ROOT,
+	{ "clone", cmd_clone, CMD_DEVICES,
 	  "SOURCE TARGET [--format raw|qcow2] [--preallocation off|metadata|falloc|full]\n"
 	  "        [--cluster-size SIZE] [--size SIZE] [--grow-last|--proportional]\n"
 	  "        [--source-format raw|qcow2] [--verify]\n"
@@ -15,7 +17,7 @@ const struct command commands[] = {
 	  "                   [--virtio-win PATH]]\n"
 	  "        [--threads N] [--force] [--json] [--no-progress]",
 	  "copy a disk or image onto a disk or image in one pass, used blocks only" },
-	{ "convert", cmd_convert, CMD_NEEDS_ROOT,
+	{ "convert", cmd_convert, CMD_DEVICES,
 	  "DISK... | DIR --output DISK [--block virtio-blk|virtio-scsi] [--rebuild-initramfs]\n"
 	  "        [--virtio-win PATH] [--format raw|qcow2] [--dry-run] [--json]",
 	  "make the Linux or Windows guest on a disk or image boot on virtio" },
@@ -31,9 +33,7 @@ const struct command commands[] = {
 	  "describe an image folder, or a disk or image file and its filesystems" },
 	{ "list", cmd_list, 0, "[--json]",
 	  "list the disks of this machine: bus (virtio or not), size, partitions" },
-	{ "pools", cmd_pools, 0, "[--connect URI] [--probe] [--seconds N] [--size SIZE] [--json]",
-	  "list the host's storage pools, measure fsyncs, rank them for a new disk" },
-	{ "p2v", cmd_p2v, CMD_NEEDS_ROOT,
+	{ "p2v", cmd_p2v, CMD_DEVICES,
 	  "SOURCE... --name NAME [--connect URI]... [--pool auto|NAME] [--probe]\n"
 	  "        [--format raw|qcow2] [--preallocation off|metadata|falloc|full]\n"
 	  "        [--output DIR] [--start] [--force] [--no-convert] [--rebuild-initramfs] [--upload]\n"
@@ -44,14 +44,16 @@ const struct command commands[] = {
 	  "        [--network NAME|--bridge NAME|--user-net] [--serial-log FILE]\n"
 	  "        [--json] [--no-progress]",
 	  "move a machine onto a libvirt host: disks into a pool, converted, VM defined" },
-	{ "restore", cmd_restore, CMD_NEEDS_ROOT,
+	{ "pools", cmd_pools, 0, "[--connect URI] [--probe] [--seconds N] [--size SIZE] [--json]",
+	  "list the host's storage pools, measure fsyncs, rank them for a new disk" },
+	{ "restore", cmd_restore, CMD_DEVICES,
 	  "DIR TARGET [--format raw|qcow2] [--preallocation off|metadata|falloc|full]\n"
 	  "        [--cluster-size SIZE] [--size SIZE] [--grow-last|--proportional]\n"
 	  "        [--convert [--block virtio-blk|virtio-scsi] [--rebuild-initramfs]\n"
 	  "                   [--virtio-win PATH]]\n"
 	  "        [--threads N] [--force] [--json] [--no-progress]",
 	  "write an image folder onto a disk or image file" },
-	{ "save", cmd_save, CMD_NEEDS_ROOT,
+	{ "save", cmd_save, CMD_DEVICES,
 	  "SOURCE DIR [--format raw|qcow2] [--level N] [--threads N] [--force] [--json] [--no-progress]",
 	  "save the used blocks of a disk, partition or image file into a folder" },
 	{ "verify", cmd_verify, 0, "DIR [--threads N] [--json] [--no-progress]",
@@ -59,10 +61,12 @@ const struct command commands[] = {
 };
 const size_t ncommands = sizeof(commands) / sizeof(commands[0]);
 
+static int by_name(const void *key, const void *elem)
+{
+	return strcmp(key, ((const struct command *)elem)->name);
+}
+
 const struct command *command_find(const char *name)
 {
-	for (size_t i = 0; i < ncommands; i++)
-		if (!strcmp(commands[i].name, name))
-			return &commands[i];
-	return NULL;
+	return bsearch(name, commands, ncommands, sizeof(commands[0]), by_name);
 }

@@ -47,7 +47,11 @@ struct command {
 	const char *usage;         /* after "imager NAME " */
 	const char *summary;
 };
-#define CMD_NEEDS_ROOT 1u      /* warn (not fail) when not root: devices may be unreadable */
+/* The command reads or writes the disks it is given: before it runs, every
+ * argument that names a block device (a path, or a kernel name under the
+ * dev root) must be readable and writable by this user, else exit 2 with
+ * what to do (run as root).  See cli_check_devices(). */
+#define CMD_DEVICES 1u
 
 extern const struct command commands[];
 extern const size_t ncommands;
@@ -137,6 +141,10 @@ int cli_convert_print(const char *cmd, const struct conv_report *rep, int r,
 		      struct cli *cli, struct json_object **json_out);
 /* Print a JSON object on stdout, pretty, and release it. */
 void cli_print_json(struct json_object *o);
+/* CMD_DEVICES: every one of args[0..n-1] naming a block device (a path, or
+ * a name under cli->roots.dev) must be open-able read-write by this user;
+ * else an error naming it and how to fix it, and -1. */
+int cli_check_devices(const char *cmd, int n, char **args, struct cli *cli);
 
 /* What --grow-last / --proportional did, as lines on stdout or JSON. */
 void cli_print_grow(const struct grow_report *g);
@@ -167,7 +175,6 @@ enum {
 	{ "serial-log", required_argument, NULL, DO_SERIAL_LOG }
 struct cli_domain {
 	struct dom_opts o;          /* disks are filled in by the command */
-	bool memory_set;
 	char net[80], mac[18];
 };
 /* Take one of CLI_DOMAIN_OPTIONS: 1 taken, 0 not one of them, -1 bad value
@@ -183,6 +190,8 @@ int cli_inspection_file(const char *path, struct dom_guest *g, struct im_err *er
  * stderr.  Returns 0 or an exit code. */
 int cli_domain_plan(const char *cmd, struct cli_domain *d, const struct dom_guest *g,
 		    const struct dom_host *h, struct dom_plan *plan, char **xml, struct cli *cli);
+/* The choices (unless -q) and every warning of a plan, on stderr. */
+void cli_domain_print_plan(const char *cmd, const struct dom_plan *plan, const struct cli *cli);
 struct json_object *cli_domain_json(const struct dom_plan *plan);
 /* Write a file through a temporary name and rename(): a reader sees the old
  * file or the whole new one.  An existing file is refused unless force. */

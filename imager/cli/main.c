@@ -96,9 +96,9 @@ int main(int argc, char **argv)
 			return cli_finish_stdout(cmd->name, cli_help(cmd->name, stdout));
 		else if (!strcmp(argv[i], "--"))
 			break;
-	if ((cmd->flags & CMD_NEEDS_ROOT) && geteuid() != 0 && cli.verbose >= 0)
-		fprintf(stderr, "imager %s: not running as root: block devices may be unreadable\n",
-			cmd->name);
+	if ((cmd->flags & CMD_DEVICES) && cli_check_devices(cmd->name, argc - optind - 1,
+							     argv + optind + 1, &cli) != 0)
+		return IM_EXIT_SOURCE;
 	{
 		int first = optind;
 		optind = 0;   /* getopt starts afresh for the command's own options */

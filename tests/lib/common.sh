@@ -154,7 +154,7 @@ loop_detach() {
 	*) return 0 ;;
 	esac
 	partx -d "$1" 2>/dev/null || true
-	loop_detach "$1"
+	losetup -d "$1"
 }
 # loop_attach FILE [--partitions]: prints the device; detached on exit.
 loop_attach() {
