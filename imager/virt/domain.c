@@ -8,6 +8,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include <libxml/xmlwriter.h>
 
@@ -639,5 +640,17 @@ int dom_xml(const struct dom_opts *o, const struct dom_guest *g, const struct do
 	xmlBufferFree(buf);
 	if (!*out)
 		return im_errf(err, IM_EXIT_INTERNAL, -ENOMEM, "writing the domain XML failed");
+	return 0;
+}
+
+int dom_xml_save(const char *path, const char *xml, size_t len, bool force, struct im_err *err)
+{
+	int r;
+
+	RETURN_IF(!force && access(path, F_OK) == 0, err, IM_EXIT_TARGET, -EEXIST,
+		  "%s exists (--force replaces it)", path);
+	if ((r = write_file_atomic(path, xml, len)) < 0)
+		return im_errf(err, r == -ENAMETOOLONG ? IM_EXIT_USAGE : IM_EXIT_IO, r, "writing %s: %s",
+			       path, strerror(-r));
 	return 0;
 }

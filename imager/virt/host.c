@@ -144,6 +144,23 @@ void dom_machine_local(struct dom_machine *m)
 	m->uefi = access("/sys/firmware/efi", F_OK) == 0;
 }
 
+void dom_machine_apply(struct dom_opts *o, struct dom_guest *g, char mac[18])
+{
+	struct dom_machine m;
+
+	dom_machine_local(&m);
+	if (!o->memory_mib)
+		o->memory_mib = m.memory_mib;
+	if (!o->vcpus)
+		o->vcpus = m.vcpus;
+	if (!o->mac && m.mac[0]) {
+		snprintf(mac, 18, "%s", m.mac);
+		o->mac = mac;
+	}
+	if (m.uefi)
+		snprintf(g->firmware, sizeof(g->firmware), "uefi");
+}
+
 void dom_guest_from_report(const struct conv_report *r, bool convertible, struct dom_guest *g)
 {
 	memset(g, 0, sizeof(*g));

@@ -6,7 +6,8 @@
  * inspection), of the host and of the user's wishes into choices; each
  * choice carries the reason it was made.  dom_xml() writes the domain XML
  * from those choices with libxml2's writer (never by string pasting, so
- * every name and path is escaped).  Both are pure: no libvirt, no I/O.
+ * every name and path is escaped).  Both are pure: no libvirt, no I/O;
+ * dom_xml_save() writes the XML to a file.
  *
  * Choices, when the user did not make them:
  *   machine   q35 for modern guests; pc for old ones (Linux kernel before
@@ -129,6 +130,14 @@ int dom_decide(const struct dom_opts *o, const struct dom_guest *g, const struct
 int dom_xml(const struct dom_opts *o, const struct dom_guest *g, const struct dom_plan *plan,
 	    char **xml, struct im_err *err);
 
+/*
+ * Write xml (len bytes) to path through a temporary name and rename(): a
+ * reader sees the old file or the whole new one.  An existing file is
+ * refused (-EEXIST, IM_EXIT_TARGET) unless force.  Returns 0 or -errno
+ * (IM_EXIT_IO; IM_EXIT_USAGE for a name too long).
+ */
+int dom_xml_save(const char *path, const char *xml, size_t len, bool force, struct im_err *err);
+
 /* ---- facts (host.c) ---- */
 
 /*
@@ -152,6 +161,11 @@ struct dom_machine {
 	bool uefi;                    /* booted through UEFI (/sys/firmware/efi) */
 };
 void dom_machine_local(struct dom_machine *m);
+/* Live media: the source machine is this one (dom_machine_local).  Its
+ * memory, vCPUs and MAC go into o where o leaves them unset (o->mac then
+ * points at mac, which must live as long as o), and UEFI into g when it
+ * booted UEFI. */
+void dom_machine_apply(struct dom_opts *o, struct dom_guest *g, char mac[18]);
 
 /*
  * Guest facts from a conversion report.  convertible: im_convert() accepted

@@ -1,0 +1,643 @@
+/* SPDX-License-Identifier: GPL-2.0-or-later */
+/*
+ * P2V as one job: the sources probed, the pool chosen, the volumes created
+ * (and deleted again on failure), the data written, the guest converted,
+ * temporary files uploaded, the domain planned, defined and started; or
+ * the disks and NAME.xml written into a folder.  See include/imager/p2v.h.
+ */
+#include <errno.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "imager/image.h"
+#include "imager/p2v.h"
+#include "imager/pools.h"
+#include "imager/volume.h"
+#include "util.h"
+
+/* The run state of one disk (what was asked is in struct p2v_opts, what
+ * came of it in struct p2v_disk). */
+struct dst {
+	char tmp[4096];              /* upload: the temporary file written here, "" otherwise */
+	virStorageVolPtr vol;
+	bool created;                /* a volume this job made: deleted on failure */
+	bool written;                /* a folder's file this job wrote: removed on failure */
+};
+
+struct host {
+	const char *uri;
+	virConnectPtr conn;
+	bool local;
+	struct im_pool *pools;       /* ranked: best first */
+	size_t npools;
+};
+
+struct p2v {
+	const struct p2v_opts *o;
+	struct p2v_report *rep;
+	struct im_err *err;
+	size_t n;
+	uint64_t need;               /* the sources' sizes together */
+	const char *format;
+	enum bk_prealloc prealloc;
+	struct dst dst[P2V_MAX_SOURCES];
+	struct dom_opts dom;         /* o->dom with disks, network and machine filled in */
+	struct dom_disk disks[P2V_MAX_SOURCES];
+	char mac[18];
+	/* With hosts. */
+	struct host hosts[P2V_MAX_HOSTS];
+	struct host *host;           /* the one chosen, with its pool */
+	struct im_pool *pool;
+	virStoragePoolPtr sp;
+	virDomainPtr domain;
+};
+
+static void slot_put(char *slots, size_t n, size_t len, const char *fmt, ...)
+	__attribute__((format(printf, 4, 5)));
+static void slot_put(char *slots, size_t n, size_t len, const char *fmt, ...)
+{
+	va_list ap;
+
+	va_start(ap, fmt);
+	slot_vprintf(slots, n, len, fmt, ap);
+	va_end(ap);
+}
+
+#define SLOTS(a) (a)[0], sizeof(a) / sizeof((a)[0]), sizeof((a)[0])
+
+/* A phase with its line for people; warnings and notes are kept in the
+ * report too. */
+static void tell(struct p2v *j, enum p2v_phase phase, const char *fmt, ...)
+	__attribute__((format(printf, 3, 4)));
+static void tell(struct p2v *j, enum p2v_phase phase, const char *fmt, ...)
+{
+	char msg[9000];               /* two paths and some words */
+	va_list ap;
+
+	va_start(ap, fmt);
+	vsnprintf(msg, sizeof(msg), fmt, ap);
+	va_end(ap);
+	if (phase == P2V_WARNING)
+		slot_put(SLOTS(j->rep->warnings), "%s", msg);
+	else if (phase == P2V_NOTE)
+		slot_put(SLOTS(j->rep->notes), "%s", msg);
+	if (j->o->phase)
+		j->o->phase(j->o->opaque, phase, msg);
+}
+
+/* A phase without a line: the report says what happened. */
+static void event(struct p2v *j, enum p2v_phase phase)
+{
+	if (j->o->phase)
+		j->o->phase(j->o->opaque, phase, "");
+}
+
+/* Where disk i is written on this machine. */
+static const char *local_path(const struct p2v *j, size_t i)
+{
+	return j->dst[i].tmp[0] ? j->dst[i].tmp : j->rep->disks[i].path;
+}
+
+/* ---- the sources, the disks' format, the data ---- */
+
+static int probe_source(struct p2v_disk *d, struct im_err *err)
+{
+	struct stat st;
+
+	if (!bk_is_uri(d->source) && stat(d->source, &st) < 0)
+		return im_errf(err, IM_EXIT_SOURCE, -errno, "%s: %s", d->source, strerror(errno));
+	if (!bk_is_uri(d->source) && S_ISDIR(st.st_mode)) {
+		struct img_manifest m;
+
+		FORWARD_ERR(img_manifest_read(&m, d->source, err));
+		d->folder = true;
+		d->capacity = m.disk_size;
+		img_manifest_free(&m);
+	} else {
+		struct bk *bk;
+
+		FORWARD_ERR(bk_open(d->source, NULL, 0, &bk, err));
+		d->capacity = bk->size;
+		d->block = bk->is_block_device;
+		(void)bk_close(bk, err);
+	}
+	RETURN_IF(d->capacity == 0, err, IM_EXIT_SOURCE, -EINVAL, "%s: empty disk", d->source);
+	return 0;
+}
+
+static int probe_sources(struct p2v *j)
+{
+	for (size_t i = 0; i < j->n; i++) {
+		struct p2v_disk *d = &j->rep->disks[i];
+
+		d->source = j->o->sources[i];
+		FORWARD_ERR(probe_source(d, j->err));
+		j->need += d->capacity;
+	}
+	return 0;
+}
+
+/* Format and preallocation: as asked, else what the pool p recommends
+ * (its preallocation only for its own format), else qcow2 with metadata
+ * preallocation or raw with falloc.  A block pool's volumes are raw. */
+static void choose_layout(struct p2v *j, const struct im_pool *p)
+{
+	const char *recommended = NULL;
+	bool taken;
+
+	if (j->o->format)
+		j->format = j->o->format;
+	else
+		j->format = p && vol_pool_is_block(p->type) ? "raw" : p && p->format[0] ? p->format : "qcow2";
+	if (p && !strcmp(j->format, p->format))
+		recommended = p->preallocation;
+	j->prealloc = j->o->prealloc;
+	taken = j->o->prealloc_set ||
+		(recommended && bk_prealloc_parse(recommended, &j->prealloc) == 0 &&
+		 (j->prealloc != BK_PREALLOC_METADATA || !strcmp(j->format, "qcow2")));
+	if (!taken)
+		j->prealloc = !strcmp(j->format, "qcow2") ? BK_PREALLOC_METADATA : BK_PREALLOC_FALLOC;
+	for (size_t i = 0; i < j->n; i++) {
+		snprintf(j->rep->disks[i].format, sizeof(j->rep->disks[i].format), "%s", j->format);
+		j->rep->disks[i].prealloc = j->prealloc;
+	}
+}
+
+/* Source i onto its disk: restored from an image folder, else cloned. */
+static int write_disk(struct p2v *j, size_t i)
+{
+	const struct p2v_disk *d = &j->rep->disks[i];
+	const char *path = local_path(j, i);
+	struct target_opts t = { .format = j->format, .prealloc = j->prealloc };
+	int r;
+
+	event(j, P2V_WRITE);
+	if (d->folder) {
+		struct restore_opts o = { .target = t, .progress = j->o->progress };
+		struct restore_stats st;
+
+		r = im_restore(j->o->roots, d->source, path, &o, &st, j->err);
+	} else {
+		struct clone_opts o = { .target = t, .progress = j->o->progress };
+		struct clone_stats st;
+
+		r = im_clone(j->o->roots, d->source, path, &o, &st, j->err);
+	}
+	if (r < 0)
+		return r;
+	tell(j, P2V_WRITTEN, "%s written to %s", d->source, path);
+	return 0;
+}
+
+static int write_disks(struct p2v *j)
+{
+	for (size_t i = 0; i < j->n; i++) {
+		FORWARD_ERR(write_disk(j, i));
+		j->dst[i].written = true;
+	}
+	return 0;
+}
+
+/* Convert the written disks.  A guest the conversion refuses keeps SATA
+ * and e1000 when inspection knew its system (with a warning; a disk where
+ * no single system was found counts as unknown: virtio); any other
+ * failure ends the job.  Conversion is for virtio: a guest kept on SATA or
+ * IDE keeps its names. */
+static int convert_disks(struct p2v *j)
+{
+	const char *bus = j->dom.bus, *paths[P2V_MAX_SOURCES], *formats[P2V_MAX_SOURCES];
+	struct conv_opts co = { .block = bus && !strcmp(bus, "virtio-scsi") ? CONV_BLOCK_VIRTIO_SCSI
+									    : CONV_BLOCK_VIRTIO_BLK,
+				.rebuild_initramfs = j->o->rebuild_initramfs,
+				.virtio_win = j->o->virtio_win };
+	struct conv_step *s = &j->rep->convert;
+
+	if (!j->o->convert || (bus && (!strcmp(bus, "sata") || !strcmp(bus, "ide"))))
+		return 0;
+	for (size_t i = 0; i < j->n; i++) {
+		paths[i] = local_path(j, i);
+		formats[i] = j->format;
+	}
+	tell(j, P2V_CONVERT, "converting the guest for virtio");
+	s->ran = true;
+	s->r = im_convert(paths, formats, j->n, &co, &s->rep, &s->err);
+	event(j, P2V_CONVERTED);
+	if (s->r == -EOPNOTSUPP || s->r == -ENOENT)
+		tell(j, P2V_WARNING, "the guest was not converted: %s", s->err.msg);
+	else if (s->r < 0)
+		return im_errf(j->err, s->err.exit_class, s->r, "%s", s->err.msg);
+	return 0;
+}
+
+/* ---- the definition ---- */
+
+static void guest_facts(struct p2v *j, struct dom_guest *g)
+{
+	const struct conv_step *s = &j->rep->convert;
+	bool all_block = true;
+
+	memset(g, 0, sizeof(*g));
+	if (s->ran && s->rep.os_type[0])
+		dom_guest_from_report(&s->rep, s->r == 0, g);
+	for (size_t i = 0; i < j->n; i++)
+		all_block &= j->rep->disks[i].block;
+	if (all_block)   /* live media: the source machine is this one */
+		dom_machine_apply(&j->dom, g, j->mac);
+}
+
+/* Decide the definition for a host with the facts h, and write its XML. */
+static int plan_domain(struct p2v *j, const struct dom_host *h, char **xml)
+{
+	struct dom_guest g;
+
+	guest_facts(j, &g);
+	FORWARD_ERR(dom_decide(&j->dom, &g, h, &j->rep->plan, j->err));
+	FORWARD_ERR(dom_xml(&j->dom, &g, &j->rep->plan, xml, j->err));
+	j->rep->planned = true;
+	event(j, P2V_PLANNED);
+	return 0;
+}
+
+/* ---- without a daemon: an output folder ---- */
+
+/* Disk i's file in the folder: a file of that name is refused, or with
+ * force removed. */
+static int folder_disk(struct p2v *j, size_t i, const char *abs)
+{
+	struct p2v_disk *d = &j->rep->disks[i];
+	const char *ext = !strcmp(j->format, "qcow2") ? "qcow2" : "raw";
+	char name[sizeof(d->name)];
+
+	snprintf(name, sizeof(name), "%s-disk%zu.%s", j->dom.name, i + 1, ext);
+	snprintf(d->name, sizeof(d->name), "%s", name);
+	snprintf(d->path, sizeof(d->path), "%s/%s", j->rep->output, name);
+	if (access(d->path, F_OK) == 0) {
+		RETURN_IF(!j->o->force, j->err, IM_EXIT_TARGET, -EEXIST,
+			  "%s exists (--force replaces it)", d->path);
+		if (unlink(d->path) < 0)
+			return im_errf(j->err, IM_EXIT_TARGET, -errno, "%s: %s", d->path, strerror(errno));
+	}
+	/* The XML names absolute paths. */
+	if (abs)
+		snprintf(d->path, sizeof(d->path), "%s/%s", abs, name);
+	j->disks[i] = (struct dom_disk){ DOM_SRC_FILE, d->path, NULL, NULL, j->format };
+	return 0;
+}
+
+/* The folder dir (made when absent: *made_dir) and the names in it. */
+static int folder_prepare(struct p2v *j, const char *dir, bool *made_dir)
+{
+	struct p2v_report *rep = j->rep;
+	char *abs;
+	int r = 0;
+
+	*made_dir = mkdir(dir, 0755) == 0;
+	if (!*made_dir && errno != EEXIST)   /* the parent must exist */
+		return im_errf(j->err, IM_EXIT_TARGET, -errno, "%s: %s", dir, strerror(errno));
+	/* (A name mkdir takes fits.) */
+	snprintf(rep->output, sizeof(rep->output), "%s", dir);
+	if (snprintf(rep->xml_path, sizeof(rep->xml_path), "%s/%s.xml", rep->output, j->dom.name) >=
+	    (int)sizeof(rep->xml_path))
+		return im_errf(j->err, IM_EXIT_USAGE, -ENAMETOOLONG, "--output: path too long");
+	RETURN_IF(!j->o->force && access(rep->xml_path, F_OK) == 0, j->err, IM_EXIT_TARGET, -EEXIST,
+		  "%s exists (--force replaces it)", rep->xml_path);
+	abs = realpath(rep->output, NULL);
+	for (size_t i = 0; i < j->n && r == 0; i++)
+		r = folder_disk(j, i, abs);
+	free(abs);
+	return r;
+}
+
+static int p2v_folder(struct p2v *j)
+{
+	struct p2v_report *rep = j->rep;
+	struct dom_host h;
+	char dir[128], *xml = NULL;
+	bool made_dir = false;
+	int r;
+
+	snprintf(dir, sizeof(dir), "./%s", j->dom.name);
+	choose_layout(j, NULL);
+	if ((r = folder_prepare(j, j->o->output ? j->o->output : dir, &made_dir)) < 0 || (r = write_disks(j)) < 0 ||
+	    (r = convert_disks(j)) < 0)
+		goto fail;
+	dom_host_detect(NULL, true, !j->dom.type, &h, rep->host_why, sizeof(rep->host_why));
+	if ((r = plan_domain(j, &h, &xml)) < 0 ||
+	    (r = dom_xml_save(rep->xml_path, xml, strlen(xml), true, j->err)) < 0)
+		goto fail;
+	free(xml);
+	return 0;
+fail:
+	free(xml);
+	for (size_t i = 0; i < j->n; i++)
+		if (j->dst[i].written)
+			unlink(rep->disks[i].path);
+	if (made_dir)
+		(void)rmdir(rep->output);
+	return r;
+}
+
+/* ---- with libvirt: the host and its pool ---- */
+
+/* Connect to every host and rank its pools for the disks.  A host that
+ * cannot be reached, or whose pools cannot be listed, is skipped with a
+ * warning (the only host given: its error is the job's). */
+static int open_hosts(struct p2v *j)
+{
+	size_t up = 0;
+
+	for (size_t i = 0; i < j->o->nuris; i++) {
+		struct host *h = &j->hosts[i];
+		struct im_err err = { 0 };
+		int r;
+
+		h->uri = j->o->uris[i];
+		if ((r = host_open(h->uri, &h->conn, &err)) < 0) {
+			if (j->o->nuris == 1)
+				return im_errf(j->err, err.exit_class, r, "%s", err.msg);
+			tell(j, P2V_WARNING, "%s: skipped", err.msg);
+			continue;
+		}
+		h->local = host_is_local(h->conn);
+		if (pools_list(h->conn, &h->pools, &h->npools, &err) < 0) {
+			tell(j, P2V_WARNING, "%s: %s", h->uri, err.msg);
+			virConnectClose(h->conn);
+			h->conn = NULL;
+			continue;
+		}
+		for (size_t k = 0; j->o->probe && k < h->npools; k++) {
+			struct im_err perr = { 0 };
+
+			if (pools_probe(&h->pools[k], 1, &perr) < 0)
+				tell(j, P2V_WARNING, "%s", perr.msg);
+		}
+		pools_rank(h->pools, h->npools, j->need);
+		up++;
+	}
+	RETURN_IF(!up, j->err, IM_EXIT_TARGET, -EHOSTUNREACH, "no host could be reached");
+	return 0;
+}
+
+/* The pool: the one named (first host that has it), else the best fitting
+ * pool of each host, the host with the most room winning. */
+static int choose_pool(struct p2v *j, const char *want)
+{
+	bool named = want && strcmp(want, "auto");
+	char need[32], avail[32];
+
+	human_size(j->need, need, sizeof(need));
+	for (size_t i = 0; i < j->o->nuris; i++) {
+		struct host *h = &j->hosts[i];
+		struct im_pool *p;
+
+		if (!h->conn)
+			continue;
+		p = named ? pools_find(h->pools, h->npools, want) : h->npools ? &h->pools[0] : NULL;
+		if (named && p && !p->fits) {
+			human_size(p->available, avail, sizeof(avail));
+			return im_errf(j->err, IM_EXIT_TARGET, -ENOSPC,
+				       "pool %s on %s has %s available; the disks need %s", want, h->uri,
+				       avail, need);
+		}
+		if (p && p->fits && (named || !j->pool || p->available > j->pool->available)) {
+			j->host = h;
+			j->pool = p;
+			if (named)
+				break;
+		}
+	}
+	if (j->pool)
+		return 0;
+	if (named)
+		return im_errf(j->err, IM_EXIT_TARGET, -ENOENT, "no active pool named %s on %s%s", want,
+			       j->hosts[0].uri, j->o->nuris > 1 ? " or the other hosts" : "");
+	return im_errf(j->err, IM_EXIT_TARGET, -ENOSPC, "no active pool has room for %s%s", need,
+		       j->o->nuris > 1 ? " on any of the hosts" : "");
+}
+
+/* The pool's handle, and an existing domain of the name: refused, or
+ * (force, shut off) undefined first, so that no domain is left pointing
+ * at volumes this job deletes and re-creates. */
+static int check_target(struct p2v *j)
+{
+	const char *name = j->dom.name, *uri = j->host->uri;
+
+	j->sp = virStoragePoolLookupByName(j->host->conn, j->pool->name);
+	j->domain = virDomainLookupByName(j->host->conn, name);
+	RETURN_IF(!j->sp, j->err, IM_EXIT_TARGET, -ENOENT, "pool %s: %s", j->pool->name,
+		  host_last_error());
+	RETURN_IF(j->domain && !j->o->force, j->err, IM_EXIT_TARGET, -EEXIST,
+		  "domain %s exists on %s (--force replaces it)", name, uri);
+	RETURN_IF(j->domain && virDomainIsActive(j->domain) == 1, j->err, IM_EXIT_TARGET, -EBUSY,
+		  "domain %s is running on %s: stop it first", name, uri);
+	RETURN_IF(vol_pool_is_block(j->pool->type) && strcmp(j->format, "raw"), j->err, IM_EXIT_USAGE,
+		  -EINVAL, "pool %s is a %s pool: its volumes are raw (--format raw)", j->pool->name,
+		  j->pool->type);
+	if (!j->domain)
+		return 0;
+	if (virDomainUndefineFlags(j->domain, VIR_DOMAIN_UNDEFINE_NVRAM |
+				   VIR_DOMAIN_UNDEFINE_MANAGED_SAVE |
+				   VIR_DOMAIN_UNDEFINE_SNAPSHOTS_METADATA) < 0)
+		return im_errf(j->err, IM_EXIT_TARGET, -EIO, "replacing domain %s: %s", name,
+			       host_last_error());
+	virDomainFree(j->domain);
+	j->domain = NULL;
+	return 0;
+}
+
+/* ---- with libvirt: the volumes ---- */
+
+/* A temporary file here for a volume not writable from here: written,
+ * converted, then uploaded. */
+static int make_tmp(struct p2v *j, struct dst *t)
+{
+	const char *td = getenv("TMPDIR");
+	int fd, e;
+
+	snprintf(t->tmp, sizeof(t->tmp), "%s/imager-p2v-XXXXXX", td && *td ? td : "/var/tmp");
+	if ((fd = mkstemp(t->tmp)) < 0) {
+		e = errno;
+		im_errf(j->err, IM_EXIT_IO, -e, "%s: %s", t->tmp, strerror(e));
+		t->tmp[0] = '\0';
+		return -e;
+	}
+	close(fd);
+	unlink(t->tmp);       /* restore and clone create it */
+	return 0;
+}
+
+static int create_volume(struct p2v *j, size_t i)
+{
+	struct p2v_disk *d = &j->rep->disks[i];
+	struct dst *t = &j->dst[i];
+	const char *ext = vol_pool_is_block(j->pool->type) ? ""
+			  : !strcmp(j->format, "qcow2") ? ".qcow2" : ".raw";
+	char *path;
+
+	snprintf(d->name, sizeof(d->name), "%s-disk%zu%s", j->dom.name, i + 1, ext);
+	FORWARD_ERR(vol_create(j->sp, j->pool->type, d->name, d->capacity, j->format, j->prealloc,
+			       j->o->force, &t->vol, j->err));
+	t->created = true;
+	if (!(path = virStorageVolGetPath(t->vol)))
+		return im_errf(j->err, IM_EXIT_TARGET, -EIO, "volume %s: %s", d->name, host_last_error());
+	snprintf(d->path, sizeof(d->path), "%s", path);
+	free(path);
+	j->disks[i] = (struct dom_disk){ DOM_SRC_VOLUME, NULL, j->pool->name, d->name, j->format };
+	if (j->o->upload || !j->host->local || access(d->path, W_OK) != 0)
+		return make_tmp(j, t);
+	return 0;
+}
+
+static int upload_volumes(struct p2v *j)
+{
+	for (size_t i = 0; i < j->n; i++) {
+		struct dst *t = &j->dst[i];
+
+		if (!t->tmp[0])
+			continue;
+		tell(j, P2V_UPLOAD, "uploading %s to %s", j->rep->disks[i].name, j->host->uri);
+		FORWARD_ERR(vol_upload(j->host->conn, t->vol, t->tmp, j->o->progress.cancel, j->err));
+		unlink(t->tmp);
+		t->tmp[0] = '\0';
+	}
+	return 0;
+}
+
+/* After a failure: the volumes this job made are deleted, its temporary
+ * files removed. */
+static void delete_volumes(struct p2v *j)
+{
+	for (size_t i = 0; i < j->n; i++) {
+		struct dst *t = &j->dst[i];
+
+		if (t->vol && t->created && virStorageVolDelete(t->vol, 0) < 0)
+			slot_put(SLOTS(j->rep->rollback), "could not delete volume %s: %s",
+				 j->rep->disks[i].name, host_last_error());
+		if (t->tmp[0])
+			unlink(t->tmp);
+	}
+}
+
+/* ---- with libvirt: the domain ---- */
+
+static const char *default_network(virConnectPtr conn)
+{
+	virNetworkPtr net = virNetworkLookupByName(conn, "default");
+	bool up = net && virNetworkIsActive(net) == 1;
+
+	if (net)
+		virNetworkFree(net);
+	return up ? NULL : "user";
+}
+
+static int define_domain(struct p2v *j)
+{
+	struct host *h = j->host;
+	struct dom_host facts;
+	char *xml = NULL;
+	int r;
+
+	if (!j->dom.net)
+		j->dom.net = default_network(h->conn);
+	if (j->dom.net && !strcmp(j->dom.net, "user"))
+		tell(j, P2V_NOTE, "the host's network 'default' is not active: user-mode networking "
+				  "(--network or --bridge choose another)");
+	dom_host_detect(h->conn, h->local, !j->dom.type, &facts, j->rep->host_why,
+			sizeof(j->rep->host_why));
+	tell(j, P2V_HOST, "%s", j->rep->host_why);
+	r = plan_domain(j, &facts, &xml);
+	if (r == 0 && !(j->domain = virDomainDefineXML(h->conn, xml)))
+		r = im_errf(j->err, IM_EXIT_TARGET, -EIO, "defining %s on %s: %s", j->dom.name, h->uri,
+			    host_last_error());
+	free(xml);
+	j->rep->defined = r == 0;
+	return r;
+}
+
+static int p2v_host(struct p2v *j)
+{
+	int r;
+
+	FORWARD_ERR(check_target(j));
+	tell(j, P2V_POOL, "pool %s (%s) on %s, %s %s", j->pool->name, j->pool->type, j->host->uri,
+	     j->format, bk_prealloc_name(j->prealloc));
+	r = 0;
+	for (size_t i = 0; i < j->n && r == 0; i++)
+		r = create_volume(j, i);
+	if (r < 0 || (r = write_disks(j)) < 0 || (r = convert_disks(j)) < 0 ||
+	    (r = upload_volumes(j)) < 0 || (r = define_domain(j)) < 0) {
+		delete_volumes(j);
+		return r;
+	}
+	/* A domain that does not start is complete: kept, for a look. */
+	if (j->o->start && virDomainCreate(j->domain) < 0)
+		return im_errf(j->err, IM_EXIT_TARGET, -EIO, "domain %s is defined, but did not start: %s",
+			       j->dom.name, host_last_error());
+	j->rep->started = j->o->start;
+	return 0;
+}
+
+static int p2v_connect(struct p2v *j)
+{
+	FORWARD_ERR(open_hosts(j));
+	FORWARD_ERR(choose_pool(j, j->o->pool));
+	j->rep->host = j->host->uri;
+	snprintf(j->rep->pool, sizeof(j->rep->pool), "%s", j->pool->name);
+	snprintf(j->rep->pool_type, sizeof(j->rep->pool_type), "%s", j->pool->type);
+	choose_layout(j, j->pool);
+	return p2v_host(j);
+}
+
+static void release(struct p2v *j)
+{
+	for (size_t i = 0; i < j->n; i++)
+		if (j->dst[i].vol)
+			virStorageVolFree(j->dst[i].vol);
+	if (j->domain)
+		virDomainFree(j->domain);
+	if (j->sp)
+		virStoragePoolFree(j->sp);
+	for (size_t i = 0; i < j->o->nuris; i++) {
+		free(j->hosts[i].pools);
+		if (j->hosts[i].conn)
+			virConnectClose(j->hosts[i].conn);
+	}
+}
+
+int im_p2v(const struct p2v_opts *o, struct p2v_report *rep, struct im_err *err)
+{
+	struct p2v *j;
+	int r;
+
+	memset(rep, 0, sizeof(*rep));
+	RETURN_IF(!o->nsources || o->nsources > P2V_MAX_SOURCES, err, IM_EXIT_USAGE, -EINVAL,
+		  "p2v takes 1 to %d sources", P2V_MAX_SOURCES);
+	RETURN_IF(o->nuris > P2V_MAX_HOSTS, err, IM_EXIT_USAGE, -EINVAL, "p2v takes at most %d hosts",
+		  P2V_MAX_HOSTS);
+	RETURN_IF(!o->dom.name || !dom_name_ok(o->dom.name), err, IM_EXIT_USAGE, -EINVAL,
+		  "p2v needs a domain name of 1 to 64 letters, digits, '_', '.', '+', '-'");
+	if (!(j = calloc(1, sizeof(*j))))
+		return im_errf(err, IM_EXIT_INTERNAL, -ENOMEM, "out of memory");
+	j->o = o;
+	j->rep = rep;
+	j->err = err;
+	j->n = rep->ndisks = o->nsources;
+	j->dom = o->dom;
+	j->dom.disks = j->disks;
+	j->dom.ndisks = j->n;
+	r = probe_sources(j);
+	if (r == 0)
+		r = o->nuris ? p2v_connect(j) : p2v_folder(j);
+	release(j);
+	free(j);
+	return r;
+}
+
+void p2v_report_free(struct p2v_report *rep)
+{
+	conv_report_free(&rep->convert.rep);
+}
