@@ -44,6 +44,7 @@
  * apply) and a warning says so.
  */
 #include "imager/fsplugin.h"
+#include "imager/bytes.h"
 
 #include <errno.h>
 #include <stdarg.h>
@@ -235,22 +236,6 @@ struct btrfs_priv {
 };
 
 /* ---- little helpers ---- */
-
-static uint32_t le32(const unsigned char *p)
-{
-	return (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 |
-	       (uint32_t)p[3] << 24;
-}
-
-static uint16_t le16(const unsigned char *p)
-{
-	return (uint16_t)(p[0] | p[1] << 8);
-}
-
-static uint64_t le64(const unsigned char *p)
-{
-	return le32(p) | (uint64_t)le32(p + 4) << 32;
-}
 
 static bool is_pow2(uint64_t v)
 {

@@ -15,6 +15,7 @@
  * declines them so they are copied raw).
  */
 #include "imager/fsplugin.h"
+#include "imager/bytes.h"
 
 #include <errno.h>
 #include <stdlib.h>
@@ -128,17 +129,6 @@ struct ext_priv {
 	unsigned char *desc_buf;      /* one descriptor block */
 	unsigned char *bitmap_buf;    /* one block bitmap */
 };
-
-static uint16_t le16(const unsigned char *p)
-{
-	return (uint16_t)(p[0] | p[1] << 8);
-}
-
-static uint32_t le32(const unsigned char *p)
-{
-	return (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 |
-	       (uint32_t)p[3] << 24;
-}
 
 /* CRC32c (Castagnoli, reflected), without the final inversion: the form
  * ext4 stores (the kernel's crc32c_le(), e2fsprogs' ext2fs_crc32c_le()). */

@@ -50,6 +50,7 @@
  * recovery) are free in the SIT and not copied.
  */
 #include "imager/fsplugin.h"
+#include "imager/bytes.h"
 
 #include <errno.h>
 #include <stdio.h>
@@ -176,22 +177,6 @@ struct f2fs_priv {
 
 	unsigned char *block;         /* one F2FS block */
 };
-
-static uint16_t le16(const unsigned char *p)
-{
-	return (uint16_t)(p[0] | (p[1] << 8));
-}
-
-static uint32_t le32(const unsigned char *p)
-{
-	return (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 |
-	       (uint32_t)p[3] << 24;
-}
-
-static uint64_t le64(const unsigned char *p)
-{
-	return (uint64_t)le32(p) | (uint64_t)le32(p + 4) << 32;
-}
 
 /* f2fs_cal_crc32: little-endian CRC-32, seeded, no final inversion. */
 static uint32_t f2fs_crc32(uint32_t crc, const unsigned char *p, size_t len)

@@ -15,6 +15,7 @@
  * small volumes, cannot be FAT12/16 and is read as FAT32.
  */
 #include "imager/fsplugin.h"
+#include "imager/bytes.h"
 
 #include <errno.h>
 #include <stdlib.h>
@@ -82,17 +83,6 @@ struct fat_priv {
 	uint32_t fsinfo_sector;      /* FAT32; 0 when absent */
 	unsigned char *chunk;        /* FAT piece buffer, for very large FATs */
 };
-
-static uint16_t le16(const unsigned char *p)
-{
-	return (uint16_t)(p[0] | (p[1] << 8));
-}
-
-static uint32_t le32(const unsigned char *p)
-{
-	return (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 |
-	       (uint32_t)p[3] << 24;
-}
 
 static bool is_pow2(uint32_t v)
 {

@@ -23,6 +23,7 @@
  * parsed as hostile input: bounded size, depth and node count.
  */
 #include "imager/fsplugin.h"
+#include "imager/bytes.h"
 
 #include <errno.h>
 #include <stdio.h>
@@ -40,16 +41,6 @@
 #define MAX_SEGMENTS    4096u
 
 #define FORWARD_ERR_PLUGIN(expr) do { int _r = (expr); if (_r < 0) return _r; } while (0)
-
-static uint32_t le32(const unsigned char *p)
-{
-	return (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24;
-}
-
-static uint64_t le64(const unsigned char *p)
-{
-	return le32(p) | (uint64_t)le32(p + 4) << 32;
-}
 
 static uint32_t lvm_crc(uint32_t crc, const unsigned char *p, size_t len)
 {

@@ -50,6 +50,7 @@
  * block must lie inside the device).
  */
 #include "imager/fsplugin.h"
+#include "imager/bytes.h"
 
 #include <errno.h>
 #include <stdarg.h>
@@ -206,22 +207,6 @@ struct ntfs_priv {
 	unsigned char *chunk;
 	char msg[384];            /* the first failure, for fs_error() */
 };
-
-static uint16_t le16(const unsigned char *p)
-{
-	return (uint16_t)(p[0] | p[1] << 8);
-}
-
-static uint32_t le32(const unsigned char *p)
-{
-	return (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 |
-	       (uint32_t)p[3] << 24;
-}
-
-static uint64_t le64(const unsigned char *p)
-{
-	return le32(p) | (uint64_t)le32(p + 4) << 32;
-}
 
 /* A sign-extended little-endian integer of n bytes (1..8). */
 static int64_t sle(const unsigned char *p, unsigned n)

@@ -13,6 +13,7 @@
  * libblkid, and so is copied whole by the raw fallback, as it must be.
  */
 #include "imager/fsplugin.h"
+#include "imager/bytes.h"
 
 #include <errno.h>
 #include <string.h>
@@ -31,12 +32,6 @@ struct swap_priv {
 };
 
 static const uint32_t swap_page_sizes[] = { 4096, 8192, 16384, 65536 };
-
-static uint32_t le32(const unsigned char *p)
-{
-	return (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 |
-	       (uint32_t)p[3] << 24;
-}
 
 static uint32_t swab32(uint32_t v)
 {

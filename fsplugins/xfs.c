@@ -25,6 +25,7 @@
  * space is accounted (unknown ones, metadir, zoned: -ENOTSUP).
  */
 #include "imager/fsplugin.h"
+#include "imager/bytes.h"
 
 #include <errno.h>
 #include <stdarg.h>
@@ -172,27 +173,6 @@ struct xfs_priv {
 	size_t nvisited, visited_cap;
 	bool keep_all;               /* forced past an unclean state */
 };
-
-static uint16_t be16(const unsigned char *p)
-{
-	return (uint16_t)(p[0] << 8 | p[1]);
-}
-
-static uint32_t be32(const unsigned char *p)
-{
-	return (uint32_t)p[0] << 24 | (uint32_t)p[1] << 16 | (uint32_t)p[2] << 8 | p[3];
-}
-
-static uint64_t be64(const unsigned char *p)
-{
-	return (uint64_t)be32(p) << 32 | be32(p + 4);
-}
-
-static uint32_t le32(const unsigned char *p)
-{
-	return (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 |
-	       (uint32_t)p[3] << 24;
-}
 
 static void crc32c_init(uint32_t table[256])
 {

@@ -7,12 +7,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
-static inline uint16_t le16(const unsigned char *p) { return (uint16_t)(p[0] | p[1] << 8); }
-static inline uint32_t le32(const unsigned char *p)
-{
-	return (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24;
-}
-static inline uint64_t le64(const unsigned char *p) { return le32(p) | (uint64_t)le32(p + 4) << 32; }
+#include "imager/bytes.h"   /* le16/le32/le64, be16/be32/be64 */
+
 static inline void put_le32(unsigned char *p, uint32_t v)
 {
 	p[0] = (unsigned char)v; p[1] = (unsigned char)(v >> 8);
