@@ -83,14 +83,28 @@ const char *gx_error(guestfs_h *g);
  * no BIOS boot partition, else "bios". */
 void conv_find_firmware(struct conv_ctx *c);
 
-/* The Linux part: plan (nothing written) for the inspected root. */
-int conv_linux_plan(struct conv_ctx *c, const char *root);
-
-/* The Windows part (convert-windows.c): plan for the inspected root; the
- * state it keeps (hive copies, the virtio-win source) is freed by
- * conv_windows_free(). */
-int conv_windows_plan(struct conv_ctx *c, const char *root);
-void conv_windows_free(struct conv_ctx *c);
+/*
+ * A converter: one operating system's part, as a descriptor (as the
+ * backends and plugins are), listed in convert.c's ordered table.
+ *   matches  is the inspected guest (rep->os_type, distro...) this one's?
+ *   plan     plan every change for the inspected root (mounted read-only):
+ *            nothing is written; conv_act()/conv_edit() record the actions,
+ *            conv_change() the report's lines.  Returns 0 or -errno with
+ *            c->err filled; a refusal leaves the guest untouched.
+ *   apply    NULL: convert.c applies the planned actions in order (the only
+ *            way today); a converter with writes of its own would do them here.
+ *   free     release what plan kept for apply (may be NULL).
+ * Converters use the plan API above (plan.c) and never call convert.c.
+ */
+struct converter {
+	const char *name;
+	bool (*matches)(const struct conv_report *rep);
+	int (*plan)(struct conv_ctx *c, const char *root);
+	int (*apply)(struct conv_ctx *c);
+	void (*free)(struct conv_ctx *c);
+};
+extern const struct converter conv_linux;    /* convert-linux.c */
+extern const struct converter conv_windows;  /* convert-windows.c */
 
 /* The registry half of the Windows plan, on hives opened here (libhivex),
  * kept apart from libguestfs so that it can be tested on its own. */

@@ -904,7 +904,7 @@ static int plan_old_platform(struct lx *l)
 
 /* ---- the whole Linux plan ---- */
 
-int conv_linux_plan(struct conv_ctx *c, const char *root)
+static int linux_plan(struct conv_ctx *c, const char *root)
 {
 	struct lx l = { .c = c };
 	struct lkernel *def = NULL;
@@ -961,3 +961,16 @@ out:
 	free(l.k);
 	return r;
 }
+
+static bool linux_matches(const struct conv_report *rep)
+{
+	return !strcmp(rep->os_type, "linux");
+}
+
+const struct converter conv_linux = {
+	.name = "linux",
+	.matches = linux_matches,
+	.plan = linux_plan,
+	.apply = NULL,
+	.free = NULL,
+};

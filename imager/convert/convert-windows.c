@@ -462,7 +462,7 @@ static const char *virtio_win_path(const struct conv_opts *o)
 	return NULL;
 }
 
-void conv_windows_free(struct conv_ctx *c)
+static void windows_free(struct conv_ctx *c)
 {
 	struct win_state *w = c->win;
 	static const char *const names[] = { "SYSTEM", "SOFTWARE", "SYSTEM.new", "SOFTWARE.new" };
@@ -556,100 +556,114 @@ static bool windows_server(const struct conv_report *rep)
 	return strstr(rep->product, "Server") != NULL;
 }
 
-int conv_windows_plan(struct conv_ctx *c, const char *root)
+/* One Windows plan, stage by stage (inspect, hives, drivers, files, first
+ * boot, registry): what the stages share. */
+struct win_plan {
+	struct conv_ctx *c;
+	const char *root;
+	const char *block;           /* "viostor" or "vioscsi" */
+	const char *vwpath;          /* the virtio-win folder or ISO */
+	char *syshive, *softhive;    /* the hives' paths in the guest */
+	hive_h *sys, *soft;          /* their local copies, open */
+	char *drvdir, *fbdir;        /* the driver and first-boot folders, in the guest */
+	struct win_reg_in in;
+	struct win_reg_out out;
+};
+
+/* A hibernated Windows (hibernation, or Fast Startup's hybrid shutdown)
+ * resumes its memory image over whatever changed on the disk, and ntfs-3g
+ * will not write to it. */
+static bool hibernated(guestfs_h *g)
 {
+	size_t n = 0;
+	char *head;
+	bool yes;
+
+	if (!gx_is_file(g, "/hiberfil.sys"))
+		return false;
+	head = guestfs_pread(g, "/hiberfil.sys", 4, 0, &n);
+	yes = head && n == 4 && !strncasecmp(head, "hibr", 4);
+	free(head);
+	return yes;
+}
+
+/* What inspection knows, and the refusals that need nothing more. */
+static int win_inspect(struct win_plan *wp)
+{
+	struct conv_ctx *c = wp->c;
 	struct conv_report *rep = c->rep;
-	const char *block = c->o->block == CONV_BLOCK_VIRTIO_SCSI ? "vioscsi" : "viostor";
-	const char *vwpath = virtio_win_path(c->o);
-	hive_h *sys = NULL, *soft = NULL;
-	struct win_reg_out out = { 0 };
-	struct win_reg_in in = { 0 };
-	char *syshive = NULL, *softhive = NULL, *drvdir = NULL, *fbdir = NULL, *p;
-	char local[320], gpath[512];
-	struct win_state *w;
-	int r;
 
-	if (!(w = c->win = calloc(1, sizeof(*w))))
-		return im_errf(c->err, IM_EXIT_INTERNAL, -ENOMEM, "out of memory");
-	copy_str(rep->systemroot, sizeof(rep->systemroot), guestfs_inspect_get_windows_systemroot(c->g, root));
+	copy_str(rep->systemroot, sizeof(rep->systemroot),
+		 guestfs_inspect_get_windows_systemroot(c->g, wp->root));
 	copy_str(rep->control_set, sizeof(rep->control_set),
-		 guestfs_inspect_get_windows_current_control_set(c->g, root));
-	copy_str(rep->variant, sizeof(rep->variant), guestfs_inspect_get_product_variant(c->g, root));
+		 guestfs_inspect_get_windows_current_control_set(c->g, wp->root));
+	copy_str(rep->variant, sizeof(rep->variant), guestfs_inspect_get_product_variant(c->g, wp->root));
 	conv_find_firmware(c);
-	syshive = guestfs_inspect_get_windows_system_hive(c->g, root);
-	softhive = guestfs_inspect_get_windows_software_hive(c->g, root);
-	if (!rep->systemroot[0] || !rep->control_set[0] || !syshive || !softhive) {
-		r = im_errf(c->err, IM_EXIT_DAMAGED, -EUCLEAN,
-			    "Windows inspection found no %s: its registry is missing or damaged; "
-			    "nothing changed",
-			    !rep->systemroot[0] ? "system root" : !rep->control_set[0]
-				? "current control set (SYSTEM\\Select)" : "SYSTEM or SOFTWARE hive");
-		goto out;
-	}
-	/* A hibernated Windows (hibernation, or Fast Startup's hybrid shutdown)
-	 * resumes its memory image over whatever changed on the disk, and
-	 * ntfs-3g will not write to it. */
-	if (gx_is_file(c->g, "/hiberfil.sys")) {
-		size_t n = 0;
-		char *head = guestfs_pread(c->g, "/hiberfil.sys", 4, 0, &n);
-		bool hibernated = head && n == 4 && !strncasecmp(head, "hibr", 4);
-		free(head);
-		if (hibernated) {
-			r = im_errf(c->err, IM_EXIT_UNSUPP, -ENOTSUP,
-				    "%s is hibernated (hiberfil.sys holds a memory image; Fast Startup "
-				    "does this on shutdown): start it, then shut it down fully "
-				    "(shutdown /s /t 0, or turn Fast Startup off) and image it again; "
-				    "nothing changed", rep->product);
-			goto out;
-		}
-	}
-	if (!vwpath) {
-		r = im_errf(c->err, IM_EXIT_UNSUPP, -ENOTSUP,
-			    "%s needs the virtio-win drivers: give --virtio-win PATH (a virtio-win "
-			    "folder or ISO) or set VIRTIO_WIN; nothing changed", rep->product);
-		goto out;
-	}
+	wp->syshive = guestfs_inspect_get_windows_system_hive(c->g, wp->root);
+	wp->softhive = guestfs_inspect_get_windows_software_hive(c->g, wp->root);
+	if (!rep->systemroot[0] || !rep->control_set[0] || !wp->syshive || !wp->softhive)
+		return im_errf(c->err, IM_EXIT_DAMAGED, -EUCLEAN,
+			       "Windows inspection found no %s: its registry is missing or damaged; "
+			       "nothing changed",
+			       !rep->systemroot[0] ? "system root" : !rep->control_set[0]
+				   ? "current control set (SYSTEM\\Select)" : "SYSTEM or SOFTWARE hive");
+	if (hibernated(c->g))
+		return im_errf(c->err, IM_EXIT_UNSUPP, -ENOTSUP,
+			       "%s is hibernated (hiberfil.sys holds a memory image; Fast Startup "
+			       "does this on shutdown): start it, then shut it down fully "
+			       "(shutdown /s /t 0, or turn Fast Startup off) and image it again; "
+			       "nothing changed", rep->product);
+	if (!wp->vwpath)
+		return im_errf(c->err, IM_EXIT_UNSUPP, -ENOTSUP,
+			       "%s needs the virtio-win drivers: give --virtio-win PATH (a virtio-win "
+			       "folder or ISO) or set VIRTIO_WIN; nothing changed", rep->product);
+	return 0;
+}
 
-	/* The hives, copied here. */
-	{
-		const char *t = getenv("TMPDIR");
-		snprintf(w->tmp, sizeof(w->tmp), "%s/imager-hives.XXXXXX", t && *t ? t : "/tmp");
-		if (!mkdtemp(w->tmp)) {
-			r = im_errf(c->err, IM_EXIT_IO, -errno, "temporary folder %s: %s", w->tmp,
-				    strerror(errno));
-			w->tmp[0] = '\0';
-			goto out;
-		}
+/* The hives, copied here and opened; the build and edition from SOFTWARE. */
+static int win_open_hives(struct win_plan *wp)
+{
+	struct conv_ctx *c = wp->c;
+	struct win_state *w = c->win;
+	const char *t = getenv("TMPDIR"), *cv = "Microsoft\\Windows NT\\CurrentVersion";
+	char local[320], *s;
+
+	snprintf(w->tmp, sizeof(w->tmp), "%s/imager-hives.XXXXXX", t && *t ? t : "/tmp");
+	if (!mkdtemp(w->tmp)) {
+		int r = im_errf(c->err, IM_EXIT_IO, -errno, "temporary folder %s: %s", w->tmp,
+				strerror(errno));
+		w->tmp[0] = '\0';
+		return r;
 	}
 	snprintf(local, sizeof(local), "%s/SOFTWARE", w->tmp);
-	if ((r = open_hive(c, softhive, local, &soft)) < 0)
-		goto out;
+	FORWARD_ERR(open_hive(c, wp->softhive, local, &wp->soft));
 	snprintf(local, sizeof(local), "%s/SYSTEM", w->tmp);
-	if ((r = open_hive(c, syshive, local, &sys)) < 0)
-		goto out;
-	{
-		const char *cv = "Microsoft\\Windows NT\\CurrentVersion";
-		char *s = reg_get_str(soft, cv, "CurrentBuildNumber");
-		if (!s)
-			s = reg_get_str(soft, cv, "CurrentBuild");
-		rep->build = s ? atoi(s) : 0;
-		if (rep->build < 0 || rep->build > 999999)
-			rep->build = 0;
-		free(s);
-		copy_str(rep->edition, sizeof(rep->edition), reg_get_str(soft, cv, "EditionID"));
-	}
+	FORWARD_ERR(open_hive(c, wp->syshive, local, &wp->sys));
+	s = reg_get_str(wp->soft, cv, "CurrentBuildNumber");
+	if (!s)
+		s = reg_get_str(wp->soft, cv, "CurrentBuild");
+	c->rep->build = s ? atoi(s) : 0;
+	if (c->rep->build < 0 || c->rep->build > 999999)
+		c->rep->build = 0;
+	free(s);
+	copy_str(c->rep->edition, sizeof(c->rep->edition), reg_get_str(wp->soft, cv, "EditionID"));
+	return 0;
+}
 
-	/* The drivers. */
-	if ((r = vw_open(vwpath, &w->src, c->err)) < 0)
-		goto out;
+/* The drivers: virtio-win opened, the version's folder picked, fetched. */
+static int win_pick_drivers(struct win_plan *wp)
+{
+	struct conv_ctx *c = wp->c;
+	struct conv_report *rep = c->rep;
+	struct win_state *w = c->win;
+
+	FORWARD_ERR(vw_open(wp->vwpath, &w->src, c->err));
 	w->have_src = true;
-	snprintf(rep->virtio_win, sizeof(rep->virtio_win), "%s%s%s%s", vwpath,
+	snprintf(rep->virtio_win, sizeof(rep->virtio_win), "%s%s%s%s", wp->vwpath,
 		 w->src.label[0] ? " (" : "", w->src.label, w->src.label[0] ? ")" : "");
-	if ((r = vw_select(w->src.paths, w->src.npaths, vwpath, rep->arch, rep->major, rep->minor,
-			   windows_server(rep), rep->build, block, &w->set, c->err)) < 0)
-		goto out;
-	if ((r = vw_fetch(&w->src, &w->set, c->err)) < 0)
-		goto out;
+	FORWARD_ERR(vw_select(w->src.paths, w->src.npaths, wp->vwpath, rep->arch, rep->major,
+			      rep->minor, windows_server(rep), rep->build, wp->block, &w->set, c->err));
+	FORWARD_ERR(vw_fetch(&w->src, &w->set, c->err));
 	snprintf(rep->drivers_os, sizeof(rep->drivers_os), "%s", w->set.os);
 	snprintf(rep->drivers, sizeof(rep->drivers), "%s", w->set.drivers);
 	rep->virtio_net = vw_set_find(&w->set, "netkvm.inf") != NULL;
@@ -663,71 +677,116 @@ int conv_windows_plan(struct conv_ctx *c, const char *root)
 		conv_change(c, "", "note", "Windows before Vista has no pnputil: Plug and Play "
 			    "installs the other drivers from %s when it finds their devices",
 			    WIN_DRIVER_DIR);
+	return 0;
+}
 
-	/* The registry, in the copies. */
-	in.cs = rep->control_set;
-	in.major = rep->major;
-	in.minor = rep->minor;
-	in.block = block;
-	in.firstboot = rep->firstboot;
-	if ((r = win_registry_plan(sys, soft, &in, &out, c->err)) < 0)
-		goto out;
+/* The files: the boot driver, then every package into the driver folder. */
+static int win_plan_drivers(struct win_plan *wp)
+{
+	struct conv_ctx *c = wp->c;
+	struct win_state *w = c->win;
+	char gpath[512], name[64], *p;
+	int r;
 
-	/* Files first: the boot driver, the driver folder, the first boot. */
-	snprintf(gpath, sizeof(gpath), "%s/System32/drivers/%s.sys", rep->systemroot, block);
+	snprintf(gpath, sizeof(gpath), "%s/System32/drivers/%s.sys", c->rep->systemroot, wp->block);
 	p = guest_path(c->g, gpath);
-	snprintf(local, sizeof(local), "%s.sys", block);
-	r = p ? plan_upload(c, vw_set_find(&w->set, local)->local, p, "copy",
+	snprintf(name, sizeof(name), "%s.sys", wp->block);
+	r = p ? plan_upload(c, vw_set_find(&w->set, name)->local, p, "copy",
 			    "boot-critical storage driver from virtio-win")
 	      : im_errf(c->err, IM_EXIT_INTERNAL, -ENOMEM, "out of memory");
 	free(p);
-	if (r < 0)
-		goto out;
-	if ((r = plan_mkdir(c, "Drivers/VirtIO", "driver folder (named in DevicePath)", &drvdir)) < 0)
-		goto out;
+	FORWARD_ERR(r);
+	FORWARD_ERR(plan_mkdir(c, "Drivers/VirtIO", "driver folder (named in DevicePath)", &wp->drvdir));
 	for (size_t i = 0; i < w->set.nfiles; i++) {
 		char det[600];
-		snprintf(gpath, sizeof(gpath), "%s/%s", drvdir, w->set.files[i].name);
+		snprintf(gpath, sizeof(gpath), "%s/%s", wp->drvdir, w->set.files[i].name);
 		snprintf(det, sizeof(det), "from virtio-win %s", w->set.files[i].rel);
-		if ((r = plan_upload(c, w->set.files[i].local, gpath, "copy", det)) < 0)
-			goto out;
+		FORWARD_ERR(plan_upload(c, w->set.files[i].local, gpath, "copy", det));
 	}
-	if (rep->firstboot) {
-		struct sbuf script = { 0 };
-		if ((r = plan_mkdir(c, "imager-firstboot", "first-boot folder (removed at first boot)",
-				    &fbdir)) < 0)
-			goto out;
-		if (rep->guest_agent) {
-			snprintf(gpath, sizeof(gpath), "%s/%s", fbdir, w->set.agent.name);
-			if ((r = plan_upload(c, w->set.agent.local, gpath, "copy",
-					     "guest agent installer, run at first boot")) < 0)
-				goto out;
-		}
-		win_firstboot_script(&in, &out, rep->guest_agent ? w->set.agent.name : NULL, &script);
-		snprintf(gpath, sizeof(gpath), "%s/firstboot.cmd", fbdir);
-		if (script.oom) {
-			sbuf_free(&script);
-			r = im_errf(c->err, IM_EXIT_INTERNAL, -ENOMEM, "out of memory");
-			goto out;
-		}
-		if ((r = conv_act(c, ACT_WRITE, gpath, script.p, script.len, NULL, 0, "create",
-				  "first-boot script: pnputil for every driver, then cleans up")) < 0)
-			goto out;
+	return 0;
+}
+
+/* The first boot (Vista on): its folder, the agent installer, the script. */
+static int win_plan_firstboot(struct win_plan *wp)
+{
+	struct conv_ctx *c = wp->c;
+	struct win_state *w = c->win;
+	struct sbuf script = { 0 };
+	char gpath[512];
+
+	if (!c->rep->firstboot)
+		return 0;
+	FORWARD_ERR(plan_mkdir(c, "imager-firstboot", "first-boot folder (removed at first boot)",
+			       &wp->fbdir));
+	if (c->rep->guest_agent) {
+		snprintf(gpath, sizeof(gpath), "%s/%s", wp->fbdir, w->set.agent.name);
+		FORWARD_ERR(plan_upload(c, w->set.agent.local, gpath, "copy",
+					"guest agent installer, run at first boot"));
 	}
-	/* Then the registry: SOFTWARE, and SYSTEM (what boots) last. */
-	if ((r = plan_hive(c, soft, softhive, "HKLM\\SOFTWARE", &out)) < 0 ||
-	    (r = plan_hive(c, sys, syshive, "HKLM\\SYSTEM", &out)) < 0)
+	win_firstboot_script(&wp->in, &wp->out, c->rep->guest_agent ? w->set.agent.name : NULL,
+			     &script);
+	snprintf(gpath, sizeof(gpath), "%s/firstboot.cmd", wp->fbdir);
+	if (script.oom) {
+		sbuf_free(&script);
+		return im_errf(c->err, IM_EXIT_INTERNAL, -ENOMEM, "out of memory");
+	}
+	return conv_act(c, ACT_WRITE, gpath, script.p, script.len, NULL, 0, "create",
+			"first-boot script: pnputil for every driver, then cleans up");
+}
+
+static void win_plan_free(struct win_plan *wp)
+{
+	if (wp->sys)
+		hivex_close(wp->sys);
+	if (wp->soft)
+		hivex_close(wp->soft);
+	win_reg_out_free(&wp->out);
+	free(wp->syshive);
+	free(wp->softhive);
+	free(wp->drvdir);
+	free(wp->fbdir);
+}
+
+/* The stages in order.  Files are planned before the registry, and of the
+ * hives SOFTWARE before SYSTEM (what boots): applied in this order, a
+ * failure while copying leaves the registry as it was. */
+static int windows_plan(struct conv_ctx *c, const char *root)
+{
+	struct conv_report *rep = c->rep;
+	struct win_plan wp = {
+		.c = c, .root = root, .vwpath = virtio_win_path(c->o),
+		.block = c->o->block == CONV_BLOCK_VIRTIO_SCSI ? "vioscsi" : "viostor",
+	};
+	int r;
+
+	if (!(c->win = calloc(1, sizeof(*c->win))))
+		return im_errf(c->err, IM_EXIT_INTERNAL, -ENOMEM, "out of memory");
+	if ((r = win_inspect(&wp)) < 0 || (r = win_open_hives(&wp)) < 0 ||
+	    (r = win_pick_drivers(&wp)) < 0)
+		goto out;
+	wp.in = (struct win_reg_in){ .cs = rep->control_set, .major = rep->major,
+				     .minor = rep->minor, .block = wp.block,
+				     .firstboot = rep->firstboot };
+	if ((r = win_registry_plan(wp.sys, wp.soft, &wp.in, &wp.out, c->err)) < 0 ||
+	    (r = win_plan_drivers(&wp)) < 0 || (r = win_plan_firstboot(&wp)) < 0 ||
+	    (r = plan_hive(c, wp.soft, wp.softhive, "HKLM\\SOFTWARE", &wp.out)) < 0 ||
+	    (r = plan_hive(c, wp.sys, wp.syshive, "HKLM\\SYSTEM", &wp.out)) < 0)
 		goto out;
 	r = 0;
 out:
-	if (sys)
-		hivex_close(sys);
-	if (soft)
-		hivex_close(soft);
-	win_reg_out_free(&out);
-	free(syshive);
-	free(softhive);
-	free(drvdir);
-	free(fbdir);
+	win_plan_free(&wp);
 	return r;
 }
+
+static bool windows_matches(const struct conv_report *rep)
+{
+	return !strcmp(rep->os_type, "windows");
+}
+
+const struct converter conv_windows = {
+	.name = "windows",
+	.matches = windows_matches,
+	.plan = windows_plan,
+	.apply = NULL,
+	.free = windows_free,
+};

@@ -31,200 +31,11 @@ enum conv_block conv_block_parse(const char *s)
 	return 0;
 }
 
-/* ---- guestfs helpers ---- */
-
-bool gx_is_file(guestfs_h *g, const char *path) { return guestfs_is_file(g, path) == 1; }
-bool gx_is_dir(guestfs_h *g, const char *path)
-{
-	return guestfs_is_dir_opts(g, path, GUESTFS_IS_DIR_OPTS_FOLLOWSYMLINKS, 1, -1) == 1;
-}
-bool gx_is_link(guestfs_h *g, const char *path) { return guestfs_is_symlink(g, path) == 1; }
-bool gx_exists(guestfs_h *g, const char *path) { return guestfs_exists(g, path) == 1; }
-const char *gx_error(guestfs_h *g)
-{
-	const char *m = guestfs_last_error(g);
-	return m && *m ? m : "unknown error";
-}
-
 static void free_strings(char **v)
 {
 	for (size_t i = 0; v && v[i]; i++)
 		free(v[i]);
 	free(v);
-}
-
-/* ---- the plan ---- */
-
-int conv_change(struct conv_ctx *c, const char *path, const char *action, const char *fmt, ...)
-{
-	struct conv_report *r = c->rep;
-	struct conv_change *p = realloc(r->changes, (r->nchanges + 1) * sizeof(*p));
-	char detail[1024];
-	va_list ap;
-
-	if (!p)
-		return -ENOMEM;
-	r->changes = p;
-	va_start(ap, fmt);
-	vsnprintf(detail, sizeof(detail), fmt, ap);
-	va_end(ap);
-	p[r->nchanges].path = strdup(path ? path : "");
-	p[r->nchanges].action = strdup(action);
-	p[r->nchanges].detail = strdup(detail);
-	if (!p[r->nchanges].path || !p[r->nchanges].action || !p[r->nchanges].detail) {
-		free(p[r->nchanges].path);
-		free(p[r->nchanges].action);
-		free(p[r->nchanges].detail);
-		return -ENOMEM;
-	}
-	return (int)r->nchanges++;
-}
-
-int conv_act(struct conv_ctx *c, enum act_kind kind, const char *path, char *data, size_t len,
-	     char **argv, size_t argc, const char *action, const char *detail)
-{
-	struct conv_action *p = realloc(c->acts, (c->nacts + 1) * sizeof(*p));
-	int ch;
-
-	if (!p)
-		goto oom;
-	c->acts = p;
-	if ((ch = conv_change(c, path, action, "%s", detail)) < 0)
-		goto oom;
-	p[c->nacts] = (struct conv_action){ .kind = kind, .path = strdup(path), .data = data,
-					    .len = len, .argv = argv, .argc = argc,
-					    .change = (size_t)ch };
-	if (!p[c->nacts].path)
-		goto oom;
-	c->nacts++;
-	return 0;
-oom:
-	free(data);
-	strv_free(argv, argc);
-	return im_errf(c->err, IM_EXIT_INTERNAL, -ENOMEM, "out of memory");
-}
-
-static struct conv_file *file_find(struct conv_ctx *c, const char *path)
-{
-	for (size_t i = 0; i < c->nfiles; i++)
-		if (!strcmp(c->files[i].path, path))
-			return &c->files[i];
-	return NULL;
-}
-
-int conv_read(struct conv_ctx *c, const char *path, const char **data, size_t *len)
-{
-	struct conv_file *f = file_find(c, path);
-
-	if (!f) {
-		struct conv_file *p = realloc(c->files, (c->nfiles + 1) * sizeof(*p));
-		if (!p)
-			return im_errf(c->err, IM_EXIT_INTERNAL, -ENOMEM, "out of memory");
-		c->files = p;
-		f = &p[c->nfiles];
-		memset(f, 0, sizeof(*f));
-		if (!(f->path = strdup(path)))
-			return im_errf(c->err, IM_EXIT_INTERNAL, -ENOMEM, "out of memory");
-		c->nfiles++;
-		if (gx_is_file(c->g, path)) {
-			char *d = guestfs_read_file(c->g, path, &f->len);
-			if (!d)
-				return im_errf(c->err, IM_EXIT_IO, -EIO, "reading %s in the guest: %s",
-					       path, gx_error(c->g));
-			/* read_file's buffer has a NUL after the content */
-			f->data = d;
-		}
-	}
-	*data = f->data;
-	*len = f->len;
-	return 0;
-}
-
-int conv_edit(struct conv_ctx *c, const char *path, struct sbuf *new, const char *detail)
-{
-	const char *old;
-	size_t oldlen;
-	struct conv_file *f;
-	int r;
-
-	if (new->oom) {
-		sbuf_free(new);
-		return im_errf(c->err, IM_EXIT_INTERNAL, -ENOMEM, "out of memory");
-	}
-	if ((r = conv_read(c, path, &old, &oldlen)) < 0) {
-		sbuf_free(new);
-		return r;
-	}
-	f = file_find(c, path);
-	if (old && oldlen == new->len && !memcmp(old, new->p, oldlen)) {
-		sbuf_free(new);
-		return 0;
-	}
-	if (!new->p)
-		sbuf_add(new, "", 0);
-	free(f->data);
-	f->data = new->p;
-	f->len = new->len;
-	memset(new, 0, sizeof(*new));
-	if (f->action) {
-		/* The same file again: one write of the last content, one change
-		 * line saying everything. */
-		struct conv_action *a = &c->acts[f->action - 1];
-		struct conv_change *ch = &c->rep->changes[a->change];
-		char *d = NULL;
-		free(a->data);
-		if (!(a->data = malloc(f->len + 1)))
-			return im_errf(c->err, IM_EXIT_INTERNAL, -ENOMEM, "out of memory");
-		memcpy(a->data, f->data, f->len + 1);
-		a->len = f->len;
-		if (asprintf(&d, "%s; %s", ch->detail, detail) < 0)
-			return im_errf(c->err, IM_EXIT_INTERNAL, -ENOMEM, "out of memory");
-		free(ch->detail);
-		ch->detail = d;
-		return 0;
-	}
-	char *copy = malloc(f->len + 1);
-	if (!copy)
-		return im_errf(c->err, IM_EXIT_INTERNAL, -ENOMEM, "out of memory");
-	memcpy(copy, f->data, f->len + 1);
-	bool existed = old != NULL;
-	FORWARD_ERR(conv_act(c, ACT_WRITE, path, copy, f->len, NULL, 0, existed ? "edit" : "create",
-			     detail));
-	f->action = c->nacts;
-	return 0;
-}
-
-/* ---- facts shared by Linux and Windows ---- */
-
-/* UEFI when a GPT disk has an EFI system partition and no BIOS boot
- * partition (GRUB's core image for BIOS on GPT); else BIOS. */
-void conv_find_firmware(struct conv_ctx *c)
-{
-	guestfs_h *g = c->g;
-	bool esp = false, biosboot = false;
-
-	for (size_t d = 0; d < c->ndevices; d++) {
-		char *type = guestfs_part_get_parttype(g, c->devices[d]);
-		struct guestfs_partition_list *pl;
-		if (!type || strcmp(type, "gpt")) {
-			free(type);
-			continue;
-		}
-		free(type);
-		if (!(pl = guestfs_part_list(g, c->devices[d])))
-			continue;
-		for (size_t i = 0; i < pl->len; i++) {
-			char *guid = guestfs_part_get_gpt_type(g, c->devices[d], pl->val[i].part_num);
-			if (guid && !strcasecmp(guid, "C12A7328-F81F-11D2-BA4B-00A0C93EC93B"))
-				esp = true;
-			if (guid && !strcasecmp(guid, "21686148-6449-6E6F-744E-656564454649"))
-				biosboot = true;
-			free(guid);
-		}
-		guestfs_free_partition_list(pl);
-	}
-	snprintf(c->rep->firmware, sizeof(c->rep->firmware), "%s",
-		 esp && !biosboot ? "uefi" : "bios");
 }
 
 /* ---- applying ---- */
@@ -365,19 +176,127 @@ static int mount_guest(struct conv_ctx *c, const char *root, bool ro)
 	return rc;
 }
 
-void copy_str(char *dst, size_t len, char *src)
+
+/* The converters, in the order they are asked (each matches one kind of
+ * guest, so the order only matters to a reader: Windows, then Linux). */
+static const struct converter *const converters[] = { &conv_windows, &conv_linux };
+
+static const struct converter *converter_for(const struct conv_report *rep)
 {
-	snprintf(dst, len, "%s", src ? src : "");
-	free(src);
+	for (size_t i = 0; i < sizeof(converters) / sizeof(converters[0]); i++)
+		if (converters[i]->matches(rep))
+			return converters[i];
+	return NULL;
+}
+
+/* Launch the appliance over the disks (after what can be refused first). */
+static int open_guest(struct conv_ctx *c, const char *const *disks, const char *const *formats,
+		      size_t n)
+{
+	const struct conv_opts *o = c->o;
+	char *settings;
+
+	/* A virtio-win named by the user that is none is refused before the
+	 * appliance costs its launch (a Linux guest would ignore it; a typo
+	 * still deserves the message). */
+	if (o->virtio_win && *o->virtio_win)
+		FORWARD_ERR(vw_check(o->virtio_win, c->err));
+	if (o->phase)
+		o->phase(o->opaque, "launching the appliance");
+	FORWARD_ERR(guest_open(disks, formats, n, o->dry_run, &c->g, c->err));
+	settings = guestfs_get_backend_setting(c->g, "force_tcg");
+	snprintf(c->rep->accel, sizeof(c->rep->accel), "%s", settings ? "tcg" : "kvm");
+	free(settings);
+	return 0;
+}
+
+/* Inspection: one operating system (*root, malloc'ed list in *roots) and
+ * the facts of the report. */
+static int inspect_guest(struct conv_ctx *c, size_t ndisks, char ***roots)
+{
+	struct conv_report *rep = c->rep;
+	char **r;
+
+	if (c->o->phase)
+		c->o->phase(c->o->opaque, "inspecting");
+	c->devices = guestfs_list_devices(c->g);
+	r = *roots = guestfs_inspect_os(c->g);
+	if (!c->devices || !r) {
+		/* libguestfs reads Windows' hives while inspecting; a damaged hive
+		 * ends inspection with hivex's exception. */
+		if (!r && strstr(gx_error(c->g), "Hivex"))
+			return im_errf(c->err, IM_EXIT_DAMAGED, -EUCLEAN,
+				       "a Windows registry hive on the disk is damaged (inspection: %s); "
+				       "nothing changed", gx_error(c->g));
+		return im_errf(c->err, IM_EXIT_IO, -EIO, "inspection: %s", gx_error(c->g));
+	}
+	while (c->devices[c->ndevices])
+		c->ndevices++;
+	if (!r[0])
+		return im_errf(c->err, IM_EXIT_UNSUPP, -ENOENT,
+			       "no operating system found on the disk%s: nothing converted",
+			       ndisks > 1 ? "s" : "");
+	if (r[1])
+		return im_errf(c->err, IM_EXIT_UNSUPP, -EOPNOTSUPP,
+			       "several operating systems (%s and %s): multi-boot guests are not "
+			       "converted; nothing changed", r[0], r[1]);
+	snprintf(rep->root, sizeof(rep->root), "%s", r[0]);
+	copy_str(rep->os_type, sizeof(rep->os_type), guestfs_inspect_get_type(c->g, r[0]));
+	copy_str(rep->distro, sizeof(rep->distro), guestfs_inspect_get_distro(c->g, r[0]));
+	copy_str(rep->product, sizeof(rep->product), guestfs_inspect_get_product_name(c->g, r[0]));
+	copy_str(rep->arch, sizeof(rep->arch), guestfs_inspect_get_arch(c->g, r[0]));
+	rep->major = guestfs_inspect_get_major_version(c->g, r[0]);
+	rep->minor = guestfs_inspect_get_minor_version(c->g, r[0]);
+	return 0;
+}
+
+/* The plan, applied on a read-write mount (not for a dry run), then the
+ * disks closed so that the writes are on them. */
+static int apply_and_close(struct conv_ctx *c, const struct converter *cv, const char *root)
+{
+	const struct conv_opts *o = c->o;
+
+	if (!o->dry_run && c->nacts) {
+		if (o->phase)
+			o->phase(o->opaque, "applying");
+		if (guestfs_umount_all(c->g) == -1)
+			return im_errf(c->err, IM_EXIT_IO, -EIO, "unmounting: %s", gx_error(c->g));
+		FORWARD_ERR(mount_guest(c, root, false));
+		FORWARD_ERR(cv->apply ? cv->apply(c) : apply_plan(c));
+	}
+	if (guestfs_umount_all(c->g) == -1 || (!o->dry_run && guestfs_shutdown(c->g) == -1))
+		return im_errf(c->err, IM_EXIT_IO, -EIO, "closing the guest's disks: %s",
+			       gx_error(c->g));
+	return 0;
+}
+
+static void ctx_free(struct conv_ctx *c, const struct converter *cv)
+{
+	if (c->g)
+		guest_close(c->g);
+	if (cv && cv->free)
+		cv->free(c);
+	free_strings(c->devices);
+	for (size_t i = 0; i < c->nacts; i++) {
+		free(c->acts[i].path);
+		free(c->acts[i].data);
+		strv_free(c->acts[i].argv, c->acts[i].argc);
+	}
+	free(c->acts);
+	for (size_t i = 0; i < c->nfiles; i++) {
+		free(c->files[i].path);
+		free(c->files[i].data);
+	}
+	free(c->files);
 }
 
 int im_convert(const char *const *disks, const char *const *formats, size_t n,
 	       const struct conv_opts *o, struct conv_report *rep, struct im_err *err)
 {
 	struct conv_ctx c = { .o = o, .rep = rep, .err = err };
+	const struct converter *cv = NULL;
 	struct timespec t0, t1;
 	char **roots = NULL;
-	char *settings;
 	int r;
 
 	memset(rep, 0, sizeof(*rep));
@@ -385,100 +304,21 @@ int im_convert(const char *const *disks, const char *const *formats, size_t n,
 	rep->dry_run = o->dry_run;
 	snprintf(rep->block, sizeof(rep->block), "%s", conv_block_name(o->block));
 	snprintf(rep->method, sizeof(rep->method), "%s", o->rebuild_initramfs ? "rebuild" : "append");
-	/* A virtio-win named by the user that is none is refused before the
-	 * appliance costs its launch (a Linux guest would ignore it; a typo
-	 * still deserves the message). */
-	if (o->virtio_win && *o->virtio_win)
-		FORWARD_ERR(vw_check(o->virtio_win, err));
-	if (o->phase)
-		o->phase(o->opaque, "launching the appliance");
-	FORWARD_ERR(guest_open(disks, formats, n, o->dry_run, &c.g, err));
-	settings = guestfs_get_backend_setting(c.g, "force_tcg");
-	snprintf(rep->accel, sizeof(rep->accel), "%s", settings ? "tcg" : "kvm");
-	free(settings);
-
-	if (o->phase)
-		o->phase(o->opaque, "inspecting");
-	c.devices = guestfs_list_devices(c.g);
-	roots = guestfs_inspect_os(c.g);
-	if (!c.devices || !roots) {
-		/* libguestfs reads Windows' hives while inspecting; a damaged hive
-		 * ends inspection with hivex's exception. */
-		if (!roots && strstr(gx_error(c.g), "Hivex"))
-			r = im_errf(err, IM_EXIT_DAMAGED, -EUCLEAN,
-				    "a Windows registry hive on the disk is damaged (inspection: %s); "
-				    "nothing changed", gx_error(c.g));
-		else
-			r = im_errf(err, IM_EXIT_IO, -EIO, "inspection: %s", gx_error(c.g));
+	FORWARD_ERR(open_guest(&c, disks, formats, n));
+	if ((r = inspect_guest(&c, n, &roots)) < 0)
 		goto out;
-	}
-	while (c.devices[c.ndevices])
-		c.ndevices++;
-	if (!roots[0]) {
-		r = im_errf(err, IM_EXIT_UNSUPP, -ENOENT,
-			    "no operating system found on the disk%s: nothing converted",
-			    n > 1 ? "s" : "");
-		goto out;
-	}
-	if (roots[1]) {
-		r = im_errf(err, IM_EXIT_UNSUPP, -EOPNOTSUPP,
-			    "several operating systems (%s and %s): multi-boot guests are not "
-			    "converted; nothing changed", roots[0], roots[1]);
-		goto out;
-	}
-	snprintf(rep->root, sizeof(rep->root), "%s", roots[0]);
-	copy_str(rep->os_type, sizeof(rep->os_type), guestfs_inspect_get_type(c.g, roots[0]));
-	copy_str(rep->distro, sizeof(rep->distro), guestfs_inspect_get_distro(c.g, roots[0]));
-	copy_str(rep->product, sizeof(rep->product), guestfs_inspect_get_product_name(c.g, roots[0]));
-	copy_str(rep->arch, sizeof(rep->arch), guestfs_inspect_get_arch(c.g, roots[0]));
-	rep->major = guestfs_inspect_get_major_version(c.g, roots[0]);
-	rep->minor = guestfs_inspect_get_minor_version(c.g, roots[0]);
-	if (strcmp(rep->os_type, "linux") && strcmp(rep->os_type, "windows")) {
+	if (!(cv = converter_for(rep))) {
 		r = im_errf(err, IM_EXIT_UNSUPP, -EOPNOTSUPP,
 			    "the guest is %s (%s): only Linux and Windows guests are converted; "
 			    "nothing changed", rep->os_type, rep->product);
 		goto out;
 	}
-	if ((r = mount_guest(&c, roots[0], true)) < 0)
+	if ((r = mount_guest(&c, roots[0], true)) < 0 || (r = cv->plan(&c, roots[0])) < 0)
 		goto out;
-	if (!strcmp(rep->os_type, "windows"))
-		r = conv_windows_plan(&c, roots[0]);
-	else
-		r = conv_linux_plan(&c, roots[0]);
-	if (r < 0)
-		goto out;
-	if (!o->dry_run && c.nacts) {
-		if (o->phase)
-			o->phase(o->opaque, "applying");
-		if (guestfs_umount_all(c.g) == -1) {
-			r = im_errf(err, IM_EXIT_IO, -EIO, "unmounting: %s", gx_error(c.g));
-			goto out;
-		}
-		if ((r = mount_guest(&c, roots[0], false)) < 0 || (r = apply_plan(&c)) < 0)
-			goto out;
-	}
-	if (guestfs_umount_all(c.g) == -1 || (!o->dry_run && guestfs_shutdown(c.g) == -1)) {
-		r = im_errf(err, IM_EXIT_IO, -EIO, "closing the guest's disks: %s", gx_error(c.g));
-		goto out;
-	}
-	r = 0;
+	r = apply_and_close(&c, cv, roots[0]);
 out:
-	if (c.g)
-		guest_close(c.g);
-	conv_windows_free(&c);
+	ctx_free(&c, cv);
 	free_strings(roots);
-	free_strings(c.devices);
-	for (size_t i = 0; i < c.nacts; i++) {
-		free(c.acts[i].path);
-		free(c.acts[i].data);
-		strv_free(c.acts[i].argv, c.acts[i].argc);
-	}
-	free(c.acts);
-	for (size_t i = 0; i < c.nfiles; i++) {
-		free(c.files[i].path);
-		free(c.files[i].data);
-	}
-	free(c.files);
 	clock_gettime(CLOCK_MONOTONIC, &t1);
 	rep->seconds = (double)(t1.tv_sec - t0.tv_sec) + (double)(t1.tv_nsec - t0.tv_nsec) / 1e9;
 	return r;
