@@ -449,138 +449,197 @@ static bool lists_module(const char *text, size_t len, const char *mod)
 	return false;
 }
 
-static int plan_append(struct lx *l, struct lkernel *k)
+/* The appended archive as it is built: the newc stream, the folders
+ * already in it, the next inode number, and where the modules go. */
+struct appendix {
+	struct sbuf ar;
+	char **dirs;
+	size_t nd;
+	uint32_t ino;
+	char prefix[200];            /* [usr/]lib/modules/VERSION */
+};
+
+static void appendix_file(struct appendix *a, const char *dst, const char *data, size_t len)
 {
-	struct conv_ctx *c = l->c;
-	guestfs_h *g = c->g;
-	const char *names[NVIRTIO + 1];
-	size_t nn = 0, np = 0, nb = 0, nd = 0;
-	char **paths = NULL, **dirs = NULL;
-	const char *missing;
-	struct sbuf ar = { 0 }, list = { 0 };
-	char prefix[200], src[600], dst[600], detail[512];
-	uint32_t ino = 1000;
-	int r = 0;
+	cpio_parents(&a->ar, &a->dirs, &a->nd, dst, &a->ino);
+	cpio_add(&a->ar, dst, S_IFREG | 0644, a->ino++, 0, data, len);
+}
+
+/* The modules to load: the virtio ones the kernel has, and the root
+ * filesystem's (a machine that booted from another kind of disk may have
+ * had it built into its initramfs differently, and it is small). */
+static size_t append_module_names(const struct lx *l, const struct lkernel *k,
+				  const char *names[NVIRTIO + 1], char fsmod[16])
+{
+	size_t nn = 0;
 
 	for (size_t i = 0; i < NVIRTIO; i++)
 		if (kernel_has(k, virtio_modules[i]))
 			names[nn++] = virtio_modules[i];
-	/* The root filesystem's module too: a machine that booted from
-	 * another kind of disk may have had it built into its initramfs
-	 * differently, and it is small. */
-	char fsmod[16];
-	snprintf(fsmod, sizeof(fsmod), "%s",
+	snprintf(fsmod, 16, "%s",
 		 !strcmp(l->rootfs, "ext2") || !strcmp(l->rootfs, "ext3") ? "ext4" : l->rootfs);
 	if (fsmod[0] && kernel_has(k, fsmod))
 		names[nn++] = fsmod;
-	if (modules_closure(k->dep, k->deplen, k->builtin, k->builtinlen, names, nn, &paths, &np, &nb,
-			    &missing) < 0)
-		return oom(c);
-	snprintf(prefix, sizeof(prefix), "%slib/modules/%s", l->merged_usr ? "usr/" : "", k->version);
-	for (size_t i = 0; i < np && !r; i++) {
+	return nn;
+}
+
+/* The module files (the closure modules.dep gives), each checked to be a
+ * path inside the module tree. */
+static int append_modules(struct lx *l, struct lkernel *k, char **paths, size_t np,
+			  struct appendix *a)
+{
+	guestfs_h *g = l->c->g;
+	char src[600], dst[600];
+
+	for (size_t i = 0; i < np; i++) {
 		size_t len;
 		char *data;
-		if (!safe_relative(paths[i])) {
-			r = im_errf(c->err, IM_EXIT_UNSUPP, -EOPNOTSUPP,
-				    "kernel %s: modules.dep names \"%.100s\", which is not a path "
-				    "inside the module tree; nothing changed", k->version, paths[i]);
-			break;
-		}
+
+		if (!safe_relative(paths[i]))
+			return im_errf(l->c->err, IM_EXIT_UNSUPP, -EOPNOTSUPP,
+				       "kernel %s: modules.dep names \"%.100s\", which is not a path "
+				       "inside the module tree; nothing changed", k->version, paths[i]);
 		snprintf(src, sizeof(src), "%s/%s/%s", l->moddir, k->version, paths[i]);
-		snprintf(dst, sizeof(dst), "%s/%s", prefix, paths[i]);
-		if (!(data = guestfs_read_file(g, src, &len))) {
-			r = im_errf(c->err, IM_EXIT_UNSUPP, -EOPNOTSUPP,
-				    "kernel %s: %s is named in modules.dep but cannot be read (%s); "
-				    "nothing changed", k->version, src, gx_error(g));
-			break;
-		}
-		cpio_parents(&ar, &dirs, &nd, dst, &ino);
-		cpio_add(&ar, dst, S_IFREG | 0644, ino++, 0, data, len);
+		snprintf(dst, sizeof(dst), "%s/%s", a->prefix, paths[i]);
+		if (!(data = guestfs_read_file(g, src, &len)))
+			return im_errf(l->c->err, IM_EXIT_UNSUPP, -EOPNOTSUPP,
+				       "kernel %s: %s is named in modules.dep but cannot be read (%s); "
+				       "nothing changed", k->version, src, gx_error(g));
+		appendix_file(a, dst, data, len);
 		free(data);
 	}
-	/* The kernel's own indexes: every module of the system is known, the
-	 * ones added here load, the others stay absent as before. */
-	for (size_t i = 0; i < sizeof(module_indexes) / sizeof(module_indexes[0]) && !r; i++) {
+	return 0;
+}
+
+/* The kernel's own indexes: every module of the system is known, the ones
+ * added here load, the others stay absent as before. */
+static void append_indexes(struct lx *l, struct lkernel *k, struct appendix *a)
+{
+	char src[600], dst[600];
+
+	for (size_t i = 0; i < sizeof(module_indexes) / sizeof(module_indexes[0]); i++) {
 		size_t len;
 		char *data;
+
 		snprintf(src, sizeof(src), "%s/%s/%s", l->moddir, k->version, module_indexes[i]);
-		if (!(data = read_opt(g, src, &len)))
+		if (!(data = read_opt(l->c->g, src, &len)))
 			continue;
-		snprintf(dst, sizeof(dst), "%s/%s", prefix, module_indexes[i]);
-		cpio_parents(&ar, &dirs, &nd, dst, &ino);
-		cpio_add(&ar, dst, S_IFREG | 0644, ino++, 0, data, len);
+		snprintf(dst, sizeof(dst), "%s/%s", a->prefix, module_indexes[i]);
+		appendix_file(a, dst, data, len);
 		free(data);
 	}
-	if (!r && !strcmp(l->tool, "initramfs-tools")) {
-		/* init runs modprobe for every line of conf/modules before it
-		 * looks for the root: what mkinitramfs wrote there, plus ours. */
-		char **extra = guestfs_ls(g, "/usr/share/initramfs-tools/modules.d");
-		size_t tl;
-		for (size_t i = 0; extra && extra[i]; i++) {
-			snprintf(src, sizeof(src), "/usr/share/initramfs-tools/modules.d/%s", extra[i]);
-			char *d = read_opt(g, src, &tl);
-			module_lines(d, tl, &list);
-			free(d);
-		}
-		for (size_t i = 0; extra && extra[i]; i++)
-			free(extra[i]);
-		free(extra);
-		/* the original list, not the one this plan edits */
-		char *orig = read_opt(g, "/etc/initramfs-tools/modules", &tl);
-		module_lines(orig, tl, &list);
-		free(orig);
-		for (size_t i = 0; i < nn; i++)
-			if (!lists_module(list.p, list.len, names[i]))
-				sbuf_addf(&list, "%s\n", names[i]);
-		cpio_add(&ar, "conf", S_IFDIR | 0755, ino++, 0, NULL, 0);
-		cpio_add(&ar, "conf/modules", S_IFREG | 0644, ino++, 0, list.p, list.len);
-	} else if (!r) {
-		/* dracut: rd.driver.pre loads before the root is looked for;
-		 * modules-load.d for systemd in the initramfs. */
-		struct sbuf pre = { 0 };
-		sbuf_adds(&list, "rd.driver.pre=");
-		for (size_t i = 0; i < nn; i++) {
-			sbuf_addf(&list, "%s%s", i ? "," : "", names[i]);
-			sbuf_addf(&pre, "%s\n", names[i]);
-		}
-		sbuf_adds(&list, "\n");
-		cpio_add(&ar, "etc", S_IFDIR | 0755, ino++, 0, NULL, 0);
-		cpio_add(&ar, "etc/cmdline.d", S_IFDIR | 0755, ino++, 0, NULL, 0);
-		cpio_add(&ar, "etc/cmdline.d/90imager-virtio.conf", S_IFREG | 0644, ino++, 0, list.p,
-			 list.len);
-		cpio_add(&ar, "etc/modules-load.d", S_IFDIR | 0755, ino++, 0, NULL, 0);
-		cpio_add(&ar, "etc/modules-load.d/90imager-virtio.conf", S_IFREG | 0644, ino++, 0,
-			 pre.p, pre.len);
-		sbuf_free(&pre);
+}
+
+/* initramfs-tools: init runs modprobe for every line of conf/modules before
+ * it looks for the root: what mkinitramfs wrote there, plus ours. */
+static void append_initramfs_tools_conf(struct lx *l, const char *const *names, size_t nn,
+					struct appendix *a)
+{
+	guestfs_h *g = l->c->g;
+	char **extra = guestfs_ls(g, "/usr/share/initramfs-tools/modules.d");
+	struct sbuf list = { 0 };
+	char src[600], *d;
+	size_t tl;
+
+	for (size_t i = 0; extra && extra[i]; i++) {
+		snprintf(src, sizeof(src), "/usr/share/initramfs-tools/modules.d/%s", extra[i]);
+		d = read_opt(g, src, &tl);
+		module_lines(d, tl, &list);
+		free(d);
 	}
-	cpio_finish(&ar, ino++);
-	strv_free(paths, np);
-	strv_free(dirs, nd);
+	for (size_t i = 0; extra && extra[i]; i++)
+		free(extra[i]);
+	free(extra);
+	/* the original list, not the one this plan edits */
+	d = read_opt(g, "/etc/initramfs-tools/modules", &tl);
+	module_lines(d, tl, &list);
+	free(d);
+	for (size_t i = 0; i < nn; i++)
+		if (!lists_module(list.p, list.len, names[i]))
+			sbuf_addf(&list, "%s\n", names[i]);
+	cpio_add(&a->ar, "conf", S_IFDIR | 0755, a->ino++, 0, NULL, 0);
+	cpio_add(&a->ar, "conf/modules", S_IFREG | 0644, a->ino++, 0, list.p, list.len);
 	sbuf_free(&list);
-	if (r) {
-		sbuf_free(&ar);
-		return r;
+}
+
+/* dracut: rd.driver.pre loads before the root is looked for;
+ * modules-load.d for systemd in the initramfs. */
+static void append_dracut_conf(const char *const *names, size_t nn, struct appendix *a)
+{
+	struct sbuf pre = { 0 }, list = { 0 };
+
+	sbuf_adds(&list, "rd.driver.pre=");
+	for (size_t i = 0; i < nn; i++) {
+		sbuf_addf(&list, "%s%s", i ? "," : "", names[i]);
+		sbuf_addf(&pre, "%s\n", names[i]);
 	}
-	if (ar.oom) {
-		sbuf_free(&ar);
-		return oom(c);
-	}
-	/* gzip: every kernel that takes an initramfs can unpack it. */
+	sbuf_adds(&list, "\n");
+	cpio_add(&a->ar, "etc", S_IFDIR | 0755, a->ino++, 0, NULL, 0);
+	cpio_add(&a->ar, "etc/cmdline.d", S_IFDIR | 0755, a->ino++, 0, NULL, 0);
+	cpio_add(&a->ar, "etc/cmdline.d/90imager-virtio.conf", S_IFREG | 0644, a->ino++, 0, list.p,
+		 list.len);
+	cpio_add(&a->ar, "etc/modules-load.d", S_IFDIR | 0755, a->ino++, 0, NULL, 0);
+	cpio_add(&a->ar, "etc/modules-load.d/90imager-virtio.conf", S_IFREG | 0644, a->ino++, 0,
+		 pre.p, pre.len);
+	sbuf_free(&pre);
+	sbuf_free(&list);
+}
+
+/* The archive gzipped (every kernel that takes an initramfs unpacks it),
+ * planned as an append to the kernel's initramfs. */
+static int plan_appendix(struct lx *l, struct lkernel *k, struct appendix *a, size_t nmodules)
+{
+	struct conv_ctx *c = l->c;
 	struct sbuf gz = { 0 };
-	r = gzip_buffer(ar.p, ar.len, &gz);
-	size_t cpio_len = ar.len;
-	sbuf_free(&ar);
+	char orig[600], detail[512];
+	size_t cpio_len = a->ar.len;
+	int r;
+
+	r = gzip_buffer(a->ar.p, a->ar.len, &gz);
 	if (r < 0)
 		return oom(c);
-	snprintf(src, sizeof(src), "%s.imager-orig", k->initrd);
+	snprintf(orig, sizeof(orig), "%s.imager-orig", k->initrd);
 	snprintf(detail, sizeof(detail),
 		 "kernel %s: appended %zu modules (a gzip archive of %zu KiB, %zu KiB unpacked, %s) "
-		 "to %s; the original is kept as %s", k->version, np, gz.len / 1024, cpio_len / 1024,
-		 conv_block_name(c->o->block),
-		 gx_exists(g, src) ? "the original kept from an earlier conversion" : "the initramfs",
-		 src);
+		 "to %s; the original is kept as %s", k->version, nmodules, gz.len / 1024,
+		 cpio_len / 1024, conv_block_name(c->o->block),
+		 gx_exists(c->g, orig) ? "the original kept from an earlier conversion" : "the initramfs",
+		 orig);
 	return conv_act(c, ACT_APPEND_INITRD, k->initrd, gz.p, gz.len, NULL, 0, "append-initramfs",
 			detail);
+}
+
+static int plan_append(struct lx *l, struct lkernel *k)
+{
+	const char *names[NVIRTIO + 1], *missing;
+	struct appendix a = { .ino = 1000 };
+	size_t nn, np = 0, nb = 0;
+	char **paths = NULL, fsmod[16];
+	int r;
+
+	nn = append_module_names(l, k, names, fsmod);
+	if (modules_closure(k->dep, k->deplen, k->builtin, k->builtinlen, names, nn, &paths, &np, &nb,
+			    &missing) < 0)
+		return oom(l->c);
+	snprintf(a.prefix, sizeof(a.prefix), "%slib/modules/%s", l->merged_usr ? "usr/" : "",
+		 k->version);
+	r = append_modules(l, k, paths, np, &a);
+	if (!r) {
+		append_indexes(l, k, &a);
+		if (!strcmp(l->tool, "initramfs-tools"))
+			append_initramfs_tools_conf(l, names, nn, &a);
+		else
+			append_dracut_conf(names, nn, &a);
+	}
+	cpio_finish(&a.ar, a.ino++);
+	strv_free(paths, np);
+	strv_free(a.dirs, a.nd);
+	if (!r && a.ar.oom)
+		r = oom(l->c);
+	if (!r)
+		r = plan_appendix(l, k, &a, np);
+	sbuf_free(&a.ar);
+	return r;
 }
 
 /* ---- the full way: the distribution's own tool ---- */

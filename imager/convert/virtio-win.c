@@ -271,30 +271,27 @@ int vw_check(const char *path, struct im_err *err)
 	return r;
 }
 
-int vw_select(char *const *paths, size_t n, const char *src, const char *arch, int major,
-	      int minor, bool server, int build, const char *need, struct vw_set *set,
-	      struct im_err *err)
-{
-	const char *cand[VW_MAX_CANDIDATES], *os, *a, *want = vw_arch_dir(arch);
-	char have[256] = "", needsys[32], needinf[32];
-	bool seen[sizeof(os_names) / sizeof(os_names[0])] = { false };
-	size_t ncand = vw_os_candidates(major, minor, server, build, cand), pick = ncand;
-	bool is_vw = false;
-	char **sorted;
-	int r = 0;
+#define NOS (sizeof(os_names) / sizeof(os_names[0]))
 
-	memset(set, 0, sizeof(*set));
-	snprintf(needsys, sizeof(needsys), "%s.sys", need);
-	snprintf(needinf, sizeof(needinf), "%s.inf", need);
-	/* Is it virtio-win at all, and which OS folders has it for this arch? */
+/* Which OS folder to take: the first of cand[] that holds the boot driver
+ * for this architecture (ncand when none); have[] lists the folders that
+ * do, for the message.  *is_vw: a viostor or vioscsi driver is anywhere. */
+static size_t pick_folder(char *const *paths, size_t n, const char *want, const char *needsys,
+			  const char *const *cand, size_t ncand, bool *is_vw, char *have, size_t hlen)
+{
+	bool seen[NOS] = { false };
+	size_t pick = ncand;
+	const char *os, *a;
+
+	*is_vw = false;
 	for (size_t i = 0; i < n; i++) {
 		const char *b = base_name(paths[i]);
 		if (!driver_dir(paths[i], &os, &a))
 			continue;
 		if (!strcasecmp(b, "viostor.sys") || !strcasecmp(b, "vioscsi.sys"))
-			is_vw = true;
+			*is_vw = true;
 		if (want && !strcmp(a, want) && !strcasecmp(b, needsys)) {
-			for (size_t k = 0; k < sizeof(os_names) / sizeof(os_names[0]); k++)
+			for (size_t k = 0; k < NOS; k++)
 				if (!strcmp(os, os_names[k]))
 					seen[k] = true;
 			for (size_t k = 0; k < pick; k++)
@@ -302,82 +299,70 @@ int vw_select(char *const *paths, size_t n, const char *src, const char *arch, i
 					pick = k;
 		}
 	}
-	for (size_t k = 0; k < sizeof(os_names) / sizeof(os_names[0]); k++)
+	have[0] = '\0';
+	for (size_t k = 0; k < NOS; k++)
 		if (seen[k])
-			snprintf(have + strlen(have), sizeof(have) - strlen(have), " %s", os_names[k]);
-	if (!is_vw)
-		return not_virtio_win(src, err);
-	if (!want)
-		return im_errf(err, IM_EXIT_UNSUPP, -ENOTSUP,
-			       "virtio-win has no drivers for the %s architecture", arch);
-	if (!ncand)
-		return im_errf(err, IM_EXIT_UNSUPP, -ENOTSUP,
-			       "Windows NT %d.%d is older than any virtio-win driver", major, minor);
-	if (pick == ncand) {
-		char list[96] = "";
-		for (size_t k = 0; k < ncand; k++)
-			snprintf(list + strlen(list), sizeof(list) - strlen(list), "%s%s", k ? " or " : "",
-				 cand[k]);
-		return im_errf(err, IM_EXIT_UNSUPP, -ENOTSUP,
-			       "%s has no %s driver for this Windows (NT %d.%d%s, build %d: folder %s, "
-			       "%s); it has %s for %s:%s", src, need, major, minor,
-			       server ? " server" : "", build, list, want, needsys, want,
-			       have[0] ? have : " nothing");
-	}
-	snprintf(set->os, sizeof(set->os), "%s", cand[pick]);
-	snprintf(set->arch, sizeof(set->arch), "%s", want);
-	set->fallback = pick > 0;
+			snprintf(have + strlen(have), hlen - strlen(have), " %s", os_names[k]);
+	return pick;
+}
 
-	/* Every file of the picked folders, sorted so the choice is stable. */
+/* Every file of the picked folder (no .pdb), and the agent installer,
+ * taken in sorted order so the choice is stable.  Returns 0 or -ENOMEM. */
+static int collect_files(char *const *paths, size_t n, struct vw_set *set)
+{
+	const char *os, *a;
+	char **sorted;
+	int r = 0;
+
 	if (!(sorted = malloc((n ? n : 1) * sizeof(*sorted))))
-		return im_errf(err, IM_EXIT_INTERNAL, -ENOMEM, "out of memory");
+		return -ENOMEM;
 	memcpy(sorted, paths, n * sizeof(*sorted));
 	qsort(sorted, n, sizeof(*sorted), cmp_str);
 	for (size_t i = 0; i < n && !r; i++) {
 		const char *b = base_name(sorted[i]);
 		if (!safe_name(b))
 			continue;
-		if (agent_name(b, want) && !set->agent.rel) {
+		if (agent_name(b, set->arch) && !set->agent.rel) {
 			if (!(set->agent.rel = strdup(sorted[i])) || !(set->agent.name = lower_dup(b)))
 				r = -ENOMEM;
 			continue;
 		}
-		if (!driver_dir(sorted[i], &os, &a) || strcmp(os, set->os) || strcmp(a, want))
+		if (!driver_dir(sorted[i], &os, &a) || strcmp(os, set->os) || strcmp(a, set->arch))
 			continue;
 		if (has_ext(b, ".pdb"))
 			continue;
 		r = add_file(set, sorted[i]);
 	}
 	free(sorted);
-	if (r) {
-		vw_set_free(set);
-		return im_errf(err, IM_EXIT_INTERNAL, r, "out of memory");
-	}
-	/* fwcfg drives the fw_cfg device; qemufwcfg is only a stub and the two
-	 * conflict: keep fwcfg. */
-	if (vw_set_find(set, "fwcfg.inf")) {
-		for (size_t i = 0; i < set->nfiles;) {
-			if (!strncmp(set->files[i].name, "qemufwcfg.", 10)) {
-				free(set->files[i].rel);
-				free(set->files[i].name);
-				free(set->files[i].local);
-				memmove(&set->files[i], &set->files[i + 1],
-					(set->nfiles - i - 1) * sizeof(set->files[0]));
-				set->nfiles--;
-			} else {
-				i++;
-			}
+	return r;
+}
+
+/* fwcfg drives the fw_cfg device; qemufwcfg is only a stub and the two
+ * conflict: keep fwcfg. */
+static void drop_qemufwcfg(struct vw_set *set)
+{
+	if (!vw_set_find(set, "fwcfg.inf"))
+		return;
+	for (size_t i = 0; i < set->nfiles;) {
+		if (!strncmp(set->files[i].name, "qemufwcfg.", 10)) {
+			free(set->files[i].rel);
+			free(set->files[i].name);
+			free(set->files[i].local);
+			memmove(&set->files[i], &set->files[i + 1],
+				(set->nfiles - i - 1) * sizeof(set->files[0]));
+			set->nfiles--;
+		} else {
+			i++;
 		}
 	}
-	if (!vw_set_find(set, needsys) || !vw_set_find(set, needinf)) {
-		r = im_errf(err, IM_EXIT_UNSUPP, -ENOTSUP, "%s: %s/%s for %s lacks %s", src, set->os,
-			    want, need, vw_set_find(set, needsys) ? needinf : needsys);
-		vw_set_free(set);
-		return r;
-	}
-	/* the packages, by name */
+}
+
+/* set->drivers: the packages (.inf names), sorted, comma separated. */
+static void list_packages(struct vw_set *set)
+{
 	char **infs = calloc(set->nfiles + 1, sizeof(*infs));
 	size_t ninf = 0;
+
 	for (size_t i = 0; infs && i < set->nfiles; i++)
 		if (has_ext(set->files[i].name, ".inf"))
 			infs[ninf++] = set->files[i].name;
@@ -391,6 +376,65 @@ int vw_select(char *const *paths, size_t n, const char *src, const char *arch, i
 			 (int)(l - 4), infs[i]);
 	}
 	free(infs);
+}
+
+/* Why no folder fits: the message names what was looked for and what is there. */
+static int no_folder(const char *src, const char *need, int major, int minor, bool server,
+		     int build, const char *const *cand, size_t ncand, const char *want,
+		     const char *needsys, const char *have, struct im_err *err)
+{
+	char list[96] = "";
+
+	for (size_t k = 0; k < ncand; k++)
+		snprintf(list + strlen(list), sizeof(list) - strlen(list), "%s%s", k ? " or " : "",
+			 cand[k]);
+	return im_errf(err, IM_EXIT_UNSUPP, -ENOTSUP,
+		       "%s has no %s driver for this Windows (NT %d.%d%s, build %d: folder %s, "
+		       "%s); it has %s for %s:%s", src, need, major, minor,
+		       server ? " server" : "", build, list, want, needsys, want,
+		       have[0] ? have : " nothing");
+}
+
+int vw_select(char *const *paths, size_t n, const char *src, const char *arch, int major,
+	      int minor, bool server, int build, const char *need, struct vw_set *set,
+	      struct im_err *err)
+{
+	const char *cand[VW_MAX_CANDIDATES], *want = vw_arch_dir(arch);
+	char have[256], needsys[32], needinf[32];
+	size_t ncand = vw_os_candidates(major, minor, server, build, cand), pick;
+	bool is_vw;
+	int r;
+
+	memset(set, 0, sizeof(*set));
+	snprintf(needsys, sizeof(needsys), "%s.sys", need);
+	snprintf(needinf, sizeof(needinf), "%s.inf", need);
+	pick = pick_folder(paths, n, want, needsys, cand, ncand, &is_vw, have, sizeof(have));
+	if (!is_vw)
+		return not_virtio_win(src, err);
+	if (!want)
+		return im_errf(err, IM_EXIT_UNSUPP, -ENOTSUP,
+			       "virtio-win has no drivers for the %s architecture", arch);
+	if (!ncand)
+		return im_errf(err, IM_EXIT_UNSUPP, -ENOTSUP,
+			       "Windows NT %d.%d is older than any virtio-win driver", major, minor);
+	if (pick == ncand)
+		return no_folder(src, need, major, minor, server, build, cand, ncand, want, needsys,
+				 have, err);
+	snprintf(set->os, sizeof(set->os), "%s", cand[pick]);
+	snprintf(set->arch, sizeof(set->arch), "%s", want);
+	set->fallback = pick > 0;
+	if ((r = collect_files(paths, n, set)) < 0) {
+		vw_set_free(set);
+		return im_errf(err, IM_EXIT_INTERNAL, r, "out of memory");
+	}
+	drop_qemufwcfg(set);
+	if (!vw_set_find(set, needsys) || !vw_set_find(set, needinf)) {
+		r = im_errf(err, IM_EXIT_UNSUPP, -ENOTSUP, "%s: %s/%s for %s lacks %s", src, set->os,
+			    want, need, vw_set_find(set, needsys) ? needinf : needsys);
+		vw_set_free(set);
+		return r;
+	}
+	list_packages(set);
 	return 0;
 }
 
