@@ -256,6 +256,41 @@ static uint64_t get_u64(struct reader *rd, json_object *o, const char *key, uint
 	return u;
 }
 
+#define MAX_ITEMS 4096           /* boot areas or partitions in one manifest */
+
+/* The array at key, of at most MAX_ITEMS entries, with room calloc'ed for
+ * as many items of item_size (NULL when empty or on error); *n its length,
+ * 0 on error. */
+static void *get_items(struct reader *rd, json_object *root, const char *key, const char *plural,
+		       size_t item_size, json_object **arr, size_t *n)
+{
+	void *items = NULL;
+
+	*n = 0;
+	if (!(*arr = get(rd, root, key, json_type_array)))
+		return NULL;
+	*n = json_object_array_length(*arr);
+	if (*n > MAX_ITEMS)
+		rd->r = im_errf(rd->err, IM_EXIT_DAMAGED, -EBADMSG, "%s: too many %s", rd->path, plural);
+	else if (*n && !(items = calloc(*n, item_size)))
+		rd->r = im_errf(rd->err, IM_EXIT_INTERNAL, -ENOMEM, "out of memory");
+	if (rd->r < 0)
+		*n = 0;
+	return items;
+}
+
+/* Entry i of an array, which must be an object. */
+static json_object *get_item(struct reader *rd, json_object *arr, size_t i, const char *what)
+{
+	json_object *o = json_object_array_get_idx(arr, i);
+
+	if (!json_object_is_type(o, json_type_object)) {
+		rd->r = im_errf(rd->err, IM_EXIT_DAMAGED, -EBADMSG, "%s: bad %s", rd->path, what);
+		return NULL;
+	}
+	return o;
+}
+
 /* The optional "container" and "volumes" of a partition (LVM). */
 static void read_volumes(struct reader *rd, json_object *o, struct img_part *p)
 {
@@ -278,13 +313,11 @@ static void read_volumes(struct reader *rd, json_object *o, struct img_part *p)
 		return;
 	}
 	for (size_t k = 0; k < n && rd->r == 0; k++) {
-		json_object *vo = json_object_array_get_idx(arr, k);
+		json_object *vo = get_item(rd, arr, k, "volume");
 		struct fs_volume *v = &p->volumes[k];
 
-		if (!json_object_is_type(vo, json_type_object)) {
-			rd->r = im_errf(rd->err, IM_EXIT_DAMAGED, -EBADMSG, "%s: bad volume", rd->path);
+		if (!vo)
 			return;
-		}
 		get_str(rd, vo, "name", v->name, sizeof(v->name));
 		get_str(rd, vo, "filesystem", v->type, sizeof(v->type));
 		get_str(rd, vo, "uuid", v->uuid, sizeof(v->uuid));
@@ -319,23 +352,13 @@ static void check_name(struct reader *rd, const char *name)
 }
 
 #define MAX_DISK (1ull << 56)   /* 64 PiB: anything larger is a lie */
-
-int img_manifest_read(struct img_manifest *m, const char *dir, struct im_err *err)
+/* DIR/manifest.json, whole.  Without it, a missing folder is told apart
+ * from a save that never finished (the manifest is written last). */
+static int read_manifest_text(const char *dir, const char *path, unsigned char **text,
+			      size_t *len, struct im_err *err)
 {
-	struct reader rd = { .err = err };
-	char path[4096];
-	unsigned char *text = NULL;
-	size_t len;
-	json_object *root = NULL, *o, *arr;
-	json_tokener *tok;
-	char fmt[64] = "";
-	int r;
+	int r = read_whole_file(path, text, len, 64u << 20);
 
-	memset(m, 0, sizeof(*m));
-	if (path_join(path, sizeof(path), dir, IMG_MANIFEST) < 0)
-		return im_errf(err, IM_EXIT_USAGE, -ENAMETOOLONG, "%s: path too long", dir);
-	rd.path = path;
-	r = read_whole_file(path, &text, &len, 64u << 20);
 	if (r == -ENOENT) {
 		if (access(dir, F_OK) < 0)
 			return im_errf(err, IM_EXIT_SOURCE, -ENOENT, "%s: no such image folder", dir);
@@ -345,131 +368,213 @@ int img_manifest_read(struct img_manifest *m, const char *dir, struct im_err *er
 	}
 	if (r < 0)
 		return im_errf(err, IM_EXIT_DAMAGED, r, "%s: %s", path, strerror(-r));
-	tok = json_tokener_new_ex(64);
-	if (tok) {
-		root = json_tokener_parse_ex(tok, (const char *)text, (int)len);
-		if (json_tokener_get_error(tok) != json_tokener_success || tok->char_offset != (int)len) {
-			json_object_put(root);
-			root = NULL;
-		}
-		json_tokener_free(tok);
-	}
-	free(text);
-	if (!root || !json_object_is_type(root, json_type_object)) {
+	return 0;
+}
+
+/* The text as one JSON object with nothing after it, or NULL.  Nesting is
+ * bounded (64 levels): the text is hostile. */
+static json_object *parse_object(const unsigned char *text, size_t len)
+{
+	json_tokener *tok = json_tokener_new_ex(64);
+	json_object *root;
+
+	if (!tok)
+		return NULL;
+	root = json_tokener_parse_ex(tok, (const char *)text, (int)len);
+	if (json_tokener_get_error(tok) != json_tokener_success || tok->char_offset != (int)len ||
+	    !json_object_is_type(root, json_type_object)) {
 		json_object_put(root);
+		root = NULL;
+	}
+	json_tokener_free(tok);
+	return root;
+}
+
+/* "format" and its version first: anything else is not ours to read. */
+static void read_top_fields(struct reader *rd, json_object *root, struct img_manifest *m)
+{
+	char fmt[64] = "";
+
+	get_str(rd, root, "format", fmt, sizeof(fmt));
+	if (rd->r == 0 && strcmp(fmt, IMG_FORMAT_NAME))
+		rd->r = im_errf(rd->err, IM_EXIT_DAMAGED, -EBADMSG, "%s: not an imager image", rd->path);
+	if (rd->r == 0 && get_u64(rd, root, "format_version", 1000) != IMG_FORMAT_VERSION && rd->r == 0)
+		rd->r = im_errf(rd->err, IM_EXIT_UNSUPP, -ENOTSUP,
+				"%s: image format version not supported", rd->path);
+	get_str(rd, root, "tool_version", m->tool_version, sizeof(m->tool_version));
+	get_str(rd, root, "created", m->created, sizeof(m->created));
+}
+
+static void read_disk(struct reader *rd, json_object *root, struct img_manifest *m)
+{
+	json_object *o = get(rd, root, "disk", json_type_object);
+
+	if (!o)
+		return;
+	get_str(rd, o, "source", m->source, sizeof(m->source));
+	m->disk_size = get_u64(rd, o, "size", MAX_DISK);
+	m->logical_sector_size = (unsigned)get_u64(rd, o, "logical_sector_size", 65536);
+	m->physical_sector_size = (unsigned)get_u64(rd, o, "physical_sector_size", 1u << 20);
+}
+
+static void read_table(struct reader *rd, json_object *root, struct img_manifest *m)
+{
+	json_object *o = get(rd, root, "table", json_type_object);
+
+	if (o)
+		get_str(rd, o, "type", m->table, sizeof(m->table));
+	if (rd->r == 0 && strcmp(m->table, "msdos") && strcmp(m->table, "gpt") && strcmp(m->table, "none"))
+		rd->r = im_errf(rd->err, IM_EXIT_DAMAGED, -EBADMSG, "%s: unknown table type \"%s\"",
+				rd->path, m->table);
+}
+
+/* Checked after the table's type, so that of two faults the same one is
+ * named as always. */
+static void check_sector_size(struct reader *rd, const struct img_manifest *m)
+{
+	unsigned lss = m->logical_sector_size;
+
+	if (rd->r == 0 && (lss < 512 || (lss & (lss - 1))))
+		rd->r = im_errf(rd->err, IM_EXIT_DAMAGED, -EBADMSG, "%s: bad sector size", rd->path);
+}
+
+static void read_boot_area(struct reader *rd, json_object *o, const struct img_manifest *m,
+			   struct img_area *a)
+{
+	get_str(rd, o, "name", a->name, sizeof(a->name));
+	a->offset = get_u64(rd, o, "offset", MAX_DISK);
+	a->length = get_u64(rd, o, "length", 1ull << 30);
+	get_str(rd, o, "file", a->file, sizeof(a->file));
+	get_hash(rd, o, "xxh3", &a->xxh3);
+	check_name(rd, a->file);
+	if (rd->r == 0 && (a->offset > m->disk_size || a->length > m->disk_size - a->offset))
+		rd->r = im_errf(rd->err, IM_EXIT_DAMAGED, -EBADMSG,
+				"%s: boot area %s lies outside the disk", rd->path, a->name);
+}
+
+static void read_boot_areas(struct reader *rd, json_object *root, struct img_manifest *m)
+{
+	json_object *arr, *o;
+	size_t n;
+
+	m->areas = get_items(rd, root, "boot_areas", "boot areas", sizeof(*m->areas), &arr, &n);
+	for (size_t i = 0; i < n && rd->r == 0; i++) {
+		if (!(o = get_item(rd, arr, i, "boot area")))
+			break;
+		read_boot_area(rd, o, m, &m->areas[i]);
+		m->nareas = i + 1;
+	}
+}
+
+static void read_partition_fields(struct reader *rd, json_object *o, struct img_part *p)
+{
+	p->number = (unsigned)get_u64(rd, o, "number", 1u << 20);
+	p->start = get_u64(rd, o, "start", MAX_DISK);
+	p->size = get_u64(rd, o, "size", MAX_DISK);
+	get_str(rd, o, "kind", p->kind, sizeof(p->kind));
+	get_str(rd, o, "gpt_name", p->gpt_name, sizeof(p->gpt_name));
+	get_str(rd, o, "filesystem", p->filesystem, sizeof(p->filesystem));
+	get_str(rd, o, "plugin", p->plugin, sizeof(p->plugin));
+	get_str(rd, o, "uuid", p->uuid, sizeof(p->uuid));
+	get_str(rd, o, "label", p->label, sizeof(p->label));
+	p->block_size = (uint32_t)get_u64(rd, o, "block_size", 1u << 20);
+	p->block_count = get_u64(rd, o, "block_count", MAX_DISK);
+	p->used_blocks = get_u64(rd, o, "used_blocks", MAX_DISK);
+	p->zero_blocks = get_u64(rd, o, "zero_blocks", MAX_DISK);
+	get_str(rd, o, "stream", p->stream, sizeof(p->stream));
+	p->stream_size = get_u64(rd, o, "stream_size", MAX_DISK);
+	get_hash(rd, o, "stream_xxh3", &p->stream_xxh3);
+	get_str(rd, o, "index", p->index, sizeof(p->index));
+	p->index_size = get_u64(rd, o, "index_size", 1ull << 34);
+	get_hash(rd, o, "index_xxh3", &p->index_xxh3);
+	p->frames = get_u64(rd, o, "frames", MAX_DISK);
+	p->data_bytes = get_u64(rd, o, "data_bytes", MAX_DISK);
+	check_name(rd, p->stream);
+	check_name(rd, p->index);
+}
+
+/* One partition on its own: inside the disk, its blocks inside it, and its
+ * block counts adding up to the data the stream holds. */
+static void check_partition(struct reader *rd, const struct img_manifest *m, const struct img_part *p)
+{
+	if (p->start > m->disk_size || p->size > m->disk_size - p->start)
+		rd->r = im_errf(rd->err, IM_EXIT_DAMAGED, -EBADMSG,
+				"%s: partition %u (%llu bytes at %llu) lies outside the %llu-byte disk",
+				rd->path, p->number, (unsigned long long)p->size,
+				(unsigned long long)p->start, (unsigned long long)m->disk_size);
+	else if (p->block_size < 512 || (p->block_size & (p->block_size - 1)) ||
+		 p->block_count > p->size / p->block_size)
+		rd->r = im_errf(rd->err, IM_EXIT_DAMAGED, -EBADMSG,
+				"%s: partition %u: %llu blocks of %u bytes do not fit in it",
+				rd->path, p->number, (unsigned long long)p->block_count, p->block_size);
+	else if (p->used_blocks > p->block_count || p->zero_blocks > p->used_blocks ||
+		 p->data_bytes != (p->used_blocks - p->zero_blocks) * p->block_size)
+		rd->r = im_errf(rd->err, IM_EXIT_DAMAGED, -EBADMSG,
+				"%s: partition %u: block counts are not consistent", rd->path, p->number);
+}
+
+/* Partition i against those before it: no number, stream or byte shared. */
+static void check_against_earlier(struct reader *rd, const struct img_manifest *m, size_t i)
+{
+	const struct img_part *p = &m->parts[i];
+
+	for (size_t k = 0; k < i && rd->r == 0; k++) {
+		const struct img_part *q = &m->parts[k];
+		if (q->number == p->number || !strcmp(q->stream, p->stream) ||
+		    (p->start < q->start + q->size && q->start < p->start + p->size))
+			rd->r = im_errf(rd->err, IM_EXIT_DAMAGED, -EBADMSG,
+					"%s: partitions %u and %u overlap or share files",
+					rd->path, q->number, p->number);
+	}
+}
+
+static void read_partitions(struct reader *rd, json_object *root, struct img_manifest *m)
+{
+	json_object *arr, *o;
+	size_t n;
+
+	m->parts = get_items(rd, root, "partitions", "partitions", sizeof(*m->parts), &arr, &n);
+	for (size_t i = 0; i < n && rd->r == 0; i++) {
+		struct img_part *p = &m->parts[i];
+
+		if (!(o = get_item(rd, arr, i, "partition")))
+			break;
+		read_partition_fields(rd, o, p);
+		m->nparts = i + 1;   /* (so that img_manifest_free() sees its volumes) */
+		read_volumes(rd, o, p);
+		if (rd->r < 0)
+			break;
+		check_partition(rd, m, p);
+		check_against_earlier(rd, m, i);
+	}
+}
+
+int img_manifest_read(struct img_manifest *m, const char *dir, struct im_err *err)
+{
+	struct reader rd = { .err = err };
+	char path[4096];
+	unsigned char *text;
+	size_t len;
+	json_object *root;
+	int r;
+
+	memset(m, 0, sizeof(*m));
+	if (path_join(path, sizeof(path), dir, IMG_MANIFEST) < 0)
+		return im_errf(err, IM_EXIT_USAGE, -ENAMETOOLONG, "%s: path too long", dir);
+	rd.path = path;
+	r = read_manifest_text(dir, path, &text, &len, err);
+	if (r < 0)
+		return r;
+	root = parse_object(text, len);
+	free(text);
+	if (!root)
 		return im_errf(err, IM_EXIT_DAMAGED, -EBADMSG, "%s: not valid JSON", path);
-	}
-
-	get_str(&rd, root, "format", fmt, sizeof(fmt));
-	if (rd.r == 0 && strcmp(fmt, IMG_FORMAT_NAME))
-		rd.r = im_errf(err, IM_EXIT_DAMAGED, -EBADMSG, "%s: not an imager image", path);
-	if (rd.r == 0 && get_u64(&rd, root, "format_version", 1000) != IMG_FORMAT_VERSION && rd.r == 0)
-		rd.r = im_errf(err, IM_EXIT_UNSUPP, -ENOTSUP, "%s: image format version not supported", path);
-	get_str(&rd, root, "tool_version", m->tool_version, sizeof(m->tool_version));
-	get_str(&rd, root, "created", m->created, sizeof(m->created));
-	if ((o = get(&rd, root, "disk", json_type_object))) {
-		get_str(&rd, o, "source", m->source, sizeof(m->source));
-		m->disk_size = get_u64(&rd, o, "size", MAX_DISK);
-		m->logical_sector_size = (unsigned)get_u64(&rd, o, "logical_sector_size", 65536);
-		m->physical_sector_size = (unsigned)get_u64(&rd, o, "physical_sector_size", 1u << 20);
-	}
-	if ((o = get(&rd, root, "table", json_type_object)))
-		get_str(&rd, o, "type", m->table, sizeof(m->table));
-	if (rd.r == 0 && strcmp(m->table, "msdos") && strcmp(m->table, "gpt") && strcmp(m->table, "none"))
-		rd.r = im_errf(err, IM_EXIT_DAMAGED, -EBADMSG, "%s: unknown table type \"%s\"", path, m->table);
-	if (rd.r == 0 && (m->logical_sector_size < 512 || (m->logical_sector_size & (m->logical_sector_size - 1))))
-		rd.r = im_errf(err, IM_EXIT_DAMAGED, -EBADMSG, "%s: bad sector size", path);
-
-	if ((arr = get(&rd, root, "boot_areas", json_type_array))) {
-		size_t n = json_object_array_length(arr);
-		if (n > 4096)
-			rd.r = im_errf(err, IM_EXIT_DAMAGED, -EBADMSG, "%s: too many boot areas", path);
-		else if (n && !(m->areas = calloc(n, sizeof(*m->areas))))
-			rd.r = im_errf(err, IM_EXIT_INTERNAL, -ENOMEM, "out of memory");
-		for (size_t i = 0; i < n && rd.r == 0; i++) {
-			struct img_area *a = &m->areas[i];
-			o = json_object_array_get_idx(arr, i);
-			if (!json_object_is_type(o, json_type_object)) {
-				rd.r = im_errf(err, IM_EXIT_DAMAGED, -EBADMSG, "%s: bad boot area", path);
-				break;
-			}
-			get_str(&rd, o, "name", a->name, sizeof(a->name));
-			a->offset = get_u64(&rd, o, "offset", MAX_DISK);
-			a->length = get_u64(&rd, o, "length", 1ull << 30);
-			get_str(&rd, o, "file", a->file, sizeof(a->file));
-			get_hash(&rd, o, "xxh3", &a->xxh3);
-			check_name(&rd, a->file);
-			if (rd.r == 0 && (a->offset > m->disk_size || a->length > m->disk_size - a->offset))
-				rd.r = im_errf(err, IM_EXIT_DAMAGED, -EBADMSG,
-					       "%s: boot area %s lies outside the disk", path, a->name);
-			m->nareas = i + 1;
-		}
-	}
-	if ((arr = get(&rd, root, "partitions", json_type_array))) {
-		size_t n = json_object_array_length(arr);
-		if (n > 4096)
-			rd.r = im_errf(err, IM_EXIT_DAMAGED, -EBADMSG, "%s: too many partitions", path);
-		else if (n && !(m->parts = calloc(n, sizeof(*m->parts))))
-			rd.r = im_errf(err, IM_EXIT_INTERNAL, -ENOMEM, "out of memory");
-		for (size_t i = 0; i < n && rd.r == 0; i++) {
-			struct img_part *p = &m->parts[i];
-			o = json_object_array_get_idx(arr, i);
-			if (!json_object_is_type(o, json_type_object)) {
-				rd.r = im_errf(err, IM_EXIT_DAMAGED, -EBADMSG, "%s: bad partition", path);
-				break;
-			}
-			p->number = (unsigned)get_u64(&rd, o, "number", 1u << 20);
-			p->start = get_u64(&rd, o, "start", MAX_DISK);
-			p->size = get_u64(&rd, o, "size", MAX_DISK);
-			get_str(&rd, o, "kind", p->kind, sizeof(p->kind));
-			get_str(&rd, o, "gpt_name", p->gpt_name, sizeof(p->gpt_name));
-			get_str(&rd, o, "filesystem", p->filesystem, sizeof(p->filesystem));
-			get_str(&rd, o, "plugin", p->plugin, sizeof(p->plugin));
-			get_str(&rd, o, "uuid", p->uuid, sizeof(p->uuid));
-			get_str(&rd, o, "label", p->label, sizeof(p->label));
-			p->block_size = (uint32_t)get_u64(&rd, o, "block_size", 1u << 20);
-			p->block_count = get_u64(&rd, o, "block_count", MAX_DISK);
-			p->used_blocks = get_u64(&rd, o, "used_blocks", MAX_DISK);
-			p->zero_blocks = get_u64(&rd, o, "zero_blocks", MAX_DISK);
-			get_str(&rd, o, "stream", p->stream, sizeof(p->stream));
-			p->stream_size = get_u64(&rd, o, "stream_size", MAX_DISK);
-			get_hash(&rd, o, "stream_xxh3", &p->stream_xxh3);
-			get_str(&rd, o, "index", p->index, sizeof(p->index));
-			p->index_size = get_u64(&rd, o, "index_size", 1ull << 34);
-			get_hash(&rd, o, "index_xxh3", &p->index_xxh3);
-			p->frames = get_u64(&rd, o, "frames", MAX_DISK);
-			p->data_bytes = get_u64(&rd, o, "data_bytes", MAX_DISK);
-			check_name(&rd, p->stream);
-			check_name(&rd, p->index);
-			m->nparts = i + 1;   /* (so that img_manifest_free() sees its volumes) */
-			read_volumes(&rd, o, p);
-			if (rd.r < 0)
-				break;
-			if (p->start > m->disk_size || p->size > m->disk_size - p->start)
-				rd.r = im_errf(err, IM_EXIT_DAMAGED, -EBADMSG,
-					       "%s: partition %u (%llu bytes at %llu) lies outside the %llu-byte disk",
-					       path, p->number, (unsigned long long)p->size,
-					       (unsigned long long)p->start, (unsigned long long)m->disk_size);
-			else if (p->block_size < 512 || (p->block_size & (p->block_size - 1)) ||
-				 p->block_count > p->size / p->block_size)
-				rd.r = im_errf(err, IM_EXIT_DAMAGED, -EBADMSG,
-					       "%s: partition %u: %llu blocks of %u bytes do not fit in it",
-					       path, p->number, (unsigned long long)p->block_count, p->block_size);
-			else if (p->used_blocks > p->block_count || p->zero_blocks > p->used_blocks ||
-				 p->data_bytes != (p->used_blocks - p->zero_blocks) * p->block_size)
-				rd.r = im_errf(err, IM_EXIT_DAMAGED, -EBADMSG,
-					       "%s: partition %u: block counts are not consistent",
-					       path, p->number);
-			for (size_t k = 0; k < i && rd.r == 0; k++) {
-				const struct img_part *q = &m->parts[k];
-				if (q->number == p->number || !strcmp(q->stream, p->stream) ||
-				    (p->start < q->start + q->size && q->start < p->start + p->size))
-					rd.r = im_errf(err, IM_EXIT_DAMAGED, -EBADMSG,
-						       "%s: partitions %u and %u overlap or share files",
-						       path, q->number, p->number);
-			}
-		}
-	}
+	read_top_fields(&rd, root, m);
+	read_disk(&rd, root, m);
+	read_table(&rd, root, m);
+	check_sector_size(&rd, m);
+	read_boot_areas(&rd, root, m);
+	read_partitions(&rd, root, m);
 	json_object_put(root);
 	if (rd.r < 0)
 		img_manifest_free(m);
