@@ -117,17 +117,181 @@ static int cmp_u64(const void *a, const void *b)
 	return (x[0] > y[0]) - (x[0] < y[0]);
 }
 
+/* One partition 0 over the whole disk, so that nothing on it is dropped. */
+static void whole_disk(struct ptable *pt)
+{
+	snprintf(pt->type, sizeof(pt->type), "none");
+	pt->nparts = 1;
+	memset(&pt->parts[0], 0, sizeof(pt->parts[0]));
+	pt->parts[0].size = pt->disk_size;
+	snprintf(pt->parts[0].kind, sizeof(pt->parts[0].kind), "whole-disk");
+}
+
+/* The table's type into pt: 0 for msdos and gpt, 1 when there is no table
+ * (a whole-disk filesystem, or nothing at all: pt is then that one
+ * partition), or an error for the types we do not copy. */
+static int probe_table_type(PedDevice *dev, const char *path, struct ptable *pt, struct im_err *err)
+{
+	PedDiskType *type = ped_disk_probe(dev);
+
+	if (!type || !strcmp(type->name, "loop")) {
+		whole_disk(pt);
+		return 1;
+	}
+	if (strcmp(type->name, "msdos") && strcmp(type->name, "gpt"))
+		return im_errf(err, IM_EXIT_UNSUPP, -ENOTSUP,
+			       "%s: partition table type \"%s\" is not supported (msdos and gpt are)",
+			       path, type->name);
+	snprintf(pt->type, sizeof(pt->type), "%s", type->name);
+	pt->sector_size = (unsigned)dev->sector_size;
+	return 0;
+}
+
+/* What the partitions tell about the bytes between them. */
+struct pt_scan {
+	uint64_t ext_start, ext_end;   /* the extended partition; 0 when none */
+	uint64_t first_start;          /* the lowest start of a data partition */
+	uint64_t (*spans)[2];          /* data partitions [start, end), sorted */
+	size_t nspans;
+};
+
+static void add_partition(struct ptable *pt, PedDisk *disk, PedPartition *p, uint64_t start,
+			  uint64_t len)
+{
+	struct pt_part *pp = &pt->parts[pt->nparts++];
+
+	pp->number = (unsigned)p->num;
+	pp->start = start;
+	pp->size = len;
+	snprintf(pp->kind, sizeof(pp->kind), "%s", !strcmp(pt->type, "gpt") ? "gpt" :
+		 (p->type & PED_PARTITION_LOGICAL) ? "logical" : "primary");
+	if (ped_disk_type_check_feature(disk->type, PED_DISK_TYPE_PARTITION_NAME)) {
+		const char *name = ped_partition_get_name(p);
+		snprintf(pp->name, sizeof(pp->name), "%s", name ? name : "");
+	}
+}
+
+/* Every active partition into pt (the extended one only into sc), each
+ * checked to lie inside the disk. */
+static int read_partitions(PedDisk *disk, const char *path, struct ptable *pt, struct pt_scan *sc,
+			   struct im_err *err)
+{
+	uint64_t lss = (uint64_t)disk->dev->sector_size, size = pt->disk_size;
+
+	for (PedPartition *p = ped_disk_next_partition(disk, NULL); p;
+	     p = ped_disk_next_partition(disk, p)) {
+		uint64_t start, len;
+
+		if (p->num < 1 || !ped_partition_is_active(p))
+			continue;
+		start = (uint64_t)p->geom.start * lss;
+		len = (uint64_t)p->geom.length * lss;
+		if (start >= size || len > size - start)
+			return im_errf(err, IM_EXIT_SOURCE, -EINVAL,
+				       "%s: partition %d lies outside the disk", path, p->num);
+		if (p->type & PED_PARTITION_EXTENDED) {
+			sc->ext_start = start;
+			sc->ext_end = start + len;
+			continue;
+		}
+		if (pt->nparts >= PT_MAX_PARTS)
+			return im_errf(err, IM_EXIT_UNSUPP, -E2BIG, "%s: more than %d partitions",
+				       path, PT_MAX_PARTS);
+		add_partition(pt, disk, p, start, len);
+		sc->spans[sc->nspans][0] = start;
+		sc->spans[sc->nspans][1] = start + len;
+		sc->nspans++;
+		if (start < sc->first_start)
+			sc->first_start = start;
+	}
+	qsort(sc->spans, sc->nspans, sizeof(*sc->spans), cmp_u64);
+	return 0;
+}
+
+/* The head: boot code, table, and the gap GRUB's core image uses. */
+static int add_head_area(struct ptable *pt, const struct pt_scan *sc)
+{
+	uint64_t size = pt->disk_size, first_start = sc->first_start;
+
+	if (first_start == UINT64_MAX)
+		first_start = size < (1u << 20) ? size : (1u << 20);
+	if (sc->ext_start && sc->ext_start < first_start)
+		first_start = sc->ext_start + pt->sector_size;   /* the first EBR too */
+	return add_area(pt, "head", 0, first_start < PT_HEAD_MAX ? first_start : PT_HEAD_MAX);
+}
+
+/* Gaps inside the extended partition hold the EBR chain: each kept whole,
+ * or its two ends when it is large. */
+static int add_ebr_areas(struct ptable *pt, const struct pt_scan *sc)
+{
+	uint64_t pos = sc->ext_start;
+	int r = 0;
+
+	for (size_t i = 0; i <= sc->nspans && r == 0; i++) {
+		uint64_t gap_end = i < sc->nspans ? sc->spans[i][0] : sc->ext_end;
+		if (gap_end > sc->ext_end)
+			gap_end = sc->ext_end;
+		if (gap_end > pos && pos >= sc->ext_start) {
+			char name[32];
+			snprintf(name, sizeof(name), "ebr-%zu", i);
+			if (gap_end - pos <= 2 * PT_EBR_KEEP) {
+				r = add_area(pt, name, pos, gap_end - pos);
+			} else {
+				r = add_area(pt, name, pos, PT_EBR_KEEP);
+				if (r == 0)
+					r = add_area(pt, name, gap_end - PT_EBR_KEEP, PT_EBR_KEEP);
+			}
+		}
+		if (i < sc->nspans && sc->spans[i][1] > pos)
+			pos = sc->spans[i][1];
+	}
+	return r;
+}
+
+static int add_boot_areas(struct ptable *pt, const char *path, const struct pt_scan *sc,
+			  struct im_err *err)
+{
+	int r = add_head_area(pt, sc);
+
+	if (r == 0 && sc->ext_end)
+		r = add_ebr_areas(pt, sc);
+	if (r == 0 && !strcmp(pt->type, "gpt")) {
+		uint64_t off, len;
+		gpt_backup_area(path, pt->disk_size, pt->sector_size, &off, &len);
+		r = add_area(pt, "gpt-backup", off, len);
+	}
+	if (r < 0)
+		r = im_errf(err, IM_EXIT_UNSUPP, r, "%s: too many boot areas", path);
+	return r;
+}
+
+/* The partitions of the table libparted read, then the boot areas around
+ * them. */
+static int read_table(PedDisk *disk, const char *path, struct ptable *pt, struct im_err *err)
+{
+	struct pt_scan sc = { .first_start = UINT64_MAX };
+	int r;
+
+	sc.spans = calloc(PT_MAX_PARTS, sizeof(*sc.spans));
+	if (!sc.spans)
+		return im_errf(err, IM_EXIT_INTERNAL, -ENOMEM, "out of memory");
+	r = read_partitions(disk, path, pt, &sc, err);
+	/* A table without partitions (or a filesystem whose boot sector
+	 * libparted took for an empty MBR): copy the whole disk. */
+	if (r == 0 && sc.nspans == 0)
+		whole_disk(pt);
+	else if (r == 0)
+		r = add_boot_areas(pt, path, &sc, err);
+	free(sc.spans);
+	return r;
+}
+
 int ptable_read(const char *path, uint64_t size, unsigned lss, struct ptable *pt,
 		struct im_err *err)
 {
 	PedDevice *dev;
-	PedDiskType *type;
 	PedDisk *disk;
-	PedPartition *p;
-	uint64_t ext_start = 0, ext_end = 0, first_start = UINT64_MAX;
-	uint64_t (*spans)[2] = NULL;   /* data partitions, sorted, for gaps */
-	size_t nspans = 0;
-	int r = 0;
+	int r;
 
 	memset(pt, 0, sizeof(*pt));
 	pt->disk_size = size;
@@ -138,126 +302,18 @@ int ptable_read(const char *path, uint64_t size, unsigned lss, struct ptable *pt
 	if (!dev)
 		return im_errf(err, IM_EXIT_SOURCE, -EIO, "%s: libparted cannot open it: %s", path,
 			       parted_msg[0] ? parted_msg : "unknown error");
-	type = ped_disk_probe(dev);
-	if (!type || !strcmp(type->name, "loop")) {
-		/* No table: a whole-disk filesystem (or nothing at all). */
-		snprintf(pt->type, sizeof(pt->type), "none");
-		pt->nparts = 1;
-		pt->parts[0].number = 0;
-		pt->parts[0].start = 0;
-		pt->parts[0].size = size;
-		snprintf(pt->parts[0].kind, sizeof(pt->parts[0].kind), "whole-disk");
+	r = probe_table_type(dev, path, pt, err);
+	if (r != 0) {
 		ped_device_destroy(dev);
-		return 0;
+		return r < 0 ? r : 0;
 	}
-	if (strcmp(type->name, "msdos") && strcmp(type->name, "gpt")) {
-		ped_device_destroy(dev);
-		return im_errf(err, IM_EXIT_UNSUPP, -ENOTSUP,
-			       "%s: partition table type \"%s\" is not supported (msdos and gpt are)",
-			       path, type->name);
-	}
-	snprintf(pt->type, sizeof(pt->type), "%s", type->name);
-	pt->sector_size = (unsigned)dev->sector_size;
 	disk = ped_disk_new(dev);
 	if (!disk) {
 		ped_device_destroy(dev);
 		return im_errf(err, IM_EXIT_SOURCE, -EINVAL, "%s: unreadable %s partition table: %s",
-			       path, type->name, parted_msg[0] ? parted_msg : "libparted refused it");
+			       path, pt->type, parted_msg[0] ? parted_msg : "libparted refused it");
 	}
-	spans = calloc(PT_MAX_PARTS, sizeof(*spans));
-	if (!spans) {
-		r = im_errf(err, IM_EXIT_INTERNAL, -ENOMEM, "out of memory");
-		goto out;
-	}
-	for (p = ped_disk_next_partition(disk, NULL); p; p = ped_disk_next_partition(disk, p)) {
-		uint64_t start, len;
-		struct pt_part *pp;
-
-		if (p->num < 1 || !ped_partition_is_active(p))
-			continue;
-		start = (uint64_t)p->geom.start * (uint64_t)dev->sector_size;
-		len = (uint64_t)p->geom.length * (uint64_t)dev->sector_size;
-		if (start >= size || len > size - start) {
-			r = im_errf(err, IM_EXIT_SOURCE, -EINVAL,
-				    "%s: partition %d lies outside the disk", path, p->num);
-			goto out;
-		}
-		if (p->type & PED_PARTITION_EXTENDED) {
-			ext_start = start;
-			ext_end = start + len;
-			continue;
-		}
-		if (pt->nparts >= PT_MAX_PARTS) {
-			r = im_errf(err, IM_EXIT_UNSUPP, -E2BIG, "%s: more than %d partitions",
-				    path, PT_MAX_PARTS);
-			goto out;
-		}
-		pp = &pt->parts[pt->nparts++];
-		pp->number = (unsigned)p->num;
-		pp->start = start;
-		pp->size = len;
-		snprintf(pp->kind, sizeof(pp->kind), "%s", !strcmp(type->name, "gpt") ? "gpt" :
-			 (p->type & PED_PARTITION_LOGICAL) ? "logical" : "primary");
-		if (ped_disk_type_check_feature(type, PED_DISK_TYPE_PARTITION_NAME)) {
-			const char *name = ped_partition_get_name(p);
-			snprintf(pp->name, sizeof(pp->name), "%s", name ? name : "");
-		}
-		spans[nspans][0] = start;
-		spans[nspans][1] = start + len;
-		nspans++;
-		if (start < first_start)
-			first_start = start;
-	}
-	qsort(spans, nspans, sizeof(*spans), cmp_u64);
-	if (nspans == 0) {
-		/* A table without partitions (or a filesystem whose boot sector
-		 * libparted took for an empty MBR): copy the whole disk, so that
-		 * nothing on it is dropped. */
-		snprintf(pt->type, sizeof(pt->type), "none");
-		pt->nparts = 1;
-		memset(&pt->parts[0], 0, sizeof(pt->parts[0]));
-		pt->parts[0].size = size;
-		snprintf(pt->parts[0].kind, sizeof(pt->parts[0].kind), "whole-disk");
-		goto out;
-	}
-
-	/* The head: boot code, table, and the gap GRUB's core image uses. */
-	if (first_start == UINT64_MAX)
-		first_start = size < (1u << 20) ? size : (1u << 20);
-	if (ext_start && ext_start < first_start)
-		first_start = ext_start + pt->sector_size;   /* the first EBR too */
-	r = add_area(pt, "head", 0, first_start < PT_HEAD_MAX ? first_start : PT_HEAD_MAX);
-	/* Gaps inside the extended partition hold the EBR chain. */
-	if (r == 0 && ext_end) {
-		uint64_t pos = ext_start;
-		for (size_t i = 0; i <= nspans && r == 0; i++) {
-			uint64_t gap_end = i < nspans ? spans[i][0] : ext_end;
-			if (gap_end > ext_end)
-				gap_end = ext_end;
-			if (gap_end > pos && pos >= ext_start) {
-				char name[32];
-				snprintf(name, sizeof(name), "ebr-%zu", i);
-				if (gap_end - pos <= 2 * PT_EBR_KEEP) {
-					r = add_area(pt, name, pos, gap_end - pos);
-				} else {
-					r = add_area(pt, name, pos, PT_EBR_KEEP);
-					if (r == 0)
-						r = add_area(pt, name, gap_end - PT_EBR_KEEP, PT_EBR_KEEP);
-				}
-			}
-			if (i < nspans && spans[i][1] > pos)
-				pos = spans[i][1];
-		}
-	}
-	if (r == 0 && !strcmp(pt->type, "gpt")) {
-		uint64_t off, len;
-		gpt_backup_area(path, size, pt->sector_size, &off, &len);
-		r = add_area(pt, "gpt-backup", off, len);
-	}
-	if (r < 0)
-		r = im_errf(err, IM_EXIT_UNSUPP, r, "%s: too many boot areas", path);
-out:
-	free(spans);
+	r = read_table(disk, path, pt, err);
 	ped_disk_destroy(disk);
 	ped_device_destroy(dev);
 	return r;
