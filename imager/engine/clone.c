@@ -103,15 +103,64 @@ static int verify_partition(struct source *src, struct bk *tgt, size_t i, uint64
 	return r;
 }
 
+/* The plan of the source's disk: its partitions as they are, what each
+ * holds, and its boot areas read (*bytes_read counts them). */
+static int plan_from_source(struct source *src, struct disk_plan *pl, uint64_t *bytes_read,
+			    struct im_err *err)
+{
+	const struct ptable *pt = src->pt;
+	int r = disk_plan_alloc(pl, pt->disk_size, pt->type, pt->sector_size, pt->nparts,
+				pt->nareas, err);
+
+	for (size_t i = 0; i < pt->nareas && r == 0; i++) {
+		const struct pt_area *a = &pt->areas[i];
+
+		r = source_read_area(src, a, &pl->area_data[i], err);
+		if (r < 0)
+			return r;
+		disk_plan_set_area(pl, i, a->name, a->offset, a->length);
+		*bytes_read += a->length;
+	}
+	for (size_t i = 0; i < pt->nparts && r == 0; i++) {
+		const struct pt_part *p = &pt->parts[i];
+		const struct fs_info *fs = &src->fs[i];
+
+		disk_plan_set_part(pl, i, p->number, p->kind, p->start, p->size);
+		grow_fs_set(&pl->fs[i], fs->type, fs->volumes, fs->nvolumes);
+	}
+	return r;
+}
+
+/* The used blocks of partition i through the pipeline onto the target. */
+static int clone_partition(struct source *src, size_t i, struct writer *w,
+			   const struct clone_opts *opts, struct clone_stats *stats, uint64_t *done,
+			   struct im_err *err)
+{
+	const struct fs_info *fs = &src->fs[i];
+	uint64_t bpf = IMG_FRAME_BLOCKS_BYTES / fs->block_size ? IMG_FRAME_BLOCKS_BYTES / fs->block_size : 1;
+	struct cpart_job j = {
+		.rd = { .bk = src->bk, .base = src->pt->parts[i].start, .used = &fs->used,
+			.bs = fs->block_size, .bytes_read = &stats->bytes_read },
+		.bs = fs->block_size, .part_index = i, .w = w,
+		.bytes_done = done, .bytes_total = src->used_bytes,
+		.bytes_written = &stats->bytes_written, .progress = &opts->progress,
+	};
+	const struct pipe_ops ops = { .produce = clone_produce, .work = clone_work,
+				      .consume = clone_consume, .cancel = opts->progress.cancel };
+	int r = pipeline_run(&ops, &j, opts->threads ? opts->threads : pipeline_default_threads(),
+			     bpf * fs->block_size, 0, used_meta_size((uint32_t)bpf), err);
+
+	if (r < 0)
+		im_err_prefix(err, "partition %u: ", src->pt->parts[i].number);
+	return r;
+}
+
 int im_clone(const struct disk_roots *roots, const char *source, const char *target,
 	     const struct clone_opts *opts, struct clone_stats *stats, struct im_err *err)
 {
 	struct source src;
+	struct disk_plan pl = { 0 };
 	struct writer w = { 0 };
-	struct ptable *pt;
-	unsigned char **areas = NULL;
-	uint64_t *starts = NULL, *sizes = NULL, *aoffs = NULL, *alens = NULL;
-	const char **anames = NULL;
 	uint64_t done = 0;
 	int r;
 
@@ -119,88 +168,23 @@ int im_clone(const struct disk_roots *roots, const char *source, const char *tar
 	r = source_open(roots, source, opts->source_format, opts->force_fs, &src, err);
 	if (r < 0)
 		return r;
-	pt = src.pt;
 	for (size_t i = 0; i < src.nwarnings; i++)
 		snprintf(stats->warnings[stats->nwarnings++], sizeof(stats->warnings[0]), "%s",
 			 src.warnings[i]);
-	areas = calloc(pt->nareas + 1, sizeof(*areas));
-	starts = calloc(pt->nparts + 1, sizeof(*starts));
-	sizes = calloc(pt->nparts + 1, sizeof(*sizes));
-	aoffs = calloc(pt->nareas + 1, sizeof(*aoffs));
-	alens = calloc(pt->nareas + 1, sizeof(*alens));
-	anames = calloc(pt->nareas + 1, sizeof(*anames));
-	if (!areas || !starts || !sizes || !aoffs || !alens || !anames) {
-		r = im_errf(err, IM_EXIT_INTERNAL, -ENOMEM, "out of memory");
-		goto out;
-	}
-	for (size_t i = 0; i < pt->nareas; i++) {
-		r = source_read_area(&src, &pt->areas[i], &areas[i], err);
-		if (r < 0)
-			goto out;
-		aoffs[i] = pt->areas[i].offset;
-		alens[i] = pt->areas[i].length;
-		anames[i] = pt->areas[i].name;
-		stats->bytes_read += alens[i];
-	}
-	for (size_t i = 0; i < pt->nparts; i++) {
-		starts[i] = pt->parts[i].start;
-		sizes[i] = pt->parts[i].size;
-	}
-	r = writer_open(&w, roots, target, pt->disk_size, pt->type, pt->sector_size, pt->nparts,
-			starts, sizes, pt->nareas, aoffs, alens, &opts->target, err);
-	if (r < 0)
-		goto out;
-	stats->grow.nparts = pt->nparts;
-	for (size_t i = 0; i < pt->nparts; i++) {
-		struct layout_part *lp = &stats->grow.parts[i];
-		lp->number = pt->parts[i].number;
-		snprintf(lp->kind, sizeof(lp->kind), "%s", pt->parts[i].kind);
-		lp->old_start = lp->new_start = pt->parts[i].start;
-		lp->old_size = lp->new_size = pt->parts[i].size;
-	}
-	r = writer_set_layout(&w, opts->target.grow, stats->grow.parts, err);
-	if (r < 0)
-		goto out;
-
-	for (size_t i = 0; i < pt->nparts && r == 0; i++) {
-		const struct fs_info *fs = &src.fs[i];
-		uint64_t bpf = IMG_FRAME_BLOCKS_BYTES / fs->block_size ? IMG_FRAME_BLOCKS_BYTES / fs->block_size : 1;
-		struct cpart_job j = {
-			.rd = { .bk = src.bk, .base = pt->parts[i].start, .used = &fs->used,
-				.bs = fs->block_size, .bytes_read = &stats->bytes_read },
-			.bs = fs->block_size, .part_index = i, .w = &w,
-			.bytes_done = &done, .bytes_total = src.used_bytes,
-			.bytes_written = &stats->bytes_written, .progress = &opts->progress,
-		};
-		const struct pipe_ops ops = { .produce = clone_produce, .work = clone_work,
-					      .consume = clone_consume, .cancel = opts->progress.cancel };
-		r = pipeline_run(&ops, &j, opts->threads ? opts->threads : pipeline_default_threads(),
-				 bpf * fs->block_size, 0, used_meta_size((uint32_t)bpf), err);
-		if (r < 0)
-			im_err_prefix(err, "partition %u: ", pt->parts[i].number);
-	}
+	r = plan_from_source(&src, &pl, &stats->bytes_read, err);
 	if (r == 0)
-		r = writer_finish(&w, pt->nareas, anames, aoffs, alens, areas, err);
+		r = writer_start(&w, roots, target, &pl, &opts->target, &stats->grow, err);
+	for (size_t i = 0; i < src.pt->nparts && r == 0; i++)
+		r = clone_partition(&src, i, &w, opts, stats, &done, err);
+	if (r == 0)
+		r = writer_finish(&w, &pl, err);
 	/* Once everything is in place (the heads were held back until now). */
-	for (size_t i = 0; r == 0 && opts->verify && i < pt->nparts; i++) {
+	for (size_t i = 0; r == 0 && opts->verify && i < src.pt->nparts; i++) {
 		r = verify_partition(&src, w.tgt, i, stats->grow.parts[i].new_start, err);
 		stats->verified_bytes += src.fs[i].used_blocks * src.fs[i].block_size;
 	}
-out:
-	{
-		struct grow_fs fs[PT_MAX_PARTS];
-		for (size_t i = 0; i < pt->nparts && i < PT_MAX_PARTS; i++)
-			grow_fs_set(&fs[i], src.fs[i].type, src.fs[i].volumes, src.fs[i].nvolumes);
-		r = writer_end(&w, r, &opts->target, fs, &stats->grow, &stats->target, err);
-	}
-	for (size_t i = 0; areas && i < pt->nareas; i++)
-		free(areas[i]);
-	free(areas);
-	free(starts);
-	free(sizes);
-	free(aoffs);
-	free(alens);
-	free(anames);
+	r = writer_end(&w, r, &opts->target, pl.fs, &stats->grow, &stats->target, err);
+	disk_plan_free(&pl);
 	source_close(&src);
 	return r;
 }

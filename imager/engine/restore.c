@@ -79,14 +79,88 @@ static int restore_consume(void *ctx, struct pipe_slot *s, struct im_err *err)
 	return 0;
 }
 
+/* Everything checkable before a byte is written: each partition's index
+ * and stream (the index kept in ix[i]), each boot area read into the plan.
+ * *total: the bytes the partitions hold. */
+static int check_image(const char *dir, const struct img_manifest *m, struct img_index *ix,
+		       struct disk_plan *pl, uint64_t *total, struct im_err *err)
+{
+	int r;
+
+	for (size_t i = 0; i < m->nparts; i++) {
+		const struct img_part *p = &m->parts[i];
+
+		r = image_check_part_files(dir, p, &ix[i], err);
+		if (r < 0)
+			return r;
+		*total += p->used_blocks * p->block_size;
+		disk_plan_set_part(pl, i, p->number, p->kind, p->start, p->size);
+		grow_fs_set(&pl->fs[i], p->filesystem, p->volumes, p->nvolumes);
+	}
+	for (size_t i = 0; i < m->nareas; i++) {
+		const struct img_area *a = &m->areas[i];
+
+		r = image_read_area(dir, a, &pl->area_data[i], err);
+		if (r < 0)
+			return r;
+		disk_plan_set_area(pl, i, a->name, a->offset, a->length);
+	}
+	return 0;
+}
+
+/* The frames of one partition's stream through the pipeline onto the
+ * target, the stream's checksum taken on the way. */
+static int restore_stream(struct rpart_job *j, unsigned threads, struct im_err *err)
+{
+	const struct pipe_ops ops = {
+		.produce = restore_produce, .work = restore_work, .consume = restore_consume,
+		.worker_init = frame_dctx_new, .worker_fini = frame_dctx_free,
+		.cancel = j->progress->cancel,
+	};
+	uint32_t bs = j->p->block_size;
+	size_t raw_cap = IMG_FRAME_BLOCKS_BYTES > bs ? IMG_FRAME_BLOCKS_BYTES : bs;
+	int r;
+
+	j->stream_hash = XXH3_createState();
+	if (!j->stream_hash)
+		return im_errf(err, IM_EXIT_INTERNAL, -ENOMEM, "out of memory");
+	XXH3_64bits_reset(j->stream_hash);
+	r = pipeline_run(&ops, j, threads, ZSTD_compressBound(raw_cap), raw_cap,
+			 sizeof(struct frame_meta), err);
+	/* The table is still held back: a mismatch leaves no complete-looking
+	 * disk. */
+	if (r == 0 && XXH3_64bits_digest(j->stream_hash) != j->p->stream_xxh3)
+		r = im_errf(err, IM_EXIT_DAMAGED, -EBADMSG,
+			    "partition %u: %s does not match the manifest's checksum", j->p->number,
+			    j->p->stream);
+	XXH3_freeState(j->stream_hash);
+	return r;
+}
+
+static int restore_partition(const char *dir, struct rpart_job *j, unsigned threads,
+			     struct im_err *err)
+{
+	char path[4200];
+	int r;
+
+	snprintf(path, sizeof(path), "%s/%s", dir, j->p->stream);
+	j->fr.ix = j->ix;
+	j->fr.fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (j->fr.fd < 0)
+		return im_errf(err, IM_EXIT_DAMAGED, -errno, "%s: %s", path, strerror(errno));
+	posix_fadvise(j->fr.fd, 0, 0, POSIX_FADV_SEQUENTIAL);
+	r = restore_stream(j, threads, err);
+	close(j->fr.fd);
+	return r;
+}
+
 int im_restore(const struct disk_roots *roots, const char *dir, const char *target,
 	       const struct restore_opts *opts, struct restore_stats *stats, struct im_err *err)
 {
+	unsigned threads = opts->threads ? opts->threads : pipeline_default_threads();
 	struct img_manifest m;
-	struct img_index *ix = NULL;
-	unsigned char **areas = NULL;
-	uint64_t *starts = NULL, *sizes = NULL, *aoffs = NULL, *alens = NULL;
-	const char **anames = NULL;
+	struct img_index *ix;
+	struct disk_plan pl = { 0 };
 	struct writer w = { 0 };
 	uint64_t total = 0, done = 0;
 	int r;
@@ -96,114 +170,28 @@ int im_restore(const struct disk_roots *roots, const char *dir, const char *targ
 	if (r < 0)
 		return r;
 	ix = calloc(m.nparts + 1, sizeof(*ix));
-	areas = calloc(m.nareas + 1, sizeof(*areas));
-	starts = calloc(m.nparts + 1, sizeof(*starts));
-	sizes = calloc(m.nparts + 1, sizeof(*sizes));
-	aoffs = calloc(m.nareas + 1, sizeof(*aoffs));
-	alens = calloc(m.nareas + 1, sizeof(*alens));
-	anames = calloc(m.nareas + 1, sizeof(*anames));
-	if (!ix || !areas || !starts || !sizes || !aoffs || !alens || !anames) {
+	r = disk_plan_alloc(&pl, m.disk_size, m.table, m.logical_sector_size, m.nparts, m.nareas, err);
+	if (r == 0 && !ix)
 		r = im_errf(err, IM_EXIT_INTERNAL, -ENOMEM, "out of memory");
-		goto out;
-	}
-	/* Everything checkable before a byte is written. */
-	for (size_t i = 0; i < m.nparts; i++) {
-		r = image_check_part_files(dir, &m.parts[i], &ix[i], err);
-		if (r < 0)
-			goto out;
-		total += m.parts[i].used_blocks * m.parts[i].block_size;
-		starts[i] = m.parts[i].start;
-		sizes[i] = m.parts[i].size;
-	}
-	for (size_t i = 0; i < m.nareas; i++) {
-		r = image_read_area(dir, &m.areas[i], &areas[i], err);
-		if (r < 0)
-			goto out;
-		aoffs[i] = m.areas[i].offset;
-		alens[i] = m.areas[i].length;
-		anames[i] = m.areas[i].name;
-	}
-	r = writer_open(&w, roots, target, m.disk_size, m.table, m.logical_sector_size, m.nparts,
-			starts, sizes, m.nareas, aoffs, alens, &opts->target, err);
-	if (r < 0)
-		goto out;
-	stats->grow.nparts = m.nparts;
-	for (size_t i = 0; i < m.nparts && i < PT_MAX_PARTS; i++) {
-		struct layout_part *lp = &stats->grow.parts[i];
-		lp->number = m.parts[i].number;
-		snprintf(lp->kind, sizeof(lp->kind), "%s", m.parts[i].kind);
-		lp->old_start = lp->new_start = m.parts[i].start;
-		lp->old_size = lp->new_size = m.parts[i].size;
-	}
-	if (m.nparts > PT_MAX_PARTS)
-		r = im_errf(err, IM_EXIT_UNSUPP, -E2BIG, "too many partitions");
-	else
-		r = writer_set_layout(&w, opts->target.grow, stats->grow.parts, err);
-	if (r < 0)
-		goto out;
-
-	for (size_t i = 0; i < m.nparts; i++) {
-		const struct img_part *p = &m.parts[i];
-		size_t raw_cap = IMG_FRAME_BLOCKS_BYTES > p->block_size ? IMG_FRAME_BLOCKS_BYTES : p->block_size;
+	if (r == 0)
+		r = check_image(dir, &m, ix, &pl, &total, err);
+	if (r == 0)
+		r = writer_start(&w, roots, target, &pl, &opts->target, &stats->grow, err);
+	for (size_t i = 0; i < m.nparts && r == 0; i++) {
 		struct rpart_job j = {
-			.p = p, .ix = &ix[i], .part_index = i, .w = &w,
+			.p = &m.parts[i], .ix = &ix[i], .part_index = i, .w = &w,
 			.bytes_done = &done, .bytes_total = total,
 			.bytes_written = &stats->bytes_written, .progress = &opts->progress,
 		};
-		const struct pipe_ops ops = {
-			.produce = restore_produce, .work = restore_work, .consume = restore_consume,
-			.worker_init = frame_dctx_new, .worker_fini = frame_dctx_free,
-			.cancel = opts->progress.cancel,
-		};
-		char path[4200];
-
-		snprintf(path, sizeof(path), "%s/%s", dir, p->stream);
-		j.fr.ix = &ix[i];
-		j.fr.fd = open(path, O_RDONLY | O_CLOEXEC);
-		if (j.fr.fd < 0) {
-			r = im_errf(err, IM_EXIT_DAMAGED, -errno, "%s: %s", path, strerror(errno));
-			goto out;
-		}
-		posix_fadvise(j.fr.fd, 0, 0, POSIX_FADV_SEQUENTIAL);
-		j.stream_hash = XXH3_createState();
-		if (!j.stream_hash) {
-			r = im_errf(err, IM_EXIT_INTERNAL, -ENOMEM, "out of memory");
-		} else {
-			XXH3_64bits_reset(j.stream_hash);
-			r = pipeline_run(&ops, &j, opts->threads ? opts->threads : pipeline_default_threads(),
-					 ZSTD_compressBound(raw_cap), raw_cap, sizeof(struct frame_meta), err);
-			/* The table is still held back: a mismatch leaves no
-			 * complete-looking disk. */
-			if (r == 0 && XXH3_64bits_digest(j.stream_hash) != p->stream_xxh3)
-				r = im_errf(err, IM_EXIT_DAMAGED, -EBADMSG,
-					    "partition %u: %s does not match the manifest's checksum", p->number,
-					    p->stream);
-			XXH3_freeState(j.stream_hash);
-		}
-		close(j.fr.fd);
-		if (r < 0)
-			goto out;
+		r = restore_partition(dir, &j, threads, err);
 	}
-	r = writer_finish(&w, m.nareas, anames, aoffs, alens, areas, err);
-out:
-	{
-		struct grow_fs fs[PT_MAX_PARTS];
-		for (size_t i = 0; i < m.nparts && i < PT_MAX_PARTS; i++)
-			grow_fs_set(&fs[i], m.parts[i].filesystem, m.parts[i].volumes,
-				    m.parts[i].nvolumes);
-		r = writer_end(&w, r, &opts->target, fs, &stats->grow, &stats->target, err);
-	}
+	if (r == 0)
+		r = writer_finish(&w, &pl, err);
+	r = writer_end(&w, r, &opts->target, pl.fs, &stats->grow, &stats->target, err);
 	for (size_t i = 0; ix && i < m.nparts; i++)
 		img_index_free(&ix[i]);
-	for (size_t i = 0; areas && i < m.nareas; i++)
-		free(areas[i]);
 	free(ix);
-	free(areas);
-	free(starts);
-	free(sizes);
-	free(aoffs);
-	free(alens);
-	free(anames);
+	disk_plan_free(&pl);
 	img_manifest_free(&m);
 	return r;
 }

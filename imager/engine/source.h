@@ -78,34 +78,61 @@ struct writer {
 	enum grow_mode grow;
 };
 
-/* Open or create the target for a disk of source_size bytes with the given
- * table, partitions at starts[]/sizes[]; check size, use, kind.  Then hide
- * the old table and superblocks (areas[] and partition heads) unless the
- * target is fresh. */
-int writer_open(struct writer *w, const struct disk_roots *roots, const char *target,
-		uint64_t source_size, const char *table, unsigned lss, size_t nparts,
-		const uint64_t *starts, const uint64_t *sizes, size_t nareas,
-		const uint64_t *area_offs, const uint64_t *area_lens,
-		const struct target_opts *o, struct im_err *err);
-/* Lay the partitions out again for the target's size (--grow-last,
- * --proportional): parts[] (one per partition, in the writer's order) gets
- * the new starts and sizes, which later writes follow.  GROW_NONE keeps the
- * layout.  Returns 0 or negative errno. */
-int writer_set_layout(struct writer *w, enum grow_mode mode, struct layout_part *parts,
-		      struct im_err *err);
+/* What a partition holds, for growing it: its libblkid type, and for an
+ * LVM PV the LV that ends last on it ("vg0/root"; NULL when none or when it
+ * is kept whole), which is extended into the new room. */
+struct grow_fs {
+	const char *type;
+	const char *last_lv;
+};
+
+/* The disk restore and clone write, as the source has it, in the source's
+ * order: its geometry, each partition (number, kind, start and size: the
+ * old and the new layout alike until the writer lays them out again) and
+ * what it holds, and each boot area's place, name and bytes (read before a
+ * byte is written). */
+struct disk_plan {
+	uint64_t disk_size;
+	char table[16];
+	unsigned lss;
+	size_t nparts;
+	struct layout_part *parts;
+	struct grow_fs *fs;
+	size_t nareas;
+	uint64_t *area_offs, *area_lens;
+	const char **area_names;            /* point into the job's table or manifest */
+	unsigned char **area_data;          /* owned: freed by disk_plan_free() */
+};
+/* Room for nparts partitions and nareas boot areas, zeroed.  Returns 0 or
+ * -ENOMEM. */
+int disk_plan_alloc(struct disk_plan *pl, uint64_t disk_size, const char *table, unsigned lss,
+		    size_t nparts, size_t nareas, struct im_err *err);
+void disk_plan_set_part(struct disk_plan *pl, size_t i, unsigned number, const char *kind,
+			uint64_t start, uint64_t size);
+void disk_plan_set_area(struct disk_plan *pl, size_t i, const char *name, uint64_t offset,
+			uint64_t length);
+void disk_plan_free(struct disk_plan *pl);
+
+/* Open or create the target for the planned disk; check size, use, kind;
+ * hide the old table and superblocks (the boot areas and partition heads)
+ * unless the target is fresh.  Then lay the partitions out again for the
+ * target's size as o->grow asks (--grow-last, --proportional; GROW_NONE
+ * keeps the layout): rep->parts gets the plan's partitions with their new
+ * starts and sizes, which later writes follow.  Returns 0 or negative
+ * errno. */
+int writer_start(struct writer *w, const struct disk_roots *roots, const char *target,
+		 const struct disk_plan *pl, const struct target_opts *o, struct grow_report *rep,
+		 struct im_err *err);
 /* Write len bytes (data, or zeros when data is NULL) at off inside
  * partition i. */
 int writer_put(struct writer *w, size_t i, uint64_t off, uint64_t len, const void *data,
 	       struct im_err *err);
-/* Write the held-back heads, then each boot area (areas named gpt-backup
- * are moved to the end of a larger target), flush. */
-int writer_finish(struct writer *w, size_t nareas, const char *const *names,
-		  const uint64_t *offs, const uint64_t *lens, unsigned char *const *data,
-		  struct im_err *err);
+/* Write the held-back heads, then each boot area of the plan (areas named
+ * gpt-backup are moved to the end of a larger target), flush. */
+int writer_finish(struct writer *w, const struct disk_plan *pl, struct im_err *err);
 /* Close; on failure (ok == false) remove a file the writer created.
  * Returns the close result. */
 int writer_close(struct writer *w, bool ok, struct im_err *err);
-struct grow_fs;
 /* The tail restore and clone share: close the target (removing a created
  * file when the job failed: r < 0), and, when the job succeeded and o->grow
  * laid partitions out again, grow their filesystems (fs: one per
@@ -114,13 +141,6 @@ struct grow_fs;
 int writer_end(struct writer *w, int r, const struct target_opts *o, const struct grow_fs *fs,
 	       struct grow_report *rep, struct target_info *info, struct im_err *err);
 
-/* What a partition holds, for growing it: its libblkid type, and for an
- * LVM PV the LV that ends last on it ("vg0/root"; NULL when none or when it
- * is kept whole), which is extended into the new room. */
-struct grow_fs {
-	const char *type;
-	const char *last_lv;
-};
 /* Fill g from a partition's type and its volumes (fs.h). */
 void grow_fs_set(struct grow_fs *g, const char *type, const struct fs_volume *v, size_t n);
 

@@ -84,27 +84,78 @@ static int open_target(struct writer *w, const struct disk_roots *roots, const c
 	return r;
 }
 
-int writer_open(struct writer *w, const struct disk_roots *roots, const char *target,
-		uint64_t source_size, const char *table, unsigned lss, size_t nparts,
-		const uint64_t *starts, const uint64_t *sizes, size_t nareas,
-		const uint64_t *area_offs, const uint64_t *area_lens,
-		const struct target_opts *o, struct im_err *err)
+int disk_plan_alloc(struct disk_plan *pl, uint64_t disk_size, const char *table, unsigned lss,
+		    size_t nparts, size_t nareas, struct im_err *err)
+{
+	memset(pl, 0, sizeof(*pl));
+	pl->disk_size = disk_size;
+	snprintf(pl->table, sizeof(pl->table), "%s", table);
+	pl->lss = lss;
+	pl->nparts = nparts;
+	pl->nareas = nareas;
+	pl->parts = calloc(nparts + 1, sizeof(*pl->parts));
+	pl->fs = calloc(nparts + 1, sizeof(*pl->fs));
+	pl->area_offs = calloc(nareas + 1, sizeof(*pl->area_offs));
+	pl->area_lens = calloc(nareas + 1, sizeof(*pl->area_lens));
+	pl->area_names = calloc(nareas + 1, sizeof(*pl->area_names));
+	pl->area_data = calloc(nareas + 1, sizeof(*pl->area_data));
+	if (!pl->parts || !pl->fs || !pl->area_offs || !pl->area_lens || !pl->area_names ||
+	    !pl->area_data)
+		return im_errf(err, IM_EXIT_INTERNAL, -ENOMEM, "out of memory");
+	return 0;
+}
+
+void disk_plan_set_part(struct disk_plan *pl, size_t i, unsigned number, const char *kind,
+			uint64_t start, uint64_t size)
+{
+	struct layout_part *lp = &pl->parts[i];
+
+	lp->number = number;
+	snprintf(lp->kind, sizeof(lp->kind), "%s", kind);
+	lp->old_start = lp->new_start = start;
+	lp->old_size = lp->new_size = size;
+}
+
+void disk_plan_set_area(struct disk_plan *pl, size_t i, const char *name, uint64_t offset,
+			uint64_t length)
+{
+	pl->area_names[i] = name;
+	pl->area_offs[i] = offset;
+	pl->area_lens[i] = length;
+}
+
+void disk_plan_free(struct disk_plan *pl)
+{
+	for (size_t i = 0; pl->area_data && i < pl->nareas; i++)
+		free(pl->area_data[i]);
+	free(pl->parts);
+	free(pl->fs);
+	free(pl->area_offs);
+	free(pl->area_lens);
+	free(pl->area_names);
+	free(pl->area_data);
+	memset(pl, 0, sizeof(*pl));
+}
+
+static int writer_open(struct writer *w, const struct disk_roots *roots, const char *target,
+		       const struct disk_plan *pl, const struct target_opts *o, struct im_err *err)
 {
 	int r;
 
 	memset(w, 0, sizeof(*w));
-	w->source_size = source_size;
-	w->lss = lss;
-	w->nparts = nparts;
-	snprintf(w->table, sizeof(w->table), "%s", table);
-	w->part_start = calloc(nparts + 1, sizeof(uint64_t));
-	w->part_head = calloc(nparts + 1, sizeof(uint64_t));
-	w->heads = calloc(nparts + 1, sizeof(*w->heads));
+	w->source_size = pl->disk_size;
+	w->lss = pl->lss;
+	w->nparts = pl->nparts;
+	snprintf(w->table, sizeof(w->table), "%s", pl->table);
+	w->part_start = calloc(pl->nparts + 1, sizeof(uint64_t));
+	w->part_head = calloc(pl->nparts + 1, sizeof(uint64_t));
+	w->heads = calloc(pl->nparts + 1, sizeof(*w->heads));
 	if (!w->part_start || !w->part_head || !w->heads)
 		return im_errf(err, IM_EXIT_INTERNAL, -ENOMEM, "out of memory");
-	for (size_t i = 0; i < nparts; i++) {
-		w->part_start[i] = starts[i];
-		w->part_head[i] = sizes[i] < HEAD_ZONE ? sizes[i] : HEAD_ZONE;
+	for (size_t i = 0; i < pl->nparts; i++) {
+		uint64_t size = pl->parts[i].old_size;
+		w->part_start[i] = pl->parts[i].old_start;
+		w->part_head[i] = size < HEAD_ZONE ? size : HEAD_ZONE;
 		if (!(w->heads[i] = calloc(1, HEAD_ZONE)))
 			return im_errf(err, IM_EXIT_INTERNAL, -ENOMEM, "out of memory");
 	}
@@ -118,16 +169,18 @@ int writer_open(struct writer *w, const struct disk_roots *roots, const char *ta
 	w->fresh = w->tgt->zero_init;
 	/* Hide the old table and superblocks while the data goes in. */
 	if (!w->fresh) {
-		for (size_t i = 0; i < nareas && r == 0; i++)
-			r = bk_zero(w->tgt, area_offs[i], area_lens[i], err);
-		for (size_t i = 0; i < nparts && r == 0; i++)
-			r = bk_zero(w->tgt, starts[i], w->part_head[i], err);
+		for (size_t i = 0; i < pl->nareas && r == 0; i++)
+			r = bk_zero(w->tgt, pl->area_offs[i], pl->area_lens[i], err);
+		for (size_t i = 0; i < pl->nparts && r == 0; i++)
+			r = bk_zero(w->tgt, pl->parts[i].old_start, w->part_head[i], err);
 	}
 	return r;
 }
 
-int writer_set_layout(struct writer *w, enum grow_mode mode, struct layout_part *parts,
-		      struct im_err *err)
+/* parts[] (one per partition, in the writer's order) gets the new starts
+ * and sizes. */
+static int writer_set_layout(struct writer *w, enum grow_mode mode, struct layout_part *parts,
+			     struct im_err *err)
 {
 	int r;
 
@@ -141,6 +194,23 @@ int writer_set_layout(struct writer *w, enum grow_mode mode, struct layout_part 
 	for (size_t i = 0; i < w->nparts; i++)
 		w->part_start[i] = parts[i].new_start;
 	return 0;
+}
+
+int writer_start(struct writer *w, const struct disk_roots *roots, const char *target,
+		 const struct disk_plan *pl, const struct target_opts *o, struct grow_report *rep,
+		 struct im_err *err)
+{
+	int r = writer_open(w, roots, target, pl, o, err);
+
+	if (r < 0)
+		return r;
+	rep->nparts = pl->nparts;
+	for (size_t i = 0; i < pl->nparts && i < PT_MAX_PARTS; i++)
+		rep->parts[i] = pl->parts[i];
+	/* (An image's manifest may list more than a table holds.) */
+	if (pl->nparts > PT_MAX_PARTS)
+		return im_errf(err, IM_EXIT_UNSUPP, -E2BIG, "too many partitions");
+	return writer_set_layout(w, o->grow, rep->parts, err);
 }
 
 int writer_put(struct writer *w, size_t i, uint64_t off, uint64_t len, const void *data,
@@ -166,9 +236,7 @@ int writer_put(struct writer *w, size_t i, uint64_t off, uint64_t len, const voi
 	return w->fresh ? 0 : bk_zero(w->tgt, w->part_start[i] + off, len, err);
 }
 
-int writer_finish(struct writer *w, size_t nareas, const char *const *names,
-		  const uint64_t *offs, const uint64_t *lens, unsigned char *const *data,
-		  struct im_err *err)
+int writer_finish(struct writer *w, const struct disk_plan *pl, struct im_err *err)
 {
 	bool larger = w->tgt->size > w->source_size;
 	int r = 0;
@@ -177,19 +245,19 @@ int writer_finish(struct writer *w, size_t nareas, const char *const *names,
 		r = bk_pwrite(w->tgt, w->heads[i], w->part_head[i], w->part_start[i], err);
 	bool moved = w->layout && layout_changed(w->layout, w->nparts);
 
-	for (size_t i = 0; i < nareas && r == 0; i++) {
+	for (size_t i = 0; i < pl->nareas && r == 0; i++) {
 		/* On a larger disk the GPT backup belongs at the new end; EBRs of
 		 * partitions that moved are rebuilt at their new places. */
-		if (larger && !strcmp(names[i], "gpt-backup"))
+		if (larger && !strcmp(pl->area_names[i], "gpt-backup"))
 			continue;
-		if (moved && w->grow == GROW_PROPORTIONAL && !strncmp(names[i], "ebr", 3))
+		if (moved && w->grow == GROW_PROPORTIONAL && !strncmp(pl->area_names[i], "ebr", 3))
 			continue;
-		r = bk_pwrite(w->tgt, data[i], lens[i], offs[i], err);
+		r = bk_pwrite(w->tgt, pl->area_data[i], pl->area_lens[i], pl->area_offs[i], err);
 	}
 	/* The new table before the GPT backup is made from the primary. */
 	if (r == 0 && moved)
-		r = layout_write_table(w->tgt, w->table, w->lss, w->layout, w->nparts, nareas, offs,
-				       lens, data, err);
+		r = layout_write_table(w->tgt, w->table, w->lss, w->layout, w->nparts, pl->nareas,
+				       pl->area_offs, pl->area_lens, pl->area_data, err);
 	if (r == 0 && larger && !strcmp(w->table, "gpt"))
 		r = ptable_gpt_relocate_backup(w->tgt, w->tgt->size, w->lss, err);
 	if (r == 0)
