@@ -47,9 +47,9 @@
 # session that also checks that inspection sees the Windows it should, and
 # cached as $IMAGER_TEST_CACHE/windisk-KIND-KEY.raw (default
 # /var/cache/imager-tests, KEY the first 16 hex digits of the sha256 of this
-# file's part from "where minimal.hive is" to "fake virtio-win" and of
-# minimal.hive); each call copies it.  The hives grow from minimal.hive of the
-# shared test data (IMAGER_TESTDATA, else ../shared/testdata beside the
+# file's part from "where minimal.hive is" to "the cache of built disks" and
+# of minimal.hive); each call copies it.  The hives grow from minimal.hive of
+# the shared test data (IMAGER_TESTDATA, else ../shared/testdata beside the
 # repository, else /work/shared/testdata).
 #
 # libguestfs runs its appliance as tests/lib/guestfs.sh decided (TCG here: a
@@ -336,16 +336,21 @@ _wd_build() {
 	rm -rf "$build"
 }
 
-# What a disk holds follows from this part of the file and minimal.hive.
+# ---- the cache of built disks ----
+# What a disk holds follows from the part of this file above (from "where
+# minimal.hive is") and from minimal.hive.  Other versions' disks stay
+# beside this one (checkouts of other versions share the cache: evicting
+# each other's would rebuild at every switch); one unused for 30 days goes
+# when a disk of its kind is built.
 _wd_cache_key() {
 	local part
-	part=$(sed -n '/^# ---- where minimal.hive is ----$/,/^# ---- fake virtio-win ----$/p' "$WINDISK_SELF")
+	part=$(sed -n '/^# ---- where minimal.hive is ----$/,/^# ---- the cache of built disks ----$/p' "$WINDISK_SELF")
 	[ -n "$part" ] || return 1
 	{ printf '%s\n' "$part"; cat "$_wd_hive"; } | sha256sum | cut -c1-16
 }
 
 win_disk() { # OUT KIND
-	local out=$1 kind=$2 cache key image old
+	local out=$1 kind=$2 cache key image
 	case $kind in
 	win7) WINDISK_CONTROLSET=ControlSet002 ;;
 	win10) WINDISK_CONTROLSET=ControlSet001 ;;
@@ -369,12 +374,13 @@ win_disk() { # OUT KIND
 			_wd_build "$kind" "$image.tmp.$$"
 			mv "$image.tmp.$$" "$image" || fail "mv into $cache"
 			note "cached $image ($((SECONDS - start)) s)"
-			for old in "$cache"/windisk-"$kind"-*.raw; do
-				[ "$old" = "$image" ] || rm -f "$old"
-			done
+			find "$cache" -maxdepth 1 -name "windisk-$kind-*.raw" ! -name "${image##*/}" -mtime +30 \
+				-print -delete 2>/dev/null | sed 's/^/   removed unused /'
 		fi
 		exec {_wd_lock}>&-
 	fi
+	# used now: its mtime says so to the eviction above
+	touch "$image" 2>/dev/null || true
 	cp --sparse=always "$image" "$out" || fail "cp $image $out"
 	export WINDISK_CONTROLSET
 }
