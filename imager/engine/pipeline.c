@@ -115,115 +115,151 @@ out_locked:
 	return NULL;
 }
 
+/* Tell every thread to stop; they finish the slot in hand and return. */
+static void pipe_stop(struct pipe *p)
+{
+	pthread_mutex_lock(&p->lock);
+	p->stop = true;
+	pthread_cond_broadcast(&p->changed);
+	pthread_mutex_unlock(&p->lock);
+}
+
+static int slots_alloc(struct pipe *p, size_t a_cap, size_t b_cap, size_t meta_size,
+		       struct im_err *err)
+{
+	p->slots = calloc(p->nslots, sizeof(*p->slots));
+	p->state = calloc(p->nslots, sizeof(*p->state));
+	if (!p->slots || !p->state)
+		return im_errf(err, IM_EXIT_INTERNAL, -ENOMEM, "out of memory");
+	for (size_t i = 0; i < p->nslots; i++) {
+		struct pipe_slot *s = &p->slots[i];
+		s->a_cap = a_cap;
+		s->b_cap = b_cap;
+		s->a = a_cap ? malloc(a_cap) : NULL;
+		s->b = b_cap ? malloc(b_cap) : NULL;
+		s->meta = meta_size ? calloc(1, meta_size) : NULL;
+		if ((a_cap && !s->a) || (b_cap && !s->b) || (meta_size && !s->meta))
+			return im_errf(err, IM_EXIT_INTERNAL, -ENOMEM, "out of memory");
+	}
+	return 0;
+}
+
+static void slots_free(struct pipe *p)
+{
+	for (size_t i = 0; p->slots && i < p->nslots; i++) {
+		free(p->slots[i].a);
+		free(p->slots[i].b);
+		free(p->slots[i].meta);
+	}
+	free(p->slots);
+	free(p->state);
+}
+
+/* The threads of one run: the producer and as many workers as would start. */
+struct pipe_threads {
+	pthread_t producer, *workers;
+	bool producer_started;
+	unsigned started;
+};
+
+/* The producer, then the workers; fewer workers than asked is fine, none
+ * is an error. */
+static int threads_start(struct pipe *p, unsigned threads, struct pipe_threads *t,
+			 struct im_err *err)
+{
+	if (pthread_create(&t->producer, NULL, producer_main, p) != 0)
+		return im_errf(err, IM_EXIT_INTERNAL, -EAGAIN, "cannot start a thread");
+	t->producer_started = true;
+	for (; t->started < threads; t->started++)
+		if (pthread_create(&t->workers[t->started], NULL, worker_main, p) != 0)
+			break;
+	if (t->started == 0)
+		return im_errf(err, IM_EXIT_INTERNAL, -EAGAIN, "cannot start a thread");
+	return 0;
+}
+
+static void threads_join(struct pipe_threads *t)
+{
+	for (unsigned i = 0; i < t->started; i++)
+		pthread_join(t->workers[i], NULL);
+	if (t->producer_started)
+		pthread_join(t->producer, NULL);
+}
+
+/* Wait until slot seq is worked on, or the producer ended before it.
+ * Returns with the lock held: true when the slot is there to consume. */
+static bool wait_for_slot(struct pipe *p, uint64_t seq)
+{
+	enum slot_state *state = &p->state[seq % p->nslots];
+
+	pthread_mutex_lock(&p->lock);
+	while (!(seq < p->next_fill && *state == SLOT_DONE) && !(p->produced_all && seq >= p->next_fill))
+		pthread_cond_wait(&p->changed, &p->lock);
+	return seq < p->next_fill;
+}
+
+/* The calling thread's part: consume every slot in order until the
+ * producer's end (its failure, if it failed), a consumer's failure or a
+ * cancel. */
+static int consume_in_order(struct pipe *p, struct im_err *err)
+{
+	const struct pipe_ops *ops = p->ops;
+
+	for (uint64_t seq = 0;; seq++) {
+		struct pipe_slot *s = &p->slots[seq % p->nslots];
+		int r;
+
+		if (!wait_for_slot(p, seq)) {   /* produced_all and drained */
+			pthread_mutex_unlock(&p->lock);
+			if (p->produce_status >= 0)
+				return 0;
+			if (!p->produce_err.exit_class)
+				im_errf(&p->produce_err, IM_EXIT_IO, p->produce_status, "%s",
+					strerror(-p->produce_status));
+			*err = p->produce_err;
+			return p->produce_status;
+		}
+		pthread_mutex_unlock(&p->lock);
+		if (ops->cancel && *ops->cancel)
+			return im_errf(err, IM_EXIT_INTERRUPTED, -ECANCELED, "interrupted");
+		r = ops->consume(p->ctx, s, err);
+		if (r < 0)
+			return r;
+		pthread_mutex_lock(&p->lock);
+		p->state[seq % p->nslots] = SLOT_FREE;
+		pthread_cond_broadcast(&p->changed);
+		pthread_mutex_unlock(&p->lock);
+	}
+}
+
 int pipeline_run(const struct pipe_ops *ops, void *ctx, unsigned threads,
 		 size_t a_cap, size_t b_cap, size_t meta_size, struct im_err *err)
 {
 	struct pipe p = { .ops = ops, .ctx = ctx };
-	pthread_t producer, *workers = NULL;
-	unsigned started = 0;
-	uint64_t next_consume = 0;
-	bool producer_started = false;
-	int r = 0;
+	struct pipe_threads t = { 0 };
+	int r;
 
 	if (threads < 1)
 		threads = 1;
 	/* Enough slots to keep every worker busy while one is written out
 	 * and one is being read in; few enough to bound memory. */
 	p.nslots = threads + 3;
-	p.slots = calloc(p.nslots, sizeof(*p.slots));
-	p.state = calloc(p.nslots, sizeof(*p.state));
-	workers = calloc(threads, sizeof(*workers));
-	if (!p.slots || !p.state || !workers) {
-		r = im_errf(err, IM_EXIT_INTERNAL, -ENOMEM, "out of memory");
-		goto out;
-	}
-	for (size_t i = 0; i < p.nslots; i++) {
-		struct pipe_slot *s = &p.slots[i];
-		s->a_cap = a_cap;
-		s->b_cap = b_cap;
-		s->a = a_cap ? malloc(a_cap) : NULL;
-		s->b = b_cap ? malloc(b_cap) : NULL;
-		s->meta = meta_size ? calloc(1, meta_size) : NULL;
-		if ((a_cap && !s->a) || (b_cap && !s->b) || (meta_size && !s->meta)) {
-			r = im_errf(err, IM_EXIT_INTERNAL, -ENOMEM, "out of memory");
-			goto out;
-		}
-	}
-	pthread_mutex_init(&p.lock, NULL);
-	pthread_cond_init(&p.changed, NULL);
-	if (pthread_create(&producer, NULL, producer_main, &p) != 0) {
-		r = im_errf(err, IM_EXIT_INTERNAL, -EAGAIN, "cannot start a thread");
-		goto out_sync;
-	}
-	producer_started = true;
-	for (; started < threads; started++)
-		if (pthread_create(&workers[started], NULL, worker_main, &p) != 0)
-			break;
-	if (started == 0) {
-		r = im_errf(err, IM_EXIT_INTERNAL, -EAGAIN, "cannot start a thread");
-		pthread_mutex_lock(&p.lock);
-		p.stop = true;
-		pthread_cond_broadcast(&p.changed);
-		pthread_mutex_unlock(&p.lock);
-		goto out_join;
-	}
-
-	for (;;) {
-		size_t i = next_consume % p.nslots;
-		struct pipe_slot *s = &p.slots[i];
-
-		pthread_mutex_lock(&p.lock);
-		while (!(next_consume < p.next_fill && p.state[i] == SLOT_DONE) &&
-		       !(p.produced_all && next_consume >= p.next_fill))
-			pthread_cond_wait(&p.changed, &p.lock);
-		if (next_consume >= p.next_fill) {   /* produced_all and drained */
-			pthread_mutex_unlock(&p.lock);
-			if (p.produce_status < 0) {
-				r = p.produce_status;
-				if (!p.produce_err.exit_class)
-					im_errf(&p.produce_err, IM_EXIT_IO, r, "%s", strerror(-r));
-				*err = p.produce_err;
-			}
-			break;
-		}
-		pthread_mutex_unlock(&p.lock);
-
-		if (ops->cancel && *ops->cancel) {
-			r = im_errf(err, IM_EXIT_INTERRUPTED, -ECANCELED, "interrupted");
-			break;
-		}
-		r = ops->consume(ctx, s, err);
+	t.workers = calloc(threads, sizeof(*t.workers));
+	r = t.workers ? slots_alloc(&p, a_cap, b_cap, meta_size, err) :
+			im_errf(err, IM_EXIT_INTERNAL, -ENOMEM, "out of memory");
+	if (r == 0) {
+		pthread_mutex_init(&p.lock, NULL);
+		pthread_cond_init(&p.changed, NULL);
+		r = threads_start(&p, threads, &t, err);
+		if (r == 0)
+			r = consume_in_order(&p, err);
 		if (r < 0)
-			break;
-		pthread_mutex_lock(&p.lock);
-		p.state[i] = SLOT_FREE;
-		next_consume++;
-		pthread_cond_broadcast(&p.changed);
-		pthread_mutex_unlock(&p.lock);
+			pipe_stop(&p);
+		threads_join(&t);
+		pthread_cond_destroy(&p.changed);
+		pthread_mutex_destroy(&p.lock);
 	}
-	if (r < 0) {
-		pthread_mutex_lock(&p.lock);
-		p.stop = true;
-		pthread_cond_broadcast(&p.changed);
-		pthread_mutex_unlock(&p.lock);
-	}
-out_join:
-	for (unsigned i = 0; i < started; i++)
-		pthread_join(workers[i], NULL);
-	if (producer_started)
-		pthread_join(producer, NULL);
-out_sync:
-	pthread_cond_destroy(&p.changed);
-	pthread_mutex_destroy(&p.lock);
-out:
-	if (p.slots)
-		for (size_t i = 0; i < p.nslots; i++) {
-			free(p.slots[i].a);
-			free(p.slots[i].b);
-			free(p.slots[i].meta);
-		}
-	free(p.slots);
-	free(p.state);
-	free(workers);
+	slots_free(&p);
+	free(t.workers);
 	return r;
 }
