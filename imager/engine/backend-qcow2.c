@@ -1062,12 +1062,39 @@ static int check_header_cluster(struct qc_state *s, const unsigned char *cl, uin
 	return 0;
 }
 
-static int parse_header(struct bk *bk, struct qc_state *s, const char *path, unsigned flags,
-			struct im_err *err)
+/* Header fields that are checked but not kept. */
+struct qc_header {
+	uint64_t size;                 /* of the virtual disk */
+	uint64_t backing_off, snap_off;
+	uint32_t backing_len, crypt, rt_clusters, nb_snap;
+	uint32_t hdr_len;              /* QC_HDR_V2_LEN unless version 3 says */
+};
+
+/* The fields only version 3 has. */
+static int parse_v3_fields(struct qc_state *s, const unsigned char *h, struct qc_header *hd,
+			   const char *path, struct im_err *err)
 {
-	unsigned char h[QC_HDR_V3_LEN + 8], *cl = NULL;
-	uint64_t backing_off, size, snap_off, l1_need, max_size;
-	uint32_t backing_len, crypt, rt_clusters, nb_snap, hdr_len = QC_HDR_V2_LEN;
+	if (s->file_size < QC_HDR_V3_LEN)
+		return BAD("%s: too short for a qcow2 v3 header", path);
+	s->incompat = be64(h + 72);
+	s->autoclear = be64(h + 88);
+	s->refcount_order = be32(h + 96);
+	hd->hdr_len = be32(h + 100);
+	if (hd->hdr_len < QC_HDR_V3_LEN || hd->hdr_len % 8 || hd->hdr_len > s->cs)
+		return BAD("%s: header_length %u is invalid", path, hd->hdr_len);
+	if (s->refcount_order > 6)
+		return BAD("%s: refcount_order %u is invalid", path, s->refcount_order);
+	if (hd->hdr_len > QC_HDR_V3_LEN)
+		s->compression = h[104];
+	return 0;
+}
+
+/* The header's fixed fields: magic, version, the cluster size, where the
+ * tables are. */
+static int read_fixed_header(struct qc_state *s, struct qc_header *hd, const char *path,
+			     struct im_err *err)
+{
+	unsigned char h[QC_HDR_V3_LEN + 8];
 	int r;
 
 	if (s->file_size < QC_HDR_V2_LEN)
@@ -1080,53 +1107,52 @@ static int parse_header(struct bk *bk, struct qc_state *s, const char *path, uns
 	s->version = be32(h + 4);
 	if (s->version != 2 && s->version != 3)
 		return UNSUPP("%s: qcow2 version %u is not supported", path, s->version);
-	backing_off = be64(h + 8);
-	backing_len = be32(h + 16);
+	hd->backing_off = be64(h + 8);
+	hd->backing_len = be32(h + 16);
 	s->cluster_bits = be32(h + 20);
-	size = be64(h + 24);
-	crypt = be32(h + 32);
+	hd->size = be64(h + 24);
+	hd->crypt = be32(h + 32);
 	s->l1_size = be32(h + 36);
 	s->l1_off = be64(h + 40);
 	s->rt_off = be64(h + 48);
-	rt_clusters = be32(h + 56);
-	nb_snap = be32(h + 60);
-	snap_off = be64(h + 64);
+	hd->rt_clusters = be32(h + 56);
+	hd->nb_snap = be32(h + 60);
+	hd->snap_off = be64(h + 64);
 	s->refcount_order = 4;
 	if (s->cluster_bits < QC_MIN_CLUSTER_BITS || s->cluster_bits > QC_MAX_CLUSTER_BITS)
 		return BAD("%s: cluster_bits %u is out of range", path, s->cluster_bits);
 	s->cs = 1ull << s->cluster_bits;
 	if (s->file_size < s->cs)
 		return BAD("%s: shorter than one cluster", path);
+	return s->version >= 3 ? parse_v3_fields(s, h, hd, path, err) : 0;
+}
 
-	if (s->version >= 3) {
-		if (s->file_size < QC_HDR_V3_LEN)
-			return BAD("%s: too short for a qcow2 v3 header", path);
-		s->incompat = be64(h + 72);
-		s->autoclear = be64(h + 88);
-		s->refcount_order = be32(h + 96);
-		hdr_len = be32(h + 100);
-		if (hdr_len < QC_HDR_V3_LEN || hdr_len % 8 || hdr_len > s->cs)
-			return BAD("%s: header_length %u is invalid", path, hdr_len);
-		if (s->refcount_order > 6)
-			return BAD("%s: refcount_order %u is invalid", path, s->refcount_order);
-		if (hdr_len > QC_HDR_V3_LEN)
-			s->compression = h[104];
-	}
+/* The header cluster: extensions, the feature names, the backing name. */
+static int read_header_cluster(struct qc_state *s, const struct qc_header *hd, const char *path,
+			       struct im_err *err)
+{
+	unsigned char *cl = malloc(s->cs);
+	int r;
 
-	/* The header cluster: extensions, the feature names, the backing name. */
-	cl = malloc(s->cs);
 	if (!cl)
 		return im_errf(err, IM_EXIT_INTERNAL, -ENOMEM, "out of memory");
 	r = host_read(s, cl, s->cs, 0);
 	if (r < 0)
 		r = im_errf(err, IM_EXIT_IO, r, "%s: %s", path, strerror(-r));
 	else
-		r = check_header_cluster(s, cl, hdr_len, backing_off, backing_len, crypt, path, err);
+		r = check_header_cluster(s, cl, hd->hdr_len, hd->backing_off, hd->backing_len,
+					 hd->crypt, path, err);
 	free(cl);
-	if (r < 0)
-		return r;
+	return r;
+}
+
+/* The compression type and its feature bit agree; extended L2 entries
+ * have subclusters of at least 512 bytes. */
+static int check_compression(struct qc_state *s, const struct qc_header *hd, const char *path,
+			     struct im_err *err)
+{
 	if (s->incompat & QC_INCOMPAT_COMPRESS) {
-		if (hdr_len <= QC_HDR_V3_LEN || s->compression == 0)
+		if (hd->hdr_len <= QC_HDR_V3_LEN || s->compression == 0)
 			return BAD("%s: compression type bit without a compression type", path);
 		if (s->compression != 1)
 			return UNSUPP("%s: qcow2 compression type %u is not supported", path,
@@ -1137,41 +1163,69 @@ static int parse_header(struct bk *bk, struct qc_state *s, const char *path, uns
 	s->ext_l2 = s->incompat & QC_INCOMPAT_EXT_L2;
 	if (s->ext_l2 && s->cluster_bits < 14)
 		return BAD("%s: extended L2 entries with clusters below 16 KiB", path);
+	return 0;
+}
 
-	/* Tables. */
+/* The L1 table covers the disk; the L1, refcount and snapshot tables lie
+ * inside the file, on cluster boundaries, past the header. */
+static int check_tables(struct qc_state *s, const struct qc_header *hd, const char *path,
+			struct im_err *err)
+{
+	uint64_t max_size, l1_need;
+
 	s->l2_bits = s->cluster_bits - (s->ext_l2 ? 4 : 3);
 	if ((uint64_t)s->l1_size * 8 > QC_MAX_L1_BYTES)
 		return UNSUPP("%s: L1 table of %u entries is too large", path, s->l1_size);
 	max_size = (uint64_t)s->l1_size << (s->l2_bits + s->cluster_bits);
-	l1_need = div_up(size, s->cs << s->l2_bits);
-	if (size > max_size || l1_need > s->l1_size)
+	l1_need = div_up(hd->size, s->cs << s->l2_bits);
+	if (hd->size > max_size || l1_need > s->l1_size)
 		return BAD("%s: L1 table of %u entries too small for %llu bytes", path, s->l1_size,
-			   (unsigned long long)size);
+			   (unsigned long long)hd->size);
 	if (s->l1_size && ((s->l1_off & (s->cs - 1)) || s->l1_off < s->cs ||
 			   s->l1_off > s->file_size || (uint64_t)s->l1_size * 8 > s->file_size - s->l1_off))
 		return BAD("%s: L1 table offset %llu is invalid", path, (unsigned long long)s->l1_off);
-	if ((s->rt_off & (s->cs - 1)) || s->rt_off < s->cs || !rt_clusters || s->rt_off > s->file_size ||
-	    (uint64_t)rt_clusters << s->cluster_bits > s->file_size - s->rt_off)
+	if ((s->rt_off & (s->cs - 1)) || s->rt_off < s->cs || !hd->rt_clusters ||
+	    s->rt_off > s->file_size ||
+	    (uint64_t)hd->rt_clusters << s->cluster_bits > s->file_size - s->rt_off)
 		return BAD("%s: refcount table offset %llu is invalid", path, (unsigned long long)s->rt_off);
-	if (nb_snap && ((snap_off & (s->cs - 1)) || snap_off < s->cs || snap_off >= s->file_size))
-		return BAD("%s: snapshot table offset %llu is invalid", path, (unsigned long long)snap_off);
-	bk->size = size;
-
-	if (flags & BK_OPEN_WRITE) {
-		if (s->incompat & QC_INCOMPAT_DIRTY)
-			return UNSUPP("%s: the qcow2 image is dirty (lazy refcounts); run qemu-img check "
-				      "-r all before writing to it", path);
-		if (nb_snap)
-			return UNSUPP("%s: writing to a qcow2 image with internal snapshots is not "
-				      "supported", path);
-		if (s->ext_l2)
-			return UNSUPP("%s: writing to a qcow2 image with extended L2 entries is not "
-				      "supported", path);
-		if ((uint64_t)rt_clusters << s->cluster_bits > QC_MAX_RT_BYTES)
-			return UNSUPP("%s: refcount table too large", path);
-		s->rt_entries = ((uint64_t)rt_clusters << s->cluster_bits) / 8;
-	}
+	if (hd->nb_snap && ((hd->snap_off & (s->cs - 1)) || hd->snap_off < s->cs ||
+			    hd->snap_off >= s->file_size))
+		return BAD("%s: snapshot table offset %llu is invalid", path,
+			   (unsigned long long)hd->snap_off);
 	return 0;
+}
+
+/* What writing in place needs: clean refcounts, no snapshots, no
+ * subclusters, a refcount table we can keep in memory. */
+static int check_writable(struct qc_state *s, const struct qc_header *hd, const char *path,
+			  struct im_err *err)
+{
+	if (s->incompat & QC_INCOMPAT_DIRTY)
+		return UNSUPP("%s: the qcow2 image is dirty (lazy refcounts); run qemu-img check "
+			      "-r all before writing to it", path);
+	if (hd->nb_snap)
+		return UNSUPP("%s: writing to a qcow2 image with internal snapshots is not "
+			      "supported", path);
+	if (s->ext_l2)
+		return UNSUPP("%s: writing to a qcow2 image with extended L2 entries is not "
+			      "supported", path);
+	if ((uint64_t)hd->rt_clusters << s->cluster_bits > QC_MAX_RT_BYTES)
+		return UNSUPP("%s: refcount table too large", path);
+	s->rt_entries = ((uint64_t)hd->rt_clusters << s->cluster_bits) / 8;
+	return 0;
+}
+
+static int parse_header(struct bk *bk, struct qc_state *s, const char *path, unsigned flags,
+			struct im_err *err)
+{
+	struct qc_header hd = { .hdr_len = QC_HDR_V2_LEN };
+
+	FORWARD_ERR(read_fixed_header(s, &hd, path, err));
+	FORWARD_ERR(read_header_cluster(s, &hd, path, err));
+	FORWARD_ERR(check_compression(s, &hd, path, err));
+	FORWARD_ERR(check_tables(s, &hd, path, err));
+	bk->size = hd.size;
+	return flags & BK_OPEN_WRITE ? check_writable(s, &hd, path, err) : 0;
 }
 
 static int qc_open(struct bk *bk, const char *path, unsigned flags, struct im_err *err)
