@@ -121,6 +121,141 @@ static uint32_t fat_bad_mark(unsigned type)
 	return type == 12 ? 0xFF7u : type == 16 ? 0xFFF7u : 0x0FFFFFF7u;
 }
 
+/* The boot sector's fields every FAT has. */
+struct fat_bpb {
+	uint32_t bps, spc, reserved, nfats, root_entries, total, fat_size;
+	bool fat32_layout;           /* no 16-bit FAT size, no fixed root directory */
+};
+
+/* The shared fields, each in its range, and the sectors inside the device. */
+static int read_bpb(struct fs_ctx *ctx, const unsigned char *bs, struct fat_bpb *b)
+{
+	uint16_t total16 = le16(bs + BPB_TOTAL_SECTORS16);
+
+	b->bps = le16(bs + BPB_BYTES_PER_SECTOR);
+	b->spc = bs[BPB_SECTORS_PER_CLUS];
+	b->reserved = le16(bs + BPB_RESERVED_SECTORS);
+	b->nfats = bs[BPB_NUM_FATS];
+	b->root_entries = le16(bs + BPB_ROOT_ENTRIES);
+	if (!is_pow2(b->bps) || b->bps < 512 || b->bps > 4096)
+		return fs_error(ctx, -EINVAL, "bad bytes per sector %u", b->bps);
+	if (!is_pow2(b->spc) || b->spc > 128)
+		return fs_error(ctx, -EINVAL, "bad sectors per cluster %u", b->spc);
+	if (b->spc * b->bps > FAT_MAX_CLUSTER_BYTES)
+		return fs_error(ctx, -EINVAL, "cluster of %u bytes is too large",
+				b->spc * b->bps);
+	if (b->reserved < 1)
+		return fs_error(ctx, -EINVAL, "no reserved sectors");
+	if (b->nfats < 1 || b->nfats > 4)
+		return fs_error(ctx, -EINVAL, "bad number of FATs %u", b->nfats);
+	if (!valid_media(bs[BPB_MEDIA]))
+		return fs_error(ctx, -EINVAL, "bad media descriptor 0x%02x",
+				bs[BPB_MEDIA]);
+	b->total = total16 ? total16 : le32(bs + BPB_TOTAL_SECTORS32);
+	if (b->total == 0)
+		return fs_error(ctx, -EINVAL, "total sector count is 0");
+	if ((uint64_t)b->total * b->bps > fs_device_size(ctx))
+		return fs_error(ctx, -EINVAL,
+				"%u sectors of %u bytes do not fit in the %llu bytes of the device",
+				b->total, b->bps, (unsigned long long)fs_device_size(ctx));
+	return 0;
+}
+
+/* Only a boot sector without a 16-bit FAT size and without a fixed root
+ * directory has the FAT32 fields; on FAT12/16 the same bytes are the drive
+ * number, the serial number and boot code. */
+static int read_fat_size(struct fs_ctx *ctx, const unsigned char *bs, struct fat_bpb *b)
+{
+	uint16_t fat_size16 = le16(bs + BPB_FAT_SIZE16);
+
+	b->fat32_layout = fat_size16 == 0 && b->root_entries == 0;
+	if (fat_size16)
+		b->fat_size = fat_size16;
+	else if (b->fat32_layout)
+		b->fat_size = le32(bs + BPB32_FAT_SIZE);
+	else
+		return fs_error(ctx, -EINVAL, "FAT size is 0 (FAT12/16 layout)");
+	if (b->fat_size == 0)
+		return fs_error(ctx, -EINVAL, "FAT size is 0");
+	return 0;
+}
+
+/* Where cluster 2 starts, and how many whole clusters follow. */
+static int data_region(struct fs_ctx *ctx, const struct fat_bpb *b, uint64_t *data_start,
+		       uint64_t *clusters)
+{
+	uint64_t root_sectors = ((uint64_t)b->root_entries * 32 + b->bps - 1) / b->bps;
+
+	*data_start = b->reserved + (uint64_t)b->nfats * b->fat_size + root_sectors;
+	if (*data_start >= b->total)
+		return fs_error(ctx, -EINVAL,
+				"data region starts at sector %llu, past the %u sectors of the filesystem",
+				(unsigned long long)*data_start, b->total);
+	*clusters = (b->total - *data_start) / b->spc;
+	if (*clusters == 0)
+		return fs_error(ctx, -EINVAL, "no room for a data cluster");
+	return 0;
+}
+
+/* The type the cluster count makes (see the top of the file), checked
+ * against the layout of the boot sector and against the FAT's size. */
+static int fat_type(struct fs_ctx *ctx, const struct fat_bpb *b, uint64_t clusters, bool opening,
+		    unsigned *type)
+{
+	*type = clusters < FAT12_MIN_CLUSTERS_16 ? 12 :
+		clusters < FAT16_MIN_CLUSTERS_32 ? 16 : 32;
+	if (*type == 32 && !b->fat32_layout)
+		return fs_error(ctx, -EINVAL,
+				"%llu clusters make FAT32, but the boot sector is laid out for FAT12/16",
+				(unsigned long long)clusters);
+	if (*type != 32 && b->fat32_layout) {
+		if (opening)
+			fs_warn(ctx, "FAT32 with only %llu clusters (fewer than %u); read as FAT32, as Linux does",
+				(unsigned long long)clusters, FAT16_MIN_CLUSTERS_32);
+		*type = 32;
+	}
+	if (*type != 32 && b->root_entries == 0)
+		return fs_error(ctx, -EINVAL, "FAT%u without a root directory", *type);
+	if (*type == 32 && clusters > FAT32_MAX_CLUSTERS)
+		return fs_error(ctx, -EINVAL, "%llu clusters are too many for FAT32",
+				(unsigned long long)clusters);
+	if ((uint64_t)b->fat_size * b->bps < fat_table_bytes(*type, clusters + FAT_FIRST_CLUSTER))
+		return fs_error(ctx, -EINVAL,
+				"FAT of %u sectors is too small for %llu clusters",
+				b->fat_size, (unsigned long long)clusters);
+	return 0;
+}
+
+/* The FAT32 extended BPB: version, root directory, which FAT is read, and
+ * the FSInfo sector. */
+static int read_fat32_fields(struct fs_ctx *ctx, const unsigned char *bs, const struct fat_bpb *b,
+			     uint64_t clusters, struct fat_priv *fp)
+{
+	uint16_t ext_flags = le16(bs + BPB32_EXT_FLAGS);
+	uint32_t root_cluster = le32(bs + BPB32_ROOT_CLUSTER);
+	uint16_t fsinfo = le16(bs + BPB32_FSINFO_SECTOR);
+
+	if (le16(bs + BPB32_VERSION) != 0)
+		return fs_error(ctx, -ENOTSUP, "FAT32 version %u.%u",
+				bs[BPB32_VERSION + 1], bs[BPB32_VERSION]);
+	if (root_cluster < FAT_FIRST_CLUSTER ||
+	    root_cluster - FAT_FIRST_CLUSTER >= clusters)
+		return fs_error(ctx, -EINVAL, "root directory cluster %u out of range",
+				root_cluster);
+	/* With mirroring off only the active FAT is kept up to date. */
+	if (ext_flags & EXT_FLAGS_NO_MIRROR) {
+		uint32_t active = ext_flags & EXT_FLAGS_ACTIVE_FAT;
+
+		if (active >= b->nfats)
+			return fs_error(ctx, -EINVAL, "active FAT %u of %u",
+					active, b->nfats);
+		fp->fat_offset += (uint64_t)active * b->fat_size * b->bps;
+	}
+	if (fsinfo != 0 && fsinfo != 0xFFFF && fsinfo < b->reserved)
+		fp->fsinfo_sector = fsinfo;
+	return 0;
+}
+
 /*
  * Read and validate the boot sector, every field as hostile.  Fills fp and
  * returns 0, or a negative errno with the reason recorded.  Warnings are
@@ -129,126 +264,31 @@ static uint32_t fat_bad_mark(unsigned type)
 static int fat_parse(struct fs_ctx *ctx, struct fat_priv *fp, bool opening)
 {
 	const unsigned char *bs;
-	uint32_t bps, spc, reserved, nfats, root_entries, fat_size, total;
-	uint16_t fat_size16, total16;
-	uint64_t root_sectors, data_start, clusters, need;
-	bool fat32_layout;
-	unsigned type;
-	int err = 0;
+	struct fat_bpb b = { 0 };
+	uint64_t data_start = 0, clusters = 0;
+	unsigned type = 0;
+	int r, err = 0;
 
 	bs = fs_map(ctx, 0, FAT_BOOT_SECTOR_LEN, &err);
 	if (!bs)
 		return fs_error(ctx, err, "cannot read the boot sector");
-
-	bps = le16(bs + BPB_BYTES_PER_SECTOR);
-	spc = bs[BPB_SECTORS_PER_CLUS];
-	reserved = le16(bs + BPB_RESERVED_SECTORS);
-	nfats = bs[BPB_NUM_FATS];
-	root_entries = le16(bs + BPB_ROOT_ENTRIES);
-	total16 = le16(bs + BPB_TOTAL_SECTORS16);
-	fat_size16 = le16(bs + BPB_FAT_SIZE16);
-
-	if (!is_pow2(bps) || bps < 512 || bps > 4096)
-		return fs_error(ctx, -EINVAL, "bad bytes per sector %u", bps);
-	if (!is_pow2(spc) || spc > 128)
-		return fs_error(ctx, -EINVAL, "bad sectors per cluster %u", spc);
-	if (spc * bps > FAT_MAX_CLUSTER_BYTES)
-		return fs_error(ctx, -EINVAL, "cluster of %u bytes is too large",
-				spc * bps);
-	if (reserved < 1)
-		return fs_error(ctx, -EINVAL, "no reserved sectors");
-	if (nfats < 1 || nfats > 4)
-		return fs_error(ctx, -EINVAL, "bad number of FATs %u", nfats);
-	if (!valid_media(bs[BPB_MEDIA]))
-		return fs_error(ctx, -EINVAL, "bad media descriptor 0x%02x",
-				bs[BPB_MEDIA]);
-
-	total = total16 ? total16 : le32(bs + BPB_TOTAL_SECTORS32);
-	if (total == 0)
-		return fs_error(ctx, -EINVAL, "total sector count is 0");
-	if ((uint64_t)total * bps > fs_device_size(ctx))
-		return fs_error(ctx, -EINVAL,
-				"%u sectors of %u bytes do not fit in the %llu bytes of the device",
-				total, bps, (unsigned long long)fs_device_size(ctx));
-
-	/* Only a boot sector without a 16-bit FAT size and without a fixed
-	 * root directory has the FAT32 fields; on FAT12/16 the same bytes are
-	 * the drive number, the serial number and boot code. */
-	fat32_layout = fat_size16 == 0 && root_entries == 0;
-	if (fat_size16)
-		fat_size = fat_size16;
-	else if (fat32_layout)
-		fat_size = le32(bs + BPB32_FAT_SIZE);
-	else
-		return fs_error(ctx, -EINVAL, "FAT size is 0 (FAT12/16 layout)");
-	if (fat_size == 0)
-		return fs_error(ctx, -EINVAL, "FAT size is 0");
-
-	root_sectors = ((uint64_t)root_entries * 32 + bps - 1) / bps;
-	data_start = reserved + (uint64_t)nfats * fat_size + root_sectors;
-	if (data_start >= total)
-		return fs_error(ctx, -EINVAL,
-				"data region starts at sector %llu, past the %u sectors of the filesystem",
-				(unsigned long long)data_start, total);
-	clusters = (total - data_start) / spc;
-	if (clusters == 0)
-		return fs_error(ctx, -EINVAL, "no room for a data cluster");
-
-	type = clusters < FAT12_MIN_CLUSTERS_16 ? 12 :
-	       clusters < FAT16_MIN_CLUSTERS_32 ? 16 : 32;
-	if (type == 32 && !fat32_layout)
-		return fs_error(ctx, -EINVAL,
-				"%llu clusters make FAT32, but the boot sector is laid out for FAT12/16",
-				(unsigned long long)clusters);
-	if (type != 32 && fat32_layout) {
-		if (opening)
-			fs_warn(ctx, "FAT32 with only %llu clusters (fewer than %u); read as FAT32, as Linux does",
-				(unsigned long long)clusters, FAT16_MIN_CLUSTERS_32);
-		type = 32;
-	}
-	if (type != 32 && root_entries == 0)
-		return fs_error(ctx, -EINVAL, "FAT%u without a root directory", type);
-	if (type == 32 && clusters > FAT32_MAX_CLUSTERS)
-		return fs_error(ctx, -EINVAL, "%llu clusters are too many for FAT32",
-				(unsigned long long)clusters);
-
-	need = fat_table_bytes(type, clusters + FAT_FIRST_CLUSTER);
-	if ((uint64_t)fat_size * bps < need)
-		return fs_error(ctx, -EINVAL,
-				"FAT of %u sectors is too small for %llu clusters",
-				fat_size, (unsigned long long)clusters);
-
-	fp->fat_offset = (uint64_t)reserved * bps;
+	r = read_bpb(ctx, bs, &b);
+	if (r == 0)
+		r = read_fat_size(ctx, bs, &b);
+	if (r == 0)
+		r = data_region(ctx, &b, &data_start, &clusters);
+	if (r == 0)
+		r = fat_type(ctx, &b, clusters, opening, &type);
+	if (r < 0)
+		return r;
+	fp->fat_offset = (uint64_t)b.reserved * b.bps;
 	fp->fsinfo_sector = 0;
-	if (type == 32) {
-		uint16_t ext_flags = le16(bs + BPB32_EXT_FLAGS);
-		uint32_t root_cluster = le32(bs + BPB32_ROOT_CLUSTER);
-		uint16_t fsinfo = le16(bs + BPB32_FSINFO_SECTOR);
-
-		if (le16(bs + BPB32_VERSION) != 0)
-			return fs_error(ctx, -ENOTSUP, "FAT32 version %u.%u",
-					bs[BPB32_VERSION + 1], bs[BPB32_VERSION]);
-		if (root_cluster < FAT_FIRST_CLUSTER ||
-		    root_cluster - FAT_FIRST_CLUSTER >= clusters)
-			return fs_error(ctx, -EINVAL, "root directory cluster %u out of range",
-					root_cluster);
-		/* With mirroring off only the active FAT is kept up to date. */
-		if (ext_flags & EXT_FLAGS_NO_MIRROR) {
-			uint32_t active = ext_flags & EXT_FLAGS_ACTIVE_FAT;
-
-			if (active >= nfats)
-				return fs_error(ctx, -EINVAL, "active FAT %u of %u",
-						active, nfats);
-			fp->fat_offset += (uint64_t)active * fat_size * bps;
-		}
-		if (fsinfo != 0 && fsinfo != 0xFFFF && fsinfo < reserved)
-			fp->fsinfo_sector = fsinfo;
-	}
-
+	if (type == 32 && (r = read_fat32_fields(ctx, bs, &b, clusters, fp)) < 0)
+		return r;
 	fp->type = type;
-	fp->bytes_per_sector = bps;
-	fp->sectors_per_cluster = spc;
-	fp->total_sectors = total;
+	fp->bytes_per_sector = b.bps;
+	fp->sectors_per_cluster = b.spc;
+	fp->total_sectors = b.total;
 	fp->data_start = data_start;
 	fp->clusters = (uint32_t)clusters;
 	return 0;
