@@ -50,7 +50,19 @@ static int inspect(const char *const *paths, const char *const *formats, size_t 
 	return 0;
 }
 
-int cmd_define(int argc, char **argv, struct cli *cli)
+#define MAX_DISKS 16
+
+/* What the command line asked for. */
+struct define_args {
+	struct cli_domain d;
+	const char *inspection, *uri, *output;
+	bool no_inspect, json, force;
+	char **names;                  /* the DISK arguments */
+	size_t n;
+};
+
+/* Returns IM_EXIT_OK, or the exit code of a bad command line (said). */
+static int parse_args(int argc, char **argv, struct define_args *a)
 {
 	static const struct option opts[] = {
 		CLI_DOMAIN_OPTIONS,
@@ -62,121 +74,162 @@ int cmd_define(int argc, char **argv, struct cli *cli)
 		{ "force", no_argument, NULL, OPT_FORCE },
 		{ NULL, 0, NULL, 0 },
 	};
-	struct cli_domain d = { 0 };
-	const char *inspection = NULL, *uri = NULL, *output = NULL;
-	bool no_inspect = false, json = false, force = false, all_block = true;
-	struct dom_disk disks[16];
-	const char *paths[16], *formats[16];
-	char *real[16] = { 0 };
+	int c;
+
+	while ((c = getopt_long(argc, argv, "", opts, NULL)) != -1) {
+		int t = cli_domain_option("define", c, optarg, &a->d);
+		if (t < 0)
+			return IM_EXIT_USAGE;
+		if (t > 0)
+			continue;
+		switch (c) {
+		case OPT_INSPECTION: a->inspection = optarg; break;
+		case OPT_NO_INSPECT: a->no_inspect = true; break;
+		case OPT_CONNECT: a->uri = optarg; break;
+		case OPT_OUTPUT: a->output = optarg; break;
+		case OPT_JSON: a->json = true; break;
+		case OPT_FORCE: a->force = true; break;
+		default: return cli_usage("define", "unknown option");
+		}
+	}
+	a->names = argv + optind;
+	a->n = (size_t)(argc - optind);
+	if (a->n < 1)
+		return cli_usage("define", "needs DISK");
+	if (a->n > MAX_DISKS)
+		return cli_usage("define", "at most 16 disks");
+	if (!a->d.o.name)
+		return cli_usage("define", "needs --name NAME");
+	if (a->inspection && a->no_inspect)
+		return cli_usage("define", "--inspection and --no-inspect exclude each other");
+	return IM_EXIT_OK;
+}
+
+/* The disks as the domain will name them: resolved, their formats probed. */
+struct define_disks {
+	struct dom_disk disks[MAX_DISKS];
+	const char *paths[MAX_DISKS], *formats[MAX_DISKS];
+	char *real[MAX_DISKS];         /* owned */
+	bool all_block;                /* every one a block device: this machine's */
+};
+
+static int resolve_disks(char **names, size_t n, struct define_disks *dd)
+{
+	struct im_err err = { 0 };
+
+	dd->all_block = true;
+	for (size_t i = 0; i < n; i++) {
+		struct stat st;
+
+		dd->real[i] = realpath(names[i], NULL);
+		if (!dd->real[i] || stat(dd->real[i], &st) < 0) {
+			cli_error("define", "%s: %s", names[i], strerror(errno));
+			return IM_EXIT_SOURCE;
+		}
+		if (S_ISDIR(st.st_mode)) {
+			cli_usage("define", "%s is a folder: an image folder becomes a VM with "
+				  "imager p2v DIR --name NAME (disks written, converted, defined)",
+				  dd->real[i]);
+			return IM_EXIT_USAGE;
+		}
+		if (cli_disk_format(dd->real[i], &dd->formats[i], &err) < 0)
+			return cli_fail("define", &err);
+		dd->paths[i] = dd->real[i];
+		dd->all_block &= S_ISBLK(st.st_mode);
+		dd->disks[i] = (struct dom_disk){ S_ISBLK(st.st_mode) ? DOM_SRC_BLOCK : DOM_SRC_FILE,
+						  dd->real[i], NULL, NULL, dd->formats[i] };
+	}
+	return IM_EXIT_OK;
+}
+
+/* The guest from the inspection file, else from inspecting the disks
+ * (unless --no-inspect: unknown). */
+static int find_guest(const struct define_args *a, const struct define_disks *dd,
+		      struct dom_guest *g, struct cli *cli)
+{
+	struct im_err err = { 0 };
+
+	if (a->inspection)
+		return cli_inspection_file(a->inspection, g, &err) < 0 ? cli_fail("define", &err) :
+									 IM_EXIT_OK;
+	if (!a->no_inspect)
+		return inspect(dd->paths, dd->formats, a->n, g, cli);
+	return IM_EXIT_OK;
+}
+
+/* The XML on stdout, or the JSON report, or where it was written. */
+static int print_definition(const struct define_args *a, const struct dom_guest *g,
+			    const struct dom_plan *plan, const char *xml, struct cli *cli)
+{
+	if (a->json) {
+		json_object *root = json_object_new_object();
+		json_object_object_add(root, "ok", json_object_new_boolean(1));
+		json_object_object_add(root, "name", json_object_new_string(a->d.o.name));
+		json_object_object_add(root, "output", a->output ? json_object_new_string(a->output) : NULL);
+		json_object_object_add(root, "guest", g->os_type[0] ? json_object_new_string(g->os_type) : NULL);
+		json_object_object_add(root, "definition", cli_domain_json(plan));
+		if (!a->output)
+			json_object_object_add(root, "xml", json_object_new_string(xml));
+		cli_print_json(root);
+	} else if (!a->output) {
+		fputs(xml, stdout);
+	} else if (cli->verbose >= 0) {
+		printf("wrote %s (define it: virsh define %s)\n", a->output, a->output);
+	}
+	return cli_finish_stdout("define", IM_EXIT_OK);
+}
+
+/* The host, the guest, the plan and its XML, written or printed. */
+static int define_domain(struct define_args *a, struct define_disks *dd, struct cli *cli)
+{
 	struct dom_guest g = { 0 };
 	struct dom_host h;
 	struct dom_plan plan;
 	struct im_err err = { 0 };
 	virConnectPtr conn = NULL;
 	char why[256], *xml = NULL;
-	size_t n;
-	int c, rc = IM_EXIT_OK;
-
-	while ((c = getopt_long(argc, argv, "", opts, NULL)) != -1) {
-		int t = cli_domain_option("define", c, optarg, &d);
-		if (t < 0)
-			return IM_EXIT_USAGE;
-		if (t > 0)
-			continue;
-		switch (c) {
-		case OPT_INSPECTION: inspection = optarg; break;
-		case OPT_NO_INSPECT: no_inspect = true; break;
-		case OPT_CONNECT: uri = optarg; break;
-		case OPT_OUTPUT: output = optarg; break;
-		case OPT_JSON: json = true; break;
-		case OPT_FORCE: force = true; break;
-		default: return cli_usage("define", "unknown option");
-		}
-	}
-	n = (size_t)(argc - optind);
-	if (n < 1)
-		return cli_usage("define", "needs DISK");
-	if (n > 16)
-		return cli_usage("define", "at most 16 disks");
-	if (!d.o.name)
-		return cli_usage("define", "needs --name NAME");
-	if (inspection && no_inspect)
-		return cli_usage("define", "--inspection and --no-inspect exclude each other");
-
-	for (size_t i = 0; i < n; i++) {
-		struct stat st;
-
-		real[i] = realpath(argv[optind + (int)i], NULL);
-		if (!real[i] || stat(real[i], &st) < 0) {
-			cli_error("define", "%s: %s", argv[optind + (int)i], strerror(errno));
-			rc = IM_EXIT_SOURCE;
-			goto out;
-		}
-		if (S_ISDIR(st.st_mode)) {
-			cli_usage("define", "%s is a folder: an image folder becomes a VM with "
-				  "imager p2v DIR --name NAME (disks written, converted, defined)", real[i]);
-			rc = IM_EXIT_USAGE;
-			goto out;
-		}
-		if (cli_disk_format(real[i], &formats[i], &err) < 0) {
-			rc = cli_fail("define", &err);
-			goto out;
-		}
-		paths[i] = real[i];
-		all_block &= S_ISBLK(st.st_mode);
-		disks[i] = (struct dom_disk){ S_ISBLK(st.st_mode) ? DOM_SRC_BLOCK : DOM_SRC_FILE,
-					      real[i], NULL, NULL, formats[i] };
-	}
-	d.o.disks = disks;
-	d.o.ndisks = n;
+	int rc;
 
 	/* The host first: an unreachable one is found before a long inspection. */
-	if (uri && host_open(uri, &conn, &err) < 0) {
-		rc = cli_fail("define", &err);
+	if (a->uri && host_open(a->uri, &conn, &err) < 0)
+		return cli_fail("define", &err);
+	rc = find_guest(a, dd, &g, cli);
+	if (rc != IM_EXIT_OK)
 		goto out;
-	}
-	if (inspection) {
-		if (cli_inspection_file(inspection, &g, &err) < 0) {
-			rc = cli_fail("define", &err);
-			goto out;
-		}
-	} else if (!no_inspect && (rc = inspect(paths, formats, n, &g, cli)) != 0) {
-		goto out;
-	}
 	/* The disks of this machine: it is the source (live media). */
-	if (all_block)
-		cli_domain_machine(&d, &g);
-
-	dom_host_detect(conn, conn ? host_is_local(conn) : true, !d.o.type, &h, why, sizeof(why));
+	if (dd->all_block)
+		cli_domain_machine(&a->d, &g);
+	dom_host_detect(conn, conn ? host_is_local(conn) : true, !a->d.o.type, &h, why, sizeof(why));
 	if (cli->verbose >= 1)
 		fprintf(stderr, "imager define: host: %s\n", why);
-	if ((rc = cli_domain_plan("define", &d, &g, &h, &plan, &xml, cli)) != 0)
+	if ((rc = cli_domain_plan("define", &a->d, &g, &h, &plan, &xml, cli)) != 0)
 		goto out;
-	if (output && cli_write_atomic(output, xml, strlen(xml), force, &err) < 0) {
+	if (a->output && cli_write_atomic(a->output, xml, strlen(xml), a->force, &err) < 0)
 		rc = cli_fail("define", &err);
-		goto out;
-	}
-	if (json) {
-		json_object *root = json_object_new_object();
-		json_object_object_add(root, "ok", json_object_new_boolean(1));
-		json_object_object_add(root, "name", json_object_new_string(d.o.name));
-		json_object_object_add(root, "output", output ? json_object_new_string(output) : NULL);
-		json_object_object_add(root, "guest", g.os_type[0] ? json_object_new_string(g.os_type) : NULL);
-		json_object_object_add(root, "definition", cli_domain_json(&plan));
-		if (!output)
-			json_object_object_add(root, "xml", json_object_new_string(xml));
-		cli_print_json(root);
-	} else if (!output) {
-		fputs(xml, stdout);
-	} else if (cli->verbose >= 0) {
-		printf("wrote %s (define it: virsh define %s)\n", output, output);
-	}
-	rc = cli_finish_stdout("define", IM_EXIT_OK);
+	else
+		rc = print_definition(a, &g, &plan, xml, cli);
 out:
 	if (conn)
 		virConnectClose(conn);
 	free(xml);
-	for (size_t i = 0; i < n && i < 16; i++)
-		free(real[i]);
+	return rc;
+}
+
+int cmd_define(int argc, char **argv, struct cli *cli)
+{
+	struct define_args a = { 0 };
+	struct define_disks dd = { 0 };
+	int rc = parse_args(argc, argv, &a);
+
+	if (rc != IM_EXIT_OK)
+		return rc;
+	rc = resolve_disks(a.names, a.n, &dd);
+	if (rc == IM_EXIT_OK) {
+		a.d.o.disks = dd.disks;
+		a.d.o.ndisks = a.n;
+		rc = define_domain(&a, &dd, cli);
+	}
+	for (size_t i = 0; i < a.n; i++)
+		free(dd.real[i]);
 	return rc;
 }
