@@ -114,7 +114,16 @@ static void print_text(const char *uri, bool local, const struct im_pool *p, siz
 		printf("best: none (no pool has room left)\n");
 }
 
-int cmd_pools(int argc, char **argv, struct cli *cli)
+/* What the command line asked for. */
+struct pools_args {
+	const char *uri;
+	bool probe, json, sized;
+	unsigned seconds;
+	uint64_t need;                 /* --size; 0 without */
+};
+
+/* Returns IM_EXIT_OK, or the exit code of a bad command line (said). */
+static int parse_args(int argc, char **argv, struct pools_args *a)
 {
 	static const struct option opts[] = {
 		{ "connect", required_argument, NULL, 'c' },
@@ -124,102 +133,127 @@ int cmd_pools(int argc, char **argv, struct cli *cli)
 		{ "json", no_argument, NULL, 'j' },
 		{ NULL, 0, NULL, 0 },
 	};
-	const char *uri = NULL;
-	bool probe = false, json = false, sized = false, local;
-	unsigned seconds = 0;
-	uint64_t need = 0;
-	struct im_err err = { 0 };
-	struct im_pool *pools = NULL;
-	virConnectPtr conn = NULL;
-	char *conn_uri = NULL;
-	const char *shown;
-	size_t n = 0;
-	int c, rc = IM_EXIT_OK;
+	int c;
 
 	while ((c = getopt_long(argc, argv, "", opts, NULL)) != -1) {
 		switch (c) {
-		case 'c': uri = optarg; break;
-		case 'p': probe = true; break;
+		case 'c': a->uri = optarg; break;
+		case 'p': a->probe = true; break;
 		case 't':
-			if (cli_parse_uint(optarg, 1, 60, &seconds) < 0)
+			if (cli_parse_uint(optarg, 1, 60, &a->seconds) < 0)
 				return cli_usage("pools", "--seconds takes 1..60");
 			break;
 		case 's':
-			if (cli_parse_size(optarg, &need) < 0 || !need)
+			if (cli_parse_size(optarg, &a->need) < 0 || !a->need)
 				return cli_usage("pools", "--size takes a size such as 20G or 512MiB");
-			sized = true;
+			a->sized = true;
 			break;
-		case 'j': json = true; break;
+		case 'j': a->json = true; break;
 		default: return cli_usage("pools", "unknown option");
 		}
 	}
 	if (optind < argc)
 		return cli_usage("pools", "unexpected argument '%s'", argv[optind]);
-	if (seconds && !probe)
+	if (a->seconds && !a->probe)
 		return cli_usage("pools", "--seconds is for --probe");
+	return IM_EXIT_OK;
+}
 
-	if (host_open(uri, &conn, &err) < 0) {
-		if (json) {
-			json_object *root = json_object_new_object();
-			json_object_object_add(root, "ok", json_object_new_boolean(0));
-			json_object_object_add(root, "uri", uri ? json_object_new_string(uri) : NULL);
-			json_object_object_add(root, "error", json_object_new_string(err.msg));
-			cli_print_json(root);
-			cli_finish_stdout("pools", 0);
-		}
-		return cli_fail("pools", &err);
+/* The host could not be reached: with --json, a report saying so too. */
+static int fail_host(const struct pools_args *a, const struct im_err *err)
+{
+	if (a->json) {
+		json_object *root = json_object_new_object();
+		json_object_object_add(root, "ok", json_object_new_boolean(0));
+		json_object_object_add(root, "uri", a->uri ? json_object_new_string(a->uri) : NULL);
+		json_object_object_add(root, "error", json_object_new_string(err->msg));
+		cli_print_json(root);
+		cli_finish_stdout("pools", 0);
 	}
-	local = host_is_local(conn);
-	conn_uri = virConnectGetURI(conn);
-	shown = conn_uri ? conn_uri : uri ? uri : "(default)";
-	if (pools_list(conn, &pools, &n, &err) < 0) {
-		rc = cli_fail("pools", &err);
-		goto out;
-	}
-	for (size_t i = 0; probe && i < n; i++) {
+	return cli_fail("pools", err);
+}
+
+/* --probe: each pool measured in turn; one that cannot be is still listed,
+ * with why.  An interrupt ends the command. */
+static int probe_pools(struct im_pool *pools, size_t n, unsigned seconds, struct cli *cli)
+{
+	for (size_t i = 0; i < n && !*cli->interrupted; i++) {
 		struct im_err perr = { 0 };
-		if (*cli->interrupted) {
-			cli_error("pools", "interrupted");
-			rc = IM_EXIT_INTERRUPTED;
-			goto out;
-		}
+
 		if (cli->verbose >= 1)
 			fprintf(stderr, "imager pools: measuring %s\n", pools[i].name);
-		/* A pool that cannot be measured is still listed, with why. */
 		if (pools_probe(&pools[i], seconds, &perr) < 0 && cli->verbose >= 0)
 			cli_error("pools", "%s: %s", pools[i].name, perr.msg);
 	}
-	if (probe && *cli->interrupted) {
+	if (*cli->interrupted) {
 		cli_error("pools", "interrupted");
-		rc = IM_EXIT_INTERRUPTED;
-		goto out;
+		return IM_EXIT_INTERRUPTED;
 	}
-	pools_rank(pools, n, need);
+	return IM_EXIT_OK;
+}
+
+static void print_json(const char *uri, bool local, const struct im_pool *p, size_t n,
+		       uint64_t need)
+{
+	json_object *root = json_object_new_object(), *arr = json_object_new_array();
+
+	json_object_object_add(root, "ok", json_object_new_boolean(n > 0));
 	if (!n)
-		cli_error("pools", "no active storage pool on %s (define one: virsh pool-define-as NAME "
-			  "dir --target PATH; virsh pool-build NAME; virsh pool-start NAME)", shown);
-	if (json) {
-		json_object *root = json_object_new_object(), *arr = json_object_new_array();
-		json_object_object_add(root, "ok", json_object_new_boolean(n > 0));
+		json_object_object_add(root, "error", json_object_new_string("no active storage pool"));
+	json_object_object_add(root, "uri", json_object_new_string(uri));
+	json_object_object_add(root, "local", json_object_new_boolean(local));
+	for (size_t i = 0; i < n; i++)
+		json_object_array_add(arr, pool_json(&p[i]));
+	json_object_object_add(root, "pools", arr);
+	json_object_object_add(root, "best", n && p[0].fits ? json_object_new_string(p[0].name) : NULL);
+	json_object_object_add(root, "need", json_object_new_uint64(need));
+	cli_print_json(root);
+}
+
+/* The pools of the host behind conn, measured when asked, ranked, shown. */
+static int list_pools(virConnectPtr conn, const struct pools_args *a, struct cli *cli)
+{
+	bool local = host_is_local(conn);
+	char *conn_uri = virConnectGetURI(conn);
+	const char *shown = conn_uri ? conn_uri : a->uri ? a->uri : "(default)";
+	struct im_pool *pools = NULL;
+	struct im_err err = { 0 };
+	size_t n = 0;
+	int rc;
+
+	if (pools_list(conn, &pools, &n, &err) < 0)
+		rc = cli_fail("pools", &err);
+	else
+		rc = a->probe ? probe_pools(pools, n, a->seconds, cli) : IM_EXIT_OK;
+	if (rc == IM_EXIT_OK) {
+		pools_rank(pools, n, a->need);
 		if (!n)
-			json_object_object_add(root, "error", json_object_new_string("no active storage pool"));
-		json_object_object_add(root, "uri", json_object_new_string(shown));
-		json_object_object_add(root, "local", json_object_new_boolean(local));
-		for (size_t i = 0; i < n; i++)
-			json_object_array_add(arr, pool_json(&pools[i]));
-		json_object_object_add(root, "pools", arr);
-		json_object_object_add(root, "best", n && pools[0].fits ?
-				       json_object_new_string(pools[0].name) : NULL);
-		json_object_object_add(root, "need", json_object_new_uint64(need));
-		cli_print_json(root);
-	} else if (n) {
-		print_text(shown, local, pools, n, need, sized, probe);
+			cli_error("pools", "no active storage pool on %s (define one: virsh pool-define-as "
+				  "NAME dir --target PATH; virsh pool-build NAME; virsh pool-start NAME)",
+				  shown);
+		if (a->json)
+			print_json(shown, local, pools, n, a->need);
+		else if (n)
+			print_text(shown, local, pools, n, a->need, a->sized, a->probe);
+		rc = cli_finish_stdout("pools", n ? IM_EXIT_OK : IM_EXIT_TARGET);
 	}
-	rc = n ? IM_EXIT_OK : IM_EXIT_TARGET;
-	rc = cli_finish_stdout("pools", rc);
-out:
 	free(pools);
 	free(conn_uri);
+	return rc;
+}
+
+int cmd_pools(int argc, char **argv, struct cli *cli)
+{
+	struct pools_args a = { 0 };
+	struct im_err err = { 0 };
+	virConnectPtr conn = NULL;
+	int rc = parse_args(argc, argv, &a);
+
+	if (rc != IM_EXIT_OK)
+		return rc;
+	if (host_open(a.uri, &conn, &err) < 0)
+		return fail_host(&a, &err);
+	rc = list_pools(conn, &a, cli);
 	virConnectClose(conn);
 	return rc;
 }
