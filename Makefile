@@ -110,10 +110,10 @@ $(BUILD)/libimager-%.a:
 $(BUILD)/imager: $(CLI_OBJ) $(LIBS)
 	$(CC) $(BASE_CFLAGS) $(CFLAGS) -o $@ $(CLI_OBJ) $(LIBS) $(LDLIBS) $(LDFLAGS)
 
-$(BUILD)/unit/%: tests/unit/%.c tests/unit/unit.h $(LIBS)
+$(BUILD)/unit/%: tests/unit/%.c $(wildcard tests/unit/*.h) $(LIBS)
 	@mkdir -p $(dir $@)
 	$(CC) $(BASE_CFLAGS) $(UNIT_FLAGS) $(CFLAGS) -o $@ $< $(LIBS) $(LDLIBS)
-$(BUILD)/unit-san/%: tests/unit/%.c tests/unit/unit.h $(SAN_LIBS)
+$(BUILD)/unit-san/%: tests/unit/%.c $(wildcard tests/unit/*.h) $(SAN_LIBS)
 	@mkdir -p $(dir $@)
 	$(CC) $(BASE_CFLAGS) $(UNIT_FLAGS) $(SAN_FLAGS) $(CFLAGS) -o $@ $< $(SAN_LIBS) $(LDLIBS)
 

@@ -5,16 +5,7 @@
  * `dump-super` say (the chunks' stripes, the extent tree's EXTENT_ITEM and
  * METADATA_ITEM keys, bytes_used), then against damaged and hostile copies.
  */
-#include "imager/fs.h"
-#include "unit.h"
-
-#include <errno.h>
-#include <fcntl.h>
-#include <stdbool.h>
-#include <stdint.h>
-#include <sys/stat.h>
-#include <time.h>
-#include <unistd.h>
+#include "unit-fs.h"
 
 extern const struct fs_plugin fs_plugin_btrfs;
 
@@ -26,70 +17,16 @@ static bool have_btrfs_progs(void)
 {
 	static int have = -1;
 
-	if (have < 0)
-		have = system("command -v mkfs.btrfs >/dev/null 2>&1 && "
-			      "command -v btrfs >/dev/null 2>&1") == 0;
-	if (!have)
-		printf("SKIP: mkfs.btrfs or btrfs (btrfs-progs) not installed\n");
-	return have;
+	return have_or_skip(&have, "mkfs.btrfs btrfs",
+			    "SKIP: mkfs.btrfs or btrfs (btrfs-progs) not installed");
 }
 
 /* ---- raw access ---- */
 
-static uint32_t crc32c(const unsigned char *p, size_t len)
-{
-	uint32_t crc = ~0u;
-
-	while (len--) {
-		crc ^= *p++;
-		for (int k = 0; k < 8; k++)
-			crc = (crc & 1) ? (crc >> 1) ^ 0x82F63B78u : crc >> 1;
-	}
-	return ~crc;
-}
-
-static uint64_t get_le(const unsigned char *p, unsigned width)
-{
-	uint64_t v = 0;
-
-	for (unsigned i = width; i-- > 0;)
-		v = v << 8 | p[i];
-	return v;
-}
-
-static void put_le(unsigned char *p, uint64_t v, unsigned width)
-{
-	for (unsigned i = 0; i < width; i++, v >>= 8)
-		p[i] = (unsigned char)v;
-}
-
 /* A crc32c-checksummed block (superblock or tree block) made valid again. */
 static void sign(unsigned char *b, size_t len)
 {
-	put_le(b, crc32c(b + 32, len - 32), 4);
-}
-
-static void read_at(const char *path, uint64_t off, void *buf, size_t len)
-{
-	int fd = open(path, O_RDONLY);
-
-	CHECK(fd >= 0 && pread(fd, buf, len, (off_t)off) == (ssize_t)len);
-	close(fd);
-}
-
-static void write_at(const char *path, uint64_t off, const void *buf, size_t len)
-{
-	int fd = open(path, O_WRONLY);
-
-	CHECK(fd >= 0 && pwrite(fd, buf, len, (off_t)off) == (ssize_t)len);
-	close(fd);
-}
-
-static uint64_t file_size(const char *path)
-{
-	struct stat st;
-
-	return stat(path, &st) == 0 ? (uint64_t)st.st_size : 0;
+	put_le(b, ~crc32c(~0u, b + 32, len - 32), 4);
 }
 
 /* ---- images ---- */
@@ -118,41 +55,17 @@ static void fill_random(int fd, uint64_t size, uint64_t seed)
 static bool make_fs(char path[static 40], const char *args, uint64_t size, const char *dir,
 		    bool random)
 {
-	char cmd[1024];
-	int fd;
+	char opts[512];
+	int fd = temp_fd(path, "/tmp/test-btrfs-XXXXXX");
 
-	strcpy(path, "/tmp/test-btrfs-XXXXXX");
-	fd = mkstemp(path);
-	CHECK(fd >= 0);
 	if (fd < 0)
 		return false;
 	if (random)
 		fill_random(fd, size, size ^ (uint64_t)strlen(args));
 	CHECK(ftruncate(fd, (off_t)size) == 0);
 	close(fd);
-	snprintf(cmd, sizeof(cmd), "mkfs.btrfs -q -f %s %s%s %s >/dev/null 2>&1", args,
-		 dir ? "--rootdir " : "", dir ? dir : "", path);
-	if (system(cmd) != 0) {
-		fprintf(stderr, "  failed: %s\n", cmd);
-		CHECK(!"mkfs.btrfs failed");
-		unlink(path);
-		return false;
-	}
-	return true;
-}
-
-static bool write_file(const char *dir, const char *name, size_t len, unsigned seed)
-{
-	char path[256];
-	FILE *f;
-
-	snprintf(path, sizeof(path), "%s/%s", dir, name);
-	f = fopen(path, "w");
-	if (!f)
-		return false;
-	for (size_t i = 0; i < len; i++)
-		fputc((int)((i * 2654435761u + seed) >> 7) & 0xFF, f);
-	return fclose(f) == 0;
+	snprintf(opts, sizeof(opts), "%s %s%s", args, dir ? "--rootdir " : "", dir ? dir : "");
+	return mkfs_on("mkfs.btrfs -q -f", opts, path);
 }
 
 /* A folder of files: one of 5 MiB, one of 300 KB, one of 10 bytes and n
@@ -162,27 +75,13 @@ static char *make_tree(int n)
 	static char dir[64];
 	char sub[96];
 
-	strcpy(dir, "/tmp/test-btrfs-dir-XXXXXX");
-	CHECK(mkdtemp(dir) != NULL);
-	snprintf(sub, sizeof(sub), "%s/sub", dir);
-	CHECK(mkdir(sub, 0755) == 0);
-	CHECK(write_file(dir, "big", 5 * MiB + 123, 1));
-	CHECK(write_file(dir, "small", 10, 2));
-	CHECK(write_file(sub, "medium", 300000, 3));
+	make_sample_tree(dir, "/tmp/test-btrfs-dir-XXXXXX", sub, sizeof(sub));
 	for (int i = 0; i < n; i++) {
 		char name[16];
 		snprintf(name, sizeof(name), "f%d", i);
-		CHECK(write_file(sub, name, (i % 2 ? 3000 : 5000) + (size_t)i % 7, (unsigned)i));
+		CHECK(write_pattern_in(sub, name, (i % 2 ? 3000 : 5000) + (size_t)i % 7, (unsigned)i));
 	}
 	return dir;
-}
-
-static void remove_tree(const char *dir)
-{
-	char cmd[128];
-
-	snprintf(cmd, sizeof(cmd), "rm -rf %s", dir);
-	CHECK(system(cmd) == 0);
 }
 
 /* ---- what btrfs-progs says ---- */
@@ -206,45 +105,23 @@ struct layout {
 	uint64_t extent_root;        /* the first block the dump shows */
 };
 
-static FILE *run(const char *fmt, const char *path)
-{
-	char cmd[256];
-
-	snprintf(cmd, sizeof(cmd), fmt, path);
-	return popen(cmd, "r");
-}
-
 static bool read_layout(const char *path, struct layout *l)
 {
-	char *line = NULL;
-	size_t cap = 0, ecap = 0;
-	int found = 0;
-	FILE *f;
+	const struct tool_field super[] = {
+		{ "sectorsize %llu", &l->sectorsize }, { "nodesize %llu", &l->nodesize },
+		{ "bytes_used %llu", &l->bytes_used }, { "dev_item.total_bytes %llu", &l->dev_bytes },
+		{ "root %llu", &l->root }, { "chunk_root %llu", &l->chunk_root },
+	};
+	struct cmd_lines in;
+	size_t ecap = 0;
+	bool found;
 
 	memset(l, 0, sizeof(*l));
-	f = run("btrfs inspect-internal dump-super %s 2>/dev/null", path);
-	if (!f)
-		return false;
-	while (getline(&line, &cap, f) > 0) {
-		unsigned long long v;
-		if (sscanf(line, "sectorsize %llu", &v) == 1)
-			l->sectorsize = v, found |= 1;
-		else if (sscanf(line, "nodesize %llu", &v) == 1)
-			l->nodesize = v, found |= 2;
-		else if (sscanf(line, "bytes_used %llu", &v) == 1)
-			l->bytes_used = v, found |= 4;
-		else if (sscanf(line, "dev_item.total_bytes %llu", &v) == 1)
-			l->dev_bytes = v, found |= 8;
-		else if (sscanf(line, "root %llu", &v) == 1)
-			l->root = v, found |= 16;
-		else if (sscanf(line, "chunk_root %llu", &v) == 1)
-			l->chunk_root = v, found |= 32;
-	}
-	pclose(f);
+	found = tool_fields("btrfs inspect-internal dump-super %s 2>/dev/null", path, super, 6);
 
-	f = run("btrfs inspect-internal dump-tree -t chunk %s 2>/dev/null", path);
-	CHECK(f != NULL);
-	while (f && getline(&line, &cap, f) > 0) {
+	lines_open(&in, "btrfs inspect-internal dump-tree -t chunk %s 2>/dev/null", path);
+	while (lines_next(&in)) {
+		const char *line = in.line;
 		unsigned long long a, b;
 		char type[64];
 		unsigned s;
@@ -262,12 +139,11 @@ static bool read_layout(const char *path, struct layout *l)
 				c->nstripes = (int)s + 1;
 		}
 	}
-	if (f)
-		pclose(f);
+	lines_close(&in);
 
-	f = run("btrfs inspect-internal dump-tree -t extent %s 2>/dev/null", path);
-	CHECK(f != NULL);
-	while (f && getline(&line, &cap, f) > 0) {
+	lines_open(&in, "btrfs inspect-internal dump-tree -t extent %s 2>/dev/null", path);
+	while (lines_next(&in)) {
+		const char *line = in.line;
 		unsigned long long a, b;
 		char type[32];
 		if ((sscanf(line, "leaf %llu items", &a) == 1 ||
@@ -291,12 +167,9 @@ static bool read_layout(const char *path, struct layout *l)
 		l->nextents++;
 		l->extent_sum += b;
 	}
-	if (f)
-		pclose(f);
-	free(line);
-	CHECK_EQ_U(found, 63);
+	lines_close(&in);
 	CHECK(l->nchunks > 0 && l->nextents > 0);
-	return found == 63 && l->nchunks > 0 && l->nextents > 0;
+	return found && l->nchunks > 0 && l->nextents > 0;
 }
 
 static void free_layout(struct layout *l)
@@ -366,24 +239,9 @@ static int copies_of(const struct layout *l, uint64_t logical, uint64_t off[4])
 
 /* ---- examining ---- */
 
-static int examine_size(const char *path, uint64_t size, bool force,
-			struct fs_info *info, struct im_err *err)
-{
-	int fd = open(path, O_RDONLY), r;
-
-	memset(info, 0, sizeof(*info));
-	memset(err, 0, sizeof(*err));
-	CHECK(fd >= 0);
-	if (fd < 0)
-		return -errno;
-	r = fs_examine_with(&fs_plugin_btrfs, fd, 0, size, force, info, err);
-	close(fd);
-	return r;
-}
-
 static int examine(const char *path, bool force, struct fs_info *info, struct im_err *err)
 {
-	return examine_size(path, file_size(path), force, info, err);
+	return examine_path(&fs_plugin_btrfs, path, force, info, err);
 }
 
 /* The plugin's bitmap against the expected one, bit for bit. */
@@ -422,17 +280,12 @@ static void check_image(const char *path, const char *what, bool want_warning)
 	struct im_err err;
 	struct layout l;
 	struct bitmap want;
-	int r;
 
 	if (!read_layout(path, &l))
 		return;
 	/* The real tool's own totals agree with each other. */
 	CHECK_EQ_U(l.extent_sum, l.bytes_used);
-	r = examine(path, false, &info, &err);
-	if (r != 0)
-		fprintf(stderr, "  %s: %d %s\n", what, r, err.msg);
-	CHECK(r == 0);
-	if (r == 0) {
+	if (examine_ok(&fs_plugin_btrfs, path, what, &info, &err)) {
 		expected_map(&l, &want, false);
 		CHECK_EQ_U(info.block_size, l.sectorsize);
 		CHECK_EQ_U(info.block_count, l.dev_bytes / l.sectorsize);
@@ -466,6 +319,22 @@ static void check_mkfs(const char *args, uint64_t size, const char *dir, bool ra
 	unlink(path);
 }
 
+/* A filesystem (`mkfs.btrfs -q -f ARGS`, 160 MiB, over old random data
+ * when asked) holding make_tree(nfiles), and btrfs-progs' view of it. */
+static bool make_filled(char path[static 40], const char *args, int nfiles, bool random,
+			struct layout *l)
+{
+	char *dir;
+	bool ok;
+
+	if (!have_btrfs_progs())
+		return false;
+	dir = make_tree(nfiles);
+	ok = make_fs(path, args, 160 * MiB, dir, random) && read_layout(path, l);
+	CHECK(remove_tree(dir));
+	return ok;
+}
+
 /* ---- real filesystems ---- */
 
 static void test_profiles(void)
@@ -478,7 +347,7 @@ static void test_profiles(void)
 	check_mkfs("", 160 * MiB, dir, true, false);                  /* metadata DUP, data single */
 	check_mkfs("-m single -d single", 160 * MiB, dir, true, false);
 	check_mkfs("-m dup -d dup", 160 * MiB, dir, true, false);
-	remove_tree(dir);
+	CHECK(remove_tree(dir));
 }
 
 static void test_empty(void)
@@ -505,7 +374,7 @@ static void test_variants(void)
 	check_mkfs("--csum xxhash", 160 * MiB, dir, false, false);        /* verified */
 	check_mkfs("--csum sha256", 160 * MiB, dir, false, true);         /* not verified: said */
 	check_mkfs("--csum blake2", 160 * MiB, dir, false, true);
-	remove_tree(dir);
+	CHECK(remove_tree(dir));
 }
 
 /* Deep trees (4 KiB nodes, many extents): nodes above the leaves. */
@@ -517,7 +386,7 @@ static void test_deep_trees(void)
 		return;
 	dir = make_tree(1500);
 	check_mkfs("-n 4096", 160 * MiB, dir, false, false);
-	remove_tree(dir);
+	CHECK(remove_tree(dir));
 }
 
 /* 300 GiB (sparse): the third superblock copy at 256 GiB is inside and
@@ -527,19 +396,14 @@ static void test_large(void)
 	char path[40];
 	struct fs_info info;
 	struct im_err err;
-	struct timespec t0, t1;
+	double s;
 	int r;
 
 	if (!have_btrfs_progs() || !make_fs(path, "", 300 * GiB, NULL, false))
 		return;
-	clock_gettime(CLOCK_MONOTONIC, &t0);
-	r = examine(path, false, &info, &err);
-	clock_gettime(CLOCK_MONOTONIC, &t1);
+	r = examine_timed(&fs_plugin_btrfs, path, "300 GiB btrfs", &info, &err, &s);
 	CHECK(r == 0);
 	if (r == 0) {
-		double s = (double)(t1.tv_sec - t0.tv_sec) + (t1.tv_nsec - t0.tv_nsec) / 1e9;
-		printf("# 300 GiB btrfs: %llu blocks, %llu used, examined in %.3f s\n",
-		       (unsigned long long)info.block_count, (unsigned long long)info.used_blocks, s);
 		CHECK(s < 2.0);
 		CHECK(bitmap_test(&info.used, 256 * GiB / 4096));
 		CHECK(bitmap_test(&info.used, 64 * MiB / 4096));
@@ -554,18 +418,12 @@ static void test_two_devices(void)
 	char a[40], b[40], cmd[256];
 	struct fs_info info;
 	struct im_err err;
-	int fd, r;
+	int r;
 
 	if (!have_btrfs_progs())
 		return;
-	strcpy(a, "/tmp/test-btrfs-XXXXXX");
-	strcpy(b, "/tmp/test-btrfs-XXXXXX");
-	fd = mkstemp(a);
-	CHECK(fd >= 0 && ftruncate(fd, (off_t)(160 * MiB)) == 0);
-	close(fd);
-	fd = mkstemp(b);
-	CHECK(fd >= 0 && ftruncate(fd, (off_t)(160 * MiB)) == 0);
-	close(fd);
+	CHECK(temp_file(a, "/tmp/test-btrfs-XXXXXX", 160 * MiB));
+	CHECK(temp_file(b, "/tmp/test-btrfs-XXXXXX", 160 * MiB));
 	snprintf(cmd, sizeof(cmd), "mkfs.btrfs -q -f %s %s >/dev/null 2>&1", a, b);
 	CHECK(system(cmd) == 0);
 	for (int i = 0; i < 2; i++) {
@@ -584,42 +442,18 @@ static void test_two_devices(void)
 
 /* ---- hostile superblocks ---- */
 
-/* Set one superblock field (re-signed or not), examine, put it back. */
-static int examine_patched_sb(const char *path, unsigned off, uint64_t val, unsigned width,
-			      bool resign, bool force, struct fs_info *info, struct im_err *err)
+static void sign_block(unsigned char *b, size_t len, unsigned arg)
 {
-	unsigned char orig[4096], sb[4096];
-	int r;
-
-	read_at(path, SB, orig, sizeof(orig));
-	memcpy(sb, orig, sizeof(sb));
-	put_le(sb + off, val, width);
-	if (resign)
-		sign(sb, sizeof(sb));
-	write_at(path, SB, sb, sizeof(sb));
-	r = examine(path, force, info, err);
-	write_at(path, SB, orig, sizeof(orig));
-	return r;
+	(void)arg;
+	sign(b, len);
 }
 
-static uint64_t sb_field(const char *path, unsigned off, unsigned width)
-{
-	unsigned char b[8];
-
-	read_at(path, SB + off, b, width);
-	return get_le(b, width);
-}
-
-struct sb_case {
-	const char *what;
-	unsigned off, width;
-	uint64_t val;
-	int want;
-};
+/* The primary superblock, for examine_patched(). */
+static const struct block_at superblock = { &fs_plugin_btrfs, SB, 4096, false, sign_block, 0 };
 
 static void test_hostile_superblock(void)
 {
-	const struct sb_case cases[] = {
+	const struct field_case cases[] = {
 		{ "bytenr elsewhere", 48, 8, 4096, -EINVAL },
 		{ "sectorsize 0", 144, 4, 0, -EINVAL },
 		{ "sectorsize 3000", 144, 4, 3000, -EINVAL },
@@ -666,12 +500,12 @@ static void test_hostile_superblock(void)
 
 	if (!have_btrfs_progs() || !make_fs(path, "", 160 * MiB, NULL, false))
 		return;
-	incompat = sb_field(path, 188, 8);
-	flags = sb_field(path, 56, 8);
-	used = sb_field(path, 120, 8);
-	gen = sb_field(path, 164, 8);
+	incompat = read_le(path, SB + 188, 8);
+	flags = read_le(path, SB + 56, 8);
+	used = read_le(path, SB + 120, 8);
+	gen = read_le(path, SB + 164, 8);
 	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
-		struct sb_case c = cases[i];
+		struct field_case c = cases[i];
 		int r;
 
 		if (strcmp(c.what, "extent-tree-v2") == 0)
@@ -690,16 +524,11 @@ static void test_hostile_superblock(void)
 			c.val = flags | (1u << 2);
 		else if (strcmp(c.what, "btrfstune interrupted") == 0)
 			c.val = flags | (1ull << 35);
-		r = examine_patched_sb(path, c.off, c.val, c.width, true, false, &info, &err);
-		if (r != c.want)
-			fprintf(stderr, "  %s: got %d (%s), expected %d\n", c.what, r, err.msg, c.want);
-		CHECK(r == c.want);
-		CHECK(err.msg[0] != '\0');
-		if (r == 0)
-			fs_info_free(&info);
+		r = examine_patched(path, &superblock, c.off, c.val, c.width, true, false, &info, &err);
+		expect_result(c.what, r, c.want, &err, &info);
 		/* Forced: an error of the same kind, or (-EUCLEAN) a save that
 		 * keeps more than the extents, never a crash. */
-		r = examine_patched_sb(path, c.off, c.val, c.width, true, true, &info, &err);
+		r = examine_patched(path, &superblock, c.off, c.val, c.width, true, true, &info, &err);
 		if (c.want == -EUCLEAN) {
 			CHECK(r == 0);
 			if (r == 0) {
@@ -718,7 +547,7 @@ static void test_hostile_superblock(void)
 
 static void test_unclean(void)
 {
-	char path[40], *dir;
+	char path[40];
 	struct fs_info info;
 	struct im_err err;
 	struct layout l;
@@ -726,17 +555,11 @@ static void test_unclean(void)
 	uint64_t flags;
 	int r;
 
-	if (!have_btrfs_progs())
+	if (!make_filled(path, "", 10, true, &l))
 		return;
-	dir = make_tree(10);
-	if (!make_fs(path, "", 160 * MiB, dir, true) || !read_layout(path, &l)) {
-		remove_tree(dir);
-		return;
-	}
-	remove_tree(dir);
 	/* A log tree root in the superblock: what a power cut after fsync
 	 * leaves. */
-	r = examine_patched_sb(path, 96, l.root, 8, true, false, &info, &err);
+	r = examine_patched(path, &superblock, 96, l.root, 8, true, false, &info, &err);
 	CHECK(r == -EUCLEAN);
 	CHECK_EQ_U(err.exit_class, IM_EXIT_FSCK);
 	CHECK(strstr(err.msg, "btrfs rescue zero-log") != NULL);
@@ -745,7 +568,7 @@ static void test_unclean(void)
 
 	/* Forced: every allocated chunk is kept whole. */
 	expected_map(&l, &all, true);
-	r = examine_patched_sb(path, 96, l.root, 8, true, true, &info, &err);
+	r = examine_patched(path, &superblock, 96, l.root, 8, true, true, &info, &err);
 	CHECK(r == 0);
 	if (r == 0) {
 		CHECK(strstr(info.warning, "log tree") != NULL);
@@ -755,11 +578,11 @@ static void test_unclean(void)
 		fs_info_free(&info);
 	}
 
-	flags = sb_field(path, 56, 8);
-	r = examine_patched_sb(path, 56, flags | 4, 8, true, false, &info, &err);
+	flags = read_le(path, SB + 56, 8);
+	r = examine_patched(path, &superblock, 56, flags | 4, 8, true, false, &info, &err);
 	CHECK(r == -EUCLEAN);
 	CHECK(strstr(err.msg, "btrfs check") != NULL);
-	r = examine_patched_sb(path, 56, flags | 4, 8, true, true, &info, &err);
+	r = examine_patched(path, &superblock, 56, flags | 4, 8, true, true, &info, &err);
 	CHECK(r == 0);
 	if (r == 0) {
 		CHECK_EQ_U(info.used_blocks, bitmap_count(&all));
@@ -767,10 +590,10 @@ static void test_unclean(void)
 	}
 
 	/* bytes_used disagreeing with the extent tree. */
-	r = examine_patched_sb(path, 120, l.bytes_used - 4096, 8, true, false, &info, &err);
+	r = examine_patched(path, &superblock, 120, l.bytes_used - 4096, 8, true, false, &info, &err);
 	CHECK(r == -EUCLEAN);
 	CHECK(strstr(err.msg, "bytes") != NULL);
-	r = examine_patched_sb(path, 120, l.bytes_used - 4096, 8, true, true, &info, &err);
+	r = examine_patched(path, &superblock, 120, l.bytes_used - 4096, 8, true, true, &info, &err);
 	CHECK(r == 0);
 	if (r == 0) {
 		CHECK(strstr(info.warning, "every allocated chunk") != NULL);
@@ -785,22 +608,11 @@ static void test_unclean(void)
 static void test_bad_checksum(void)
 {
 	char path[40];
-	struct fs_info info;
-	struct im_err err;
-	int r, fd;
 
 	if (!have_btrfs_progs() || !make_fs(path, "", 160 * MiB, NULL, false))
 		return;
 	/* The label changes, the checksum does not. */
-	r = examine_patched_sb(path, 299, 0x41, 1, false, false, &info, &err);
-	CHECK(r == -EUCLEAN);
-	CHECK(strstr(err.msg, "checksum") != NULL);
-	r = examine_patched_sb(path, 299, 0x41, 1, false, true, &info, &err);
-	CHECK(r == 0);
-	if (r == 0) {
-		CHECK(strstr(info.warning, "checksum") != NULL);
-		fs_info_free(&info);
-	}
+	expect_unclean(path, &superblock, 299, 0x41, 1, false, "checksum", "checksum");
 
 	/* Through the registry: a good superblock is btrfs's, a bad one is
 	 * turned down by probe() and copied raw. */
@@ -811,16 +623,7 @@ static void test_bad_checksum(void)
 		if (bad)
 			sb[299] ^= 1;
 		write_at(path, SB, sb, sizeof(sb));
-		fd = open(path, O_RDONLY);
-		CHECK(fd >= 0);
-		memset(&err, 0, sizeof(err));
-		r = fs_examine(fd, 0, file_size(path), false, &info, &err);
-		CHECK(r == 0);
-		if (r == 0) {
-			CHECK(info.plugin == (bad ? &fs_plugin_raw : &fs_plugin_btrfs));
-			fs_info_free(&info);
-		}
-		close(fd);
+		expect_plugin(path, bad ? &fs_plugin_raw : &fs_plugin_btrfs, NULL);
 		write_at(path, SB, orig, sizeof(orig));
 	}
 	unlink(path);
@@ -835,10 +638,10 @@ static void test_device_too_small(void)
 
 	if (!have_btrfs_progs() || !make_fs(path, "", 160 * MiB, NULL, false))
 		return;
-	CHECK(examine_size(path, 100 * MiB, false, &info, &err) == -EINVAL);
+	CHECK(examine_path_size(&fs_plugin_btrfs, path, 100 * MiB, false, &info, &err) == -EINVAL);
 	CHECK(strstr(err.msg, "partition") != NULL);
-	CHECK(examine_size(path, 65536 + 100, false, &info, &err) < 0);
-	CHECK(examine_size(path, 4096, false, &info, &err) < 0);
+	CHECK(examine_path_size(&fs_plugin_btrfs, path, 65536 + 100, false, &info, &err) < 0);
+	CHECK(examine_path_size(&fs_plugin_btrfs, path, 4096, false, &info, &err) < 0);
 	unlink(path);
 }
 
@@ -883,74 +686,87 @@ static void put_block(const char *path, const struct saved_block *s, unsigned ch
 		write_at(path, s->off[i], buf, s->len);
 }
 
-static void test_damaged_block(void)
-{
-	char path[40], *dir;
-	struct fs_info info;
-	struct im_err err;
+/* An image to damage: btrfs-progs' view of it, the extent tree root's
+ * copies saved, and a buffer of one node. */
+struct damage {
+	char path[40];
 	struct layout l;
 	struct saved_block s;
-	struct bitmap all;
 	unsigned char *buf;
+};
+
+static bool damage_setup(struct damage *d, const char *args, int nfiles)
+{
+	if (!make_filled(d->path, args, nfiles, false, &d->l))
+		return false;
+	d->buf = malloc(d->l.nodesize);
+	save_block(d->path, &d->l, d->l.extent_root, &d->s);
+	return true;
+}
+
+/* The saved block put back, the image checked whole again, and all freed. */
+static void put_back(struct damage *d, const char *what)
+{
+	restore_block(d->path, &d->s);
+	check_image(d->path, what, false);
+	free(d->buf);
+	free_layout(&d->l);
+	unlink(d->path);
+}
+
+static void test_damaged_block(void)
+{
+	struct damage d;
+	struct fs_info info;
+	struct im_err err;
+	struct bitmap all;
 	int r;
 
-	if (!have_btrfs_progs())
+	if (!damage_setup(&d, "", 10))
 		return;
-	dir = make_tree(10);
-	if (!make_fs(path, "", 160 * MiB, dir, false) || !read_layout(path, &l)) {
-		remove_tree(dir);
-		return;
-	}
-	remove_tree(dir);
-	buf = malloc(l.nodesize);
 
 	/* One copy of the extent tree root damaged (DUP): the other is read. */
-	save_block(path, &l, l.extent_root, &s);
-	CHECK_EQ_U(s.n, 2);
-	memcpy(buf, s.orig[0], l.nodesize);
-	buf[200] ^= 0x55;
-	put_block(path, &s, buf, 1, false);
-	r = examine(path, false, &info, &err);
+	CHECK_EQ_U(d.s.n, 2);
+	memcpy(d.buf, d.s.orig[0], d.l.nodesize);
+	d.buf[200] ^= 0x55;
+	put_block(d.path, &d.s, d.buf, 1, false);
+	r = examine(d.path, false, &info, &err);
 	CHECK(r == 0);
 	if (r == 0) {
 		CHECK(strstr(info.warning, "first copy") != NULL);
 		fs_info_free(&info);
 	}
 	/* Both: not readable, unless forced (then every chunk is kept). */
-	put_block(path, &s, buf, 2, false);
-	r = examine(path, false, &info, &err);
+	put_block(d.path, &d.s, d.buf, 2, false);
+	r = examine(d.path, false, &info, &err);
 	CHECK(r == -EUCLEAN);
 	CHECK(strstr(err.msg, "checksum") != NULL);
 	CHECK(strstr(err.msg, "btrfs check") != NULL);
-	expected_map(&l, &all, true);
-	r = examine(path, true, &info, &err);
+	expected_map(&d.l, &all, true);
+	r = examine(d.path, true, &info, &err);
 	CHECK(r == 0);
 	if (r == 0) {
 		CHECK_EQ_U(info.used_blocks, bitmap_count(&all));
 		fs_info_free(&info);
 	}
 	bitmap_free(&all);
-	restore_block(path, &s);
+	restore_block(d.path, &d.s);
 
 	/* The chunk tree unreadable: forced, the whole device is kept. */
-	save_block(path, &l, l.chunk_root, &s);
-	memcpy(buf, s.orig[0], l.nodesize);
-	buf[300] ^= 0x55;
-	put_block(path, &s, buf, 2, false);
-	r = examine(path, false, &info, &err);
+	save_block(d.path, &d.l, d.l.chunk_root, &d.s);
+	memcpy(d.buf, d.s.orig[0], d.l.nodesize);
+	d.buf[300] ^= 0x55;
+	put_block(d.path, &d.s, d.buf, 2, false);
+	r = examine(d.path, false, &info, &err);
 	CHECK(r == -EUCLEAN);
-	r = examine(path, true, &info, &err);
+	r = examine(d.path, true, &info, &err);
 	CHECK(r == 0);
 	if (r == 0) {
 		CHECK_EQ_U(info.used_blocks, info.block_count);
 		CHECK(strstr(info.warning, "whole device") != NULL);
 		fs_info_free(&info);
 	}
-	restore_block(path, &s);
-	check_image(path, "restored", false);
-	free(buf);
-	free_layout(&l);
-	unlink(path);
+	put_back(&d, "restored");
 }
 
 struct block_case {
@@ -981,29 +797,18 @@ static void test_hostile_leaf(void)
 		{ "extent length 0", 9, 8, 0 },
 		{ "extent unaligned", 0, 8, ~0ull - 1 },
 	};
-	char path[40], *dir;
+	struct damage d;
 	struct fs_info info;
 	struct im_err err;
-	struct layout l;
-	struct saved_block s;
-	unsigned char *buf;
 	unsigned ext_item;
 
-	if (!have_btrfs_progs())
+	if (!damage_setup(&d, "-m single", 10))
 		return;
-	dir = make_tree(10);
-	if (!make_fs(path, "-m single", 160 * MiB, dir, false) || !read_layout(path, &l)) {
-		remove_tree(dir);
-		return;
-	}
-	remove_tree(dir);
-	buf = malloc(l.nodesize);
-	save_block(path, &l, l.extent_root, &s);
-	CHECK(s.orig[0][100] == 0);   /* a single leaf */
+	CHECK(d.s.orig[0][100] == 0);   /* a single leaf */
 	/* The first EXTENT_ITEM, after at least one other item. */
 	ext_item = 0;
-	for (uint32_t i = 1; i < get_le(s.orig[0] + 96, 4); i++)
-		if (s.orig[0][101 + i * 25 + 8] == 168) {
+	for (uint32_t i = 1; i < get_le(d.s.orig[0] + 96, 4); i++)
+		if (d.s.orig[0][101 + i * 25 + 8] == 168) {
 			ext_item = 101 + i * 25;
 			break;
 		}
@@ -1014,91 +819,72 @@ static void test_hostile_leaf(void)
 
 		if (c.off < 32)
 			c.off += ext_item;
-		memcpy(buf, s.orig[0], l.nodesize);
+		memcpy(d.buf, d.s.orig[0], d.l.nodesize);
 		if (c.val == ~0ull)
-			c.val = get_le(buf + c.off, 8) + 4096;
+			c.val = get_le(d.buf + c.off, 8) + 4096;
 		else if (c.val == ~0ull - 1)
-			c.val = get_le(buf + c.off, 8) + 1;
-		put_le(buf + c.off, c.val, c.width);
-		put_block(path, &s, buf, s.n, true);
-		r = examine(path, false, &info, &err);
+			c.val = get_le(d.buf + c.off, 8) + 1;
+		put_le(d.buf + c.off, c.val, c.width);
+		put_block(d.path, &d.s, d.buf, d.s.n, true);
+		r = examine(d.path, false, &info, &err);
 		if (r != -EUCLEAN)
 			fprintf(stderr, "  %s: got %d (%s)\n", c.what, r, err.msg);
 		CHECK(r == -EUCLEAN);
 		CHECK(err.msg[0] != '\0');
-		r = examine(path, true, &info, &err);
+		r = examine(d.path, true, &info, &err);
 		CHECK(r == 0);
 		if (r == 0) {
 			CHECK(info.warning[0] != '\0');
 			fs_info_free(&info);
 		}
 	}
-	restore_block(path, &s);
-	check_image(path, "restored", false);
-	free(buf);
-	free_layout(&l);
-	unlink(path);
+	put_back(&d, "restored");
 }
 
 /* A node of the extent tree (4 KiB nodes, many extents) pointing to
  * itself, twice to one child, or to a child of another generation. */
 static void test_hostile_node(void)
 {
-	char path[40], *dir;
+	struct damage d;
 	struct fs_info info;
 	struct im_err err;
-	struct layout l;
-	struct saved_block s;
-	unsigned char *buf;
 	uint32_t n;
 
-	if (!have_btrfs_progs())
+	if (!damage_setup(&d, "-n 4096 -m single", 1500))
 		return;
-	dir = make_tree(1500);
-	if (!make_fs(path, "-n 4096 -m single", 160 * MiB, dir, false) || !read_layout(path, &l)) {
-		remove_tree(dir);
-		return;
-	}
-	remove_tree(dir);
-	buf = malloc(l.nodesize);
-	save_block(path, &l, l.extent_root, &s);
-	CHECK(s.orig[0][100] >= 1);   /* a node */
-	n = (uint32_t)get_le(s.orig[0] + 96, 4);
+	CHECK(d.s.orig[0][100] >= 1);   /* a node */
+	n = (uint32_t)get_le(d.s.orig[0] + 96, 4);
 	CHECK(n >= 2);
 	for (int k = 0; k < 4 && n >= 2; k++) {
 		const unsigned ptr0 = 101, ptr1 = 101 + 33;
 		int r;
 
-		memcpy(buf, s.orig[0], l.nodesize);
+		memcpy(d.buf, d.s.orig[0], d.l.nodesize);
 		switch (k) {
 		case 0:  /* to itself */
-			put_le(buf + ptr1 + 17, l.extent_root, 8);
+			put_le(d.buf + ptr1 + 17, d.l.extent_root, 8);
 			break;
 		case 1:  /* the second pointer to the first child, its key too */
-			memcpy(buf + ptr1, buf + ptr0, 33);
+			memcpy(d.buf + ptr1, d.buf + ptr0, 33);
 			break;
 		case 2:  /* the second pointer to the first child, its own key kept */
-			memcpy(buf + ptr1 + 17, buf + ptr0 + 17, 16);
+			memcpy(d.buf + ptr1 + 17, d.buf + ptr0 + 17, 16);
 			break;
 		case 3:  /* a child of another generation */
-			put_le(buf + ptr0 + 25, get_le(buf + ptr0 + 25, 8) - 1, 8);
+			put_le(d.buf + ptr0 + 25, get_le(d.buf + ptr0 + 25, 8) - 1, 8);
 			break;
 		}
-		put_block(path, &s, buf, s.n, true);
-		r = examine(path, false, &info, &err);
+		put_block(d.path, &d.s, d.buf, d.s.n, true);
+		r = examine(d.path, false, &info, &err);
 		if (r != -EUCLEAN)
 			fprintf(stderr, "  node case %d: got %d (%s)\n", k, r, err.msg);
 		CHECK(r == -EUCLEAN);
-		r = examine(path, true, &info, &err);
+		r = examine(d.path, true, &info, &err);
 		CHECK(r == 0);
 		if (r == 0)
 			fs_info_free(&info);
 	}
-	restore_block(path, &s);
-	check_image(path, "deep, restored", false);
-	free(buf);
-	free_layout(&l);
-	unlink(path);
+	put_back(&d, "deep, restored");
 }
 
 /* Random damage to the superblock's system chunk array and to the chunk,
@@ -1106,32 +892,23 @@ static void test_hostile_node(void)
  * checks are reached: never a crash (ASan/UBSan watch). */
 static void test_fuzz(void)
 {
-	const char *env = getenv("TEST_BTRFS_FUZZ");   /* iterations, for long runs */
-	int iters = env ? atoi(env) : 300;
+	int iters = fuzz_rounds("TEST_BTRFS_FUZZ", 300);
 	unsigned seed = 4242;
-	char path[40], *dir;
+	char path[40];
 	struct layout l;
 	struct saved_block blocks[3];
 	unsigned char sb_orig[4096], sb[4096], *buf;
 	int ok = 0, failed = 0;
 
-	if (!have_btrfs_progs())
+	if (!make_filled(path, "-m single", 10, false, &l))
 		return;
-	dir = make_tree(10);
-	if (!make_fs(path, "-m single", 160 * MiB, dir, false) || !read_layout(path, &l)) {
-		remove_tree(dir);
-		return;
-	}
-	remove_tree(dir);
 	buf = malloc(l.nodesize);
 	read_at(path, SB, sb_orig, sizeof(sb_orig));
 	save_block(path, &l, l.chunk_root, &blocks[0]);
 	save_block(path, &l, l.root, &blocks[1]);
 	save_block(path, &l, l.extent_root, &blocks[2]);
 	for (int it = 0; it < iters; it++) {
-		struct fs_info info;
-		struct im_err err;
-		int target = (int)(rand_r(&seed) % 4), n = 1 + (int)(rand_r(&seed) % 4), r;
+		int target = (int)(rand_r(&seed) % 4), n = 1 + (int)(rand_r(&seed) % 4);
 		bool resign = rand_r(&seed) % 4 != 0;
 
 		if (target == 3) {
@@ -1139,7 +916,7 @@ static void test_fuzz(void)
 			for (int j = 0; j < n; j++) {
 				size_t at = rand_r(&seed) % 2 ? 811 + rand_r(&seed) % 200
 							       : 64 + rand_r(&seed) % 200;
-				sb[at] = (unsigned char)(rand_r(&seed) % 3 == 0 ? 0xFF : rand_r(&seed));
+				sb[at] = fuzz_byte(&seed);
 			}
 			if (resign)
 				sign(sb, sizeof(sb));
@@ -1150,19 +927,11 @@ static void test_fuzz(void)
 			for (int j = 0; j < n; j++) {
 				size_t at = rand_r(&seed) % 3 ? 32 + (size_t)rand_r(&seed) % 400
 							       : 32 + rand_r(&seed) % (l.nodesize - 32);
-				buf[at] = (unsigned char)(rand_r(&seed) % 3 == 0 ? 0xFF : rand_r(&seed));
+				buf[at] = fuzz_byte(&seed);
 			}
 			put_block(path, s, buf, s->n, resign);
 		}
-		r = examine(path, rand_r(&seed) % 2, &info, &err);
-		if (r == 0) {
-			ok++;
-			CHECK(info.used_blocks <= info.block_count);
-			fs_info_free(&info);
-		} else {
-			failed++;
-			CHECK(err.msg[0] != '\0');
-		}
+		examine_fuzzed(&fs_plugin_btrfs, path, &seed, &ok, &failed);
 		write_at(path, SB, sb_orig, sizeof(sb_orig));
 		for (int b = 0; b < 3; b++)
 			for (int i = 0; i < blocks[b].n; i++)

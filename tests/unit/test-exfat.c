@@ -10,87 +10,24 @@
  * directory's bitmap entry, the FAT chains, the checksum, the volume flags,
  * and a synthetic TexFAT volume with two FATs and two bitmaps.
  */
-#include "unit.h"
-#include "imager/fs.h"
-
-#include <errno.h>
-#include <fcntl.h>
-#include <stdarg.h>
-#include <stdbool.h>
-#include <stdint.h>
-#include <sys/stat.h>
-#include <sys/wait.h>
-#include <unistd.h>
+#include "unit-fs.h"
 
 extern const struct fs_plugin fs_plugin_exfat;
 
-/* ---- shell and file helpers ---- */
-
-static int sh(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
-static int sh(const char *fmt, ...)
-{
-	char cmd[2048];
-	va_list ap;
-	int st;
-
-	va_start(ap, fmt);
-	vsnprintf(cmd, sizeof(cmd), fmt, ap);
-	va_end(ap);
-	st = system(cmd);
-	if (st == -1 || !WIFEXITED(st))
-		return -1;
-	return WEXITSTATUS(st);
-}
-
-static int sh_out(char *out, size_t outlen, const char *fmt, ...)
-	__attribute__((format(printf, 3, 4)));
-static int sh_out(char *out, size_t outlen, const char *fmt, ...)
-{
-	char cmd[2048];
-	va_list ap;
-	FILE *f;
-	size_t n;
-	int st;
-
-	va_start(ap, fmt);
-	vsnprintf(cmd, sizeof(cmd), fmt, ap);
-	va_end(ap);
-	strncat(cmd, " 2>&1", sizeof(cmd) - strlen(cmd) - 1);
-	f = popen(cmd, "r");
-	if (!f)
-		return -1;
-	n = fread(out, 1, outlen - 1, f);
-	out[n] = '\0';
-	st = pclose(f);
-	if (st == -1 || !WIFEXITED(st))
-		return -1;
-	return WEXITSTATUS(st);
-}
-
 static char tmpdir[64];
 
+/* Not a skip: exfatprogs is in `make deps`, and a missing tool must not look
+ * like a pass. */
 static bool setup_dir(void)
 {
-	/* Not a skip: exfatprogs is in `make deps`, and a missing tool must
-	 * not look like a pass. */
-	if (sh("{ command -v mkfs.exfat && command -v fsck.exfat && "
-	       "command -v dump.exfat; } >/dev/null 2>&1") != 0) {
-		fprintf(stderr, "  needs exfatprogs (mkfs.exfat, fsck.exfat, dump.exfat)\n");
-		return false;
-	}
-	snprintf(tmpdir, sizeof(tmpdir), "/tmp/imager-test-exfat-XXXXXX");
-	if (!mkdtemp(tmpdir)) {
-		tmpdir[0] = '\0';
-		return false;
-	}
-	return true;
+	return setup_tmpdir(tmpdir, sizeof(tmpdir), "mkfs.exfat fsck.exfat dump.exfat",
+			    "exfatprogs (mkfs.exfat, fsck.exfat, dump.exfat)",
+			    "/tmp/imager-test-exfat-XXXXXX");
 }
 
 static void cleanup_dir(void)
 {
-	if (tmpdir[0])
-		sh("rm -rf %s", tmpdir);
-	tmpdir[0] = '\0';
+	remove_tmpdir(tmpdir);
 }
 
 /* Root with a loop driver and exfat-fuse: else the parts that write files
@@ -99,76 +36,10 @@ static bool can_mount(void)
 {
 	static int can = -1;
 
-	if (can < 0) {
-		can = geteuid() == 0 &&
-		      sh("command -v mount.exfat-fuse >/dev/null 2>&1 && "
-			 "command -v losetup >/dev/null 2>&1 && losetup -f >/dev/null 2>&1 && "
-			 "test -c /dev/fuse") == 0;
-		if (!can)
-			printf("SKIP: (part) writing files needs root, a free loop device and exfat-fuse\n");
-	}
-	return can;
-}
-
-/* Pseudo-random bytes (xorshift), so old data never reads as zeros. */
-static bool write_random_file(const char *path, size_t len, uint32_t seed)
-{
-	FILE *f = fopen(path, "wb");
-	uint32_t x = seed | 1;
-
-	if (!f)
-		return false;
-	for (size_t i = 0; i < len; i++) {
-		x ^= x << 13;
-		x ^= x >> 17;
-		x ^= x << 5;
-		fputc((int)(x & 0xFF), f);
-	}
-	return fclose(f) == 0;
-}
-
-static bool patch(const char *path, uint64_t off, const void *bytes, size_t len)
-{
-	int fd = open(path, O_WRONLY);
-	bool ok;
-
-	if (fd < 0)
-		return false;
-	ok = pwrite(fd, bytes, len, (off_t)off) == (ssize_t)len;
-	return close(fd) == 0 && ok;
-}
-
-static bool patch_le(const char *path, uint64_t off, size_t len, uint64_t v)
-{
-	unsigned char b[8];
-
-	for (size_t i = 0; i < len; i++)
-		b[i] = (unsigned char)(v >> (8 * i));
-	return patch(path, off, b, len);
-}
-
-static bool read_at(const char *path, uint64_t off, void *buf, size_t len)
-{
-	int fd = open(path, O_RDONLY);
-	bool ok;
-
-	if (fd < 0)
-		return false;
-	ok = pread(fd, buf, len, (off_t)off) == (ssize_t)len;
-	close(fd);
-	return ok;
-}
-
-static uint64_t read_le(const char *path, uint64_t off, size_t len)
-{
-	unsigned char b[8] = { 0 };
-	uint64_t v = 0;
-
-	if (!read_at(path, off, b, len))
-		return UINT64_MAX;
-	for (size_t i = len; i-- > 0;)
-		v = v << 8 | b[i];
-	return v;
+	return root_and(&can, "command -v mount.exfat-fuse >/dev/null 2>&1 && "
+			"command -v losetup >/dev/null 2>&1 && losetup -f >/dev/null 2>&1 && "
+			"test -c /dev/fuse",
+			"SKIP: (part) writing files needs root, a free loop device and exfat-fuse");
 }
 
 /* Recompute the main boot region's checksum (sectors 0..10, skipping
@@ -196,7 +67,7 @@ static bool fix_checksum(const char *path)
 		buf[11 * ss + i + 2] = (unsigned char)(sum >> 16);
 		buf[11 * ss + i + 3] = (unsigned char)(sum >> 24);
 	}
-	ok = patch(path, 11 * ss, buf + 11 * ss, ss);
+	ok = write_at(path, 11 * ss, buf + 11 * ss, ss);
 	free(buf);
 	return ok;
 }
@@ -204,25 +75,7 @@ static bool fix_checksum(const char *path)
 static int examine(const char *path, bool force, bool with_plugin,
 		   struct fs_info *info, struct im_err *err)
 {
-	struct stat st;
-	int fd, r;
-
-	memset(info, 0, sizeof(*info));
-	memset(err, 0, sizeof(*err));
-	fd = open(path, O_RDONLY);
-	if (fd < 0)
-		return -errno;
-	if (fstat(fd, &st) < 0) {
-		close(fd);
-		return -errno;
-	}
-	if (with_plugin)
-		r = fs_examine_with(&fs_plugin_exfat, fd, 0, (uint64_t)st.st_size,
-				    force, info, err);
-	else
-		r = fs_examine(fd, 0, (uint64_t)st.st_size, force, info, err);
-	close(fd);
-	return r;
+	return examine_path(with_plugin ? &fs_plugin_exfat : NULL, path, force, info, err);
 }
 
 /* ---- what exfatprogs says about a volume ---- */
@@ -313,6 +166,28 @@ static bool make_exfat(const char *img, unsigned mib, bool random, const char *o
 	return true;
 }
 
+/* dump.exfat's facts, else a failed check and the folder removed. */
+static bool facts_or_cleanup(const char *img, struct exfat_facts *f)
+{
+	if (get_facts(img, f))
+		return true;
+	CHECK(!"dump.exfat facts");
+	cleanup_dir();
+	return false;
+}
+
+/* The temporary folder, and in it a volume NAME (img: 128 bytes) as
+ * make_exfat() makes it; with dump.exfat's facts when f is given. */
+static bool new_volume(char *img, const char *name, unsigned mib, bool random, const char *opts,
+		       struct exfat_facts *f)
+{
+	if (!setup_dir())
+		return false;
+	snprintf(img, 128, "%s/%s", tmpdir, name);
+	CHECK(make_exfat(img, mib, random, opts));
+	return !f || facts_or_cleanup(img, f);
+}
+
 /* The files written into a volume; names relative to src/ and the volume. */
 static const char *const kept_files[] = { "big1", "sub/mid", "sub/deep/small", "sub/s039" };
 
@@ -358,51 +233,6 @@ static bool populate(const char *img)
 {
 	return write_sources() &&
 	       with_mount(img, "", "cp -r src/. $M/ && rm $M/gone1 $M/gone2 && mkdir $M/empty") == 0;
-}
-
-/* A zero-filled file of the same size holding only the marked blocks;
- * with drop_last_run, all but the last run of them. */
-static bool copy_used(const char *img, const struct fs_info *info, const char *out,
-		      bool drop_last_run)
-{
-	struct stat st;
-	int in = open(img, O_RDONLY), o = -1;
-	bool ok = false;
-	unsigned char *buf = NULL;
-	uint64_t pos = 0, len, last = 0;
-
-	while ((len = bitmap_next_run(&info->used, &pos)) > 0) {
-		last = pos;
-		pos += len;
-	}
-	pos = 0;
-	if (in < 0 || fstat(in, &st) < 0)
-		goto done;
-	o = open(out, O_WRONLY | O_CREAT | O_TRUNC, 0600);
-	if (o < 0 || ftruncate(o, st.st_size) < 0)
-		goto done;
-	buf = malloc(info->block_size);
-	if (!buf)
-		goto done;
-	while ((len = bitmap_next_run(&info->used, &pos)) > 0) {
-		if (drop_last_run && pos == last)
-			break;
-		for (uint64_t b = pos; b < pos + len; b++) {
-			off_t off = (off_t)(b * info->block_size);
-			if (pread(in, buf, info->block_size, off) != (ssize_t)info->block_size ||
-			    pwrite(o, buf, info->block_size, off) != (ssize_t)info->block_size)
-				goto done;
-		}
-		pos += len;
-	}
-	ok = true;
-done:
-	free(buf);
-	if (o >= 0)
-		close(o);
-	if (in >= 0)
-		close(in);
-	return ok;
 }
 
 /* The copy of the marked blocks passes fsck.exfat -n and, when `files`,
@@ -471,17 +301,8 @@ static void check_fresh(unsigned mib, bool random, const char *opts, uint32_t bl
 	struct fs_info info;
 	struct im_err err;
 
-	if (!setup_dir()) {
-		CHECK(!"setup: tools and a temporary directory");
+	if (!new_volume(img, "fresh.img", mib, random, opts, &f))
 		return;
-	}
-	snprintf(img, sizeof(img), "%s/fresh.img", tmpdir);
-	CHECK(make_exfat(img, mib, random, opts));
-	if (!get_facts(img, &f)) {
-		CHECK(!"dump.exfat facts");
-		cleanup_dir();
-		return;
-	}
 	/* Bitmap, up-case table and root directory. */
 	CHECK(f.cluster_count - f.free_clusters >= 3);
 	check_counts(img, &f, block_size, percent_stale);
@@ -508,21 +329,12 @@ static void check_populated(unsigned mib, const char *opts, uint32_t block_size)
 	struct im_err err;
 	int r;
 
-	if (!can_mount())
+	if (!can_mount() || !new_volume(img, "full.img", mib, true, opts, NULL))
 		return;
-	if (!setup_dir()) {
-		CHECK(!"setup: tools and a temporary directory");
-		return;
-	}
-	snprintf(img, sizeof(img), "%s/full.img", tmpdir);
-	CHECK(make_exfat(img, mib, true, opts));
 	CHECK(populate(img));
 	CHECK_EQ_U(sh("fsck.exfat -n %s >/dev/null 2>&1", img), 0);
-	if (!get_facts(img, &f)) {
-		CHECK(!"dump.exfat facts");
-		cleanup_dir();
+	if (!facts_or_cleanup(img, &f))
 		return;
-	}
 	CHECK(f.cluster_count - f.free_clusters > 20);
 	check_counts(img, &f, block_size, false);
 	r = examine(img, false, true, &info, &err);
@@ -551,10 +363,8 @@ static void test_4k_sectors(void)
 
 	if (!can_mount())
 		return;
-	if (!setup_dir()) {
-		CHECK(!"setup: tools and a temporary directory");
+	if (!setup_dir())
 		return;
-	}
 	snprintf(img, sizeof(img), "%s/4kn.img", tmpdir);
 	CHECK(write_random_file(img, 40u << 20, 4096));
 	if (sh_out(dev, sizeof(dev), "losetup -b 4096 -f --show %s", img) == 0 && dev[0] == '/') {
@@ -590,28 +400,22 @@ static void check_refused(const char *base, const char *what, uint64_t off, size
 	int r, before = unit_failures;
 
 	snprintf(img, sizeof(img), "%s/hostile.img", tmpdir);
-	CHECK_EQ_U(sh("cp --sparse=always %s %s", base, img), 0);
-	CHECK(patch_le(img, off, len, v));
+	copy_patched(base, img, off, len, v);
 	if (resum)
 		CHECK(fix_checksum(img));
 	r = examine(img, false, true, &info, &err);
 	CHECK_EQ_U(r, code);
 	CHECK(err.msg[0] != '\0');
 	fs_info_free(&info);
-	r = examine(img, false, false, &info, &err);
-	if (code == -ENOTSUP) {
-		CHECK_EQ_U(r, code);
-	} else if (off < 512) {
+	if (code == -ENOTSUP)
+		expect_registry(img, code, NULL);
+	else if (off < 512)
 		/* A bad boot sector or checksum: probe() declines, raw copy. */
-		CHECK_EQ_U(r, 0);
-		CHECK(info.plugin == &fs_plugin_raw);
-	} else {
+		expect_registry(img, 0, &fs_plugin_raw);
+	else
 		/* Past the boot sector: ours, and refused for the same reason. */
-		CHECK_EQ_U(r, code);
-	}
-	fs_info_free(&info);
-	if (unit_failures != before)
-		fprintf(stderr, "  ^ case: %s (%s)\n", what, err.msg);
+		expect_registry(img, code, NULL);
+	say_case(before, what, &err);
 }
 
 static void test_hostile_boot_sector(void)
@@ -620,12 +424,8 @@ static void test_hostile_boot_sector(void)
 	struct fs_info info;
 	struct im_err err;
 
-	if (!setup_dir()) {
-		CHECK(!"setup: tools and a temporary directory");
+	if (!new_volume(base, "base.img", 32, false, "", NULL))
 		return;
-	}
-	snprintf(base, sizeof(base), "%s/base.img", tmpdir);
-	CHECK(make_exfat(base, 32, false, ""));
 	/* The base is accepted, so every refusal below is the patch's. */
 	CHECK_EQ_U(examine(base, false, true, &info, &err), 0);
 	fs_info_free(&info);
@@ -676,15 +476,15 @@ static void test_hostile_boot_sector(void)
 
 		snprintf(img, sizeof(img), "%s/random.img", tmpdir);
 		snprintf(junk, sizeof(junk), "%s/junk", tmpdir);
-		CHECK_EQ_U(sh("cp --sparse=always %s %s", base, img), 0);
+		CHECK(copy_file(base, img));
 		CHECK(write_random_file(junk, 512, seed));
 		CHECK_EQ_U(sh("dd if=%s of=%s conv=notrunc status=none", junk, img), 0);
-		CHECK(patch(img, 3, "EXFAT   ", 8));
+		CHECK(write_at(img, 3, "EXFAT   ", 8));
 		CHECK(patch_le(img, 510, 2, 0xAA55));
 		if (seed & 1) {
 			/* Half of them with MustBeZero kept, so later fields
 			 * are reached, and the checksum fixed. */
-			CHECK(patch(img, 11, (const char[53]){ 0 }, 53));
+			CHECK(write_at(img, 11, (const char[53]){ 0 }, 53));
 			CHECK(fix_checksum(img));
 		}
 		r = examine(img, false, true, &info, &err);
@@ -727,7 +527,7 @@ static void check_damaged(const char *base, const char *what,
 	int r, before = unit_failures;
 
 	snprintf(img, sizeof(img), "%s/damaged.img", tmpdir);
-	CHECK_EQ_U(sh("cp --sparse=always %s %s", base, img), 0);
+	CHECK(copy_file(base, img));
 	CHECK(edit(img, f));
 	r = examine(img, false, true, &info, &err);
 	CHECK_EQ_U(r, code);
@@ -737,8 +537,7 @@ static void check_damaged(const char *base, const char *what,
 	r = examine(img, true, true, &info, &err);
 	CHECK_EQ_U(r, forced_code);
 	fs_info_free(&info);
-	if (unit_failures != before)
-		fprintf(stderr, "  ^ case: %s (%s)\n", what, err.msg);
+	say_case(before, what, &err);
 }
 
 /* Root directory entry i (32 bytes each) of the volume. */
@@ -777,7 +576,7 @@ static bool second_bitmap_entry(const char *img, const struct exfat_facts *f)
 	unsigned char e[32];
 
 	return read_at(img, find_root_entry(img, f, 0x81), e, 32) &&
-	       patch(img, root_entry_off(f, 3), e, 32);
+	       write_at(img, root_entry_off(f, 3), e, 32);
 }
 static bool bitmap_chain_free(const char *img, const struct exfat_facts *f)
 {
@@ -845,18 +644,9 @@ static void test_hostile_structures(void)
 	struct fs_info info;
 	struct im_err err;
 
-	if (!setup_dir()) {
-		CHECK(!"setup: tools and a temporary directory");
-		return;
-	}
 	/* 512 MiB of 4 KiB clusters: a bitmap of 16 KiB, 4 clusters long. */
-	snprintf(base, sizeof(base), "%s/base.img", tmpdir);
-	CHECK(make_exfat(base, 512, false, "-c 4K"));
-	if (!get_facts(base, &f)) {
-		CHECK(!"dump.exfat facts");
-		cleanup_dir();
+	if (!new_volume(base, "base.img", 512, false, "-c 4K", &f))
 		return;
-	}
 	CHECK(f.bitmap_bytes > 3u << f.cluster_shift);
 	CHECK(find_root_entry(base, &f, 0x81) != 0 && find_root_entry(base, &f, 0x82) != 0);
 	CHECK_EQ_U(read_le(base, root_entry_off(&f, 3), 1), 0);   /* the end entry */
@@ -906,7 +696,7 @@ static void test_hostile_structures(void)
 		clean = info.used_blocks;
 		fs_info_free(&info);
 		snprintf(img, sizeof(img), "%s/forced.img", tmpdir);
-		CHECK_EQ_U(sh("cp --sparse=always %s %s", base, img), 0);
+		CHECK(copy_file(base, img));
 		CHECK(root_bit_clear(img, &f));
 		CHECK_EQ_U(examine(img, true, true, &info, &err), 0);
 		CHECK_EQ_U(info.used_blocks, clean);
@@ -915,7 +705,7 @@ static void test_hostile_structures(void)
 		fs_info_free(&info);
 
 		/* A longer bitmap than needed: a warning. */
-		CHECK_EQ_U(sh("cp --sparse=always %s %s", base, img), 0);
+		CHECK(copy_file(base, img));
 		CHECK(patch_le(img, find_root_entry(img, &f, 0x81) + 24, 8, f.bitmap_bytes + 1));
 		CHECK_EQ_U(examine(img, false, true, &info, &err), 0);
 		CHECK_EQ_U(info.used_blocks, clean);
@@ -926,7 +716,7 @@ static void test_hostile_structures(void)
 		if (f.cluster_count % 8) {
 			uint64_t off = cluster_off(&f, f.bitmap_cluster) + f.cluster_count / 8;
 
-			CHECK_EQ_U(sh("cp --sparse=always %s %s", base, img), 0);
+			CHECK(copy_file(base, img));
 			CHECK(patch_le(img, off, 1, read_le(img, off, 1) | 0x80));
 			CHECK_EQ_U(examine(img, false, true, &info, &err), 0);
 			CHECK_EQ_U(info.used_blocks, clean);
@@ -946,19 +736,15 @@ static void test_checksum_and_flags(void)
 	uint64_t clean;
 	int r;
 
-	if (!setup_dir()) {
-		CHECK(!"setup: tools and a temporary directory");
+	if (!new_volume(base, "base.img", 32, true, "", NULL))
 		return;
-	}
-	snprintf(base, sizeof(base), "%s/base.img", tmpdir);
 	snprintf(img, sizeof(img), "%s/flags.img", tmpdir);
-	CHECK(make_exfat(base, 32, true, ""));
 	CHECK_EQ_U(examine(base, false, true, &info, &err), 0);
 	clean = info.used_blocks;
 	fs_info_free(&info);
 
 	/* A byte of an extended boot sector changed: the checksum catches it. */
-	CHECK_EQ_U(sh("cp %s %s", base, img), 0);
+	CHECK(copy_file(base, img));
 	CHECK(patch_le(img, 512 + 100, 1, read_le(img, 512 + 100, 1) ^ 0x10));
 	r = examine(img, false, true, &info, &err);
 	CHECK_EQ_U(r, -EUCLEAN);
@@ -977,7 +763,7 @@ static void test_checksum_and_flags(void)
 
 	/* VolumeDirty: outside the checksum, so no checksum to fix.  Refused
 	 * (exit class fsck) naming the fix; forced, the same blocks. */
-	CHECK_EQ_U(sh("cp %s %s", base, img), 0);
+	CHECK(copy_file(base, img));
 	CHECK(patch_le(img, 106, 2, 0x0002));
 	r = examine(img, false, true, &info, &err);
 	CHECK_EQ_U(r, -EUCLEAN);
@@ -1031,17 +817,8 @@ static void test_texfat(void)
 	unsigned char entry[32], *bm = NULL, *fat = NULL;
 	uint64_t x, fat_bytes, base_used, bytes;
 
-	if (!setup_dir()) {
-		CHECK(!"setup: tools and a temporary directory");
+	if (!new_volume(img, "texfat.img", 64, true, "", &f))
 		return;
-	}
-	snprintf(img, sizeof(img), "%s/texfat.img", tmpdir);
-	CHECK(make_exfat(img, 64, true, ""));
-	if (!get_facts(img, &f)) {
-		CHECK(!"dump.exfat facts");
-		cleanup_dir();
-		return;
-	}
 	fat_bytes = f.fat_length << f.sector_shift;
 	CHECK(f.fat_offset + 2 * f.fat_length <= f.heap_offset);
 	CHECK(f.bitmap_bytes <= 1u << f.cluster_shift);
@@ -1059,18 +836,18 @@ static void test_texfat(void)
 	CHECK(read_at(img, cluster_off(&f, f.bitmap_cluster), bm, f.bitmap_bytes));
 	CHECK_EQ_U(bm[(x - 2) / 8] & (1u << ((x - 2) % 8)), 0);
 	bm[(x - 2) / 8] |= (unsigned char)(1u << ((x - 2) % 8));
-	CHECK(patch(img, cluster_off(&f, f.bitmap_cluster), bm, f.bitmap_bytes));
+	CHECK(write_at(img, cluster_off(&f, f.bitmap_cluster), bm, f.bitmap_bytes));
 	for (uint64_t c = 200; c < 210; c++)
 		bm[(c - 2) / 8] |= (unsigned char)(1u << ((c - 2) % 8));
-	CHECK(patch(img, cluster_off(&f, x), bm, f.bitmap_bytes));
+	CHECK(write_at(img, cluster_off(&f, x), bm, f.bitmap_bytes));
 	CHECK(patch_le(img, fat_entry_off(&f, 0, x), 4, 0xFFFFFFFFu));
 	CHECK(read_at(img, fat_entry_off(&f, 0, 0), fat, fat_bytes));
-	CHECK(patch(img, fat_entry_off(&f, 1, 0), fat, fat_bytes));
+	CHECK(write_at(img, fat_entry_off(&f, 1, 0), fat, fat_bytes));
 	CHECK(read_at(img, find_root_entry(img, &f, 0x81), entry, 32));
 	entry[1] = 1;   /* BitmapFlags: the second bitmap */
 	entry[20] = (unsigned char)x;
 	entry[21] = entry[22] = entry[23] = 0;
-	CHECK(patch(img, root_entry_off(&f, 3), entry, 32));
+	CHECK(write_at(img, root_entry_off(&f, 3), entry, 32));
 	CHECK(patch_le(img, 110, 1, 2));
 	CHECK(fix_checksum(img));
 

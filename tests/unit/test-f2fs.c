@@ -12,157 +12,26 @@
  * of newer version; and hostile copies of the superblocks, checkpoints
  * and SIT.
  */
-#include "unit.h"
-#include "imager/fs.h"
-
-#include <errno.h>
-#include <fcntl.h>
-#include <stdarg.h>
-#include <stdbool.h>
-#include <stdint.h>
-#include <sys/stat.h>
-#include <sys/wait.h>
-#include <unistd.h>
+#include "unit-fs.h"
 
 extern const struct fs_plugin fs_plugin_f2fs;
 
 #define BLK 4096u
 
-/* ---- shell and file helpers ---- */
-
-static int sh(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
-static int sh(const char *fmt, ...)
-{
-	char cmd[2048];
-	va_list ap;
-	int st;
-
-	va_start(ap, fmt);
-	vsnprintf(cmd, sizeof(cmd), fmt, ap);
-	va_end(ap);
-	st = system(cmd);
-	if (st == -1 || !WIFEXITED(st))
-		return -1;
-	return WEXITSTATUS(st);
-}
-
-static int sh_out(char *out, size_t outlen, const char *fmt, ...)
-	__attribute__((format(printf, 3, 4)));
-static int sh_out(char *out, size_t outlen, const char *fmt, ...)
-{
-	char cmd[2048];
-	va_list ap;
-	FILE *f;
-	size_t n;
-	int st;
-
-	va_start(ap, fmt);
-	vsnprintf(cmd, sizeof(cmd), fmt, ap);
-	va_end(ap);
-	strncat(cmd, " 2>&1", sizeof(cmd) - strlen(cmd) - 1);
-	f = popen(cmd, "r");
-	if (!f)
-		return -1;
-	n = fread(out, 1, outlen - 1, f);
-	out[n] = '\0';
-	st = pclose(f);
-	if (st == -1 || !WIFEXITED(st))
-		return -1;
-	return WEXITSTATUS(st);
-}
-
 static char tmpdir[64];
 
+/* Not a skip: f2fs-tools is in `make deps`, and a missing tool must not look
+ * like a pass. */
 static bool setup_dir(void)
 {
-	/* Not a skip: f2fs-tools is in `make deps`, and a missing tool must
-	 * not look like a pass. */
-	if (sh("{ command -v mkfs.f2fs && command -v fsck.f2fs && command -v sload.f2fs && "
-	       "command -v dump.f2fs; } >/dev/null 2>&1") != 0) {
-		fprintf(stderr, "  needs f2fs-tools (mkfs.f2fs, fsck.f2fs, sload.f2fs, dump.f2fs)\n");
-		return false;
-	}
-	snprintf(tmpdir, sizeof(tmpdir), "/tmp/imager-test-f2fs-XXXXXX");
-	if (!mkdtemp(tmpdir)) {
-		tmpdir[0] = '\0';
-		return false;
-	}
-	return true;
+	return setup_tmpdir(tmpdir, sizeof(tmpdir), "mkfs.f2fs fsck.f2fs sload.f2fs dump.f2fs",
+			    "f2fs-tools (mkfs.f2fs, fsck.f2fs, sload.f2fs, dump.f2fs)",
+			    "/tmp/imager-test-f2fs-XXXXXX");
 }
 
 static void cleanup_dir(void)
 {
-	if (tmpdir[0])
-		sh("rm -rf %s", tmpdir);
-	tmpdir[0] = '\0';
-}
-
-static bool write_random_file(const char *path, size_t len, uint32_t seed)
-{
-	FILE *f = fopen(path, "wb");
-	uint32_t x = seed | 1;
-	unsigned char buf[4096];
-
-	if (!f)
-		return false;
-	while (len) {
-		size_t n = len < sizeof(buf) ? len : sizeof(buf);
-
-		for (size_t i = 0; i < n; i++) {
-			x ^= x << 13;
-			x ^= x >> 17;
-			x ^= x << 5;
-			buf[i] = (unsigned char)x;
-		}
-		if (fwrite(buf, 1, n, f) != n)
-			break;
-		len -= n;
-	}
-	return fclose(f) == 0 && len == 0;
-}
-
-static bool patch(const char *path, uint64_t off, const void *bytes, size_t len)
-{
-	int fd = open(path, O_WRONLY);
-	bool ok;
-
-	if (fd < 0)
-		return false;
-	ok = pwrite(fd, bytes, len, (off_t)off) == (ssize_t)len;
-	return close(fd) == 0 && ok;
-}
-
-static bool patch_le(const char *path, uint64_t off, size_t len, uint64_t v)
-{
-	unsigned char b[8];
-
-	for (size_t i = 0; i < len; i++)
-		b[i] = (unsigned char)(v >> (8 * i));
-	return patch(path, off, b, len);
-}
-
-static bool read_at(const char *path, uint64_t off, void *buf, size_t len)
-{
-	int fd = open(path, O_RDONLY);
-	bool ok;
-
-	if (fd < 0)
-		return false;
-	ok = pread(fd, buf, len, (off_t)off) == (ssize_t)len;
-	close(fd);
-	return ok;
-}
-
-static uint64_t read_le(const char *path, uint64_t off, size_t len)
-{
-	unsigned char b[8] = { 0 };
-	uint64_t v = 0;
-
-	if (!read_at(path, off, b, len))
-		return UINT64_MAX;
-	for (size_t i = len; i-- > 0;)
-		v = v << 8 | b[i];
-	return v;
+	remove_tmpdir(tmpdir);
 }
 
 static uint32_t get32(const unsigned char *p)
@@ -179,30 +48,7 @@ static void put32(unsigned char *p, uint32_t v)
 static int examine(const char *path, bool force, bool with_plugin,
 		   struct fs_info *info, struct im_err *err)
 {
-	struct stat st;
-	int fd, r;
-
-	memset(info, 0, sizeof(*info));
-	memset(err, 0, sizeof(*err));
-	fd = open(path, O_RDONLY);
-	if (fd < 0)
-		return -errno;
-	if (fstat(fd, &st) < 0) {
-		close(fd);
-		return -errno;
-	}
-	if (with_plugin)
-		r = fs_examine_with(&fs_plugin_f2fs, fd, 0, (uint64_t)st.st_size,
-				    force, info, err);
-	else
-		r = fs_examine(fd, 0, (uint64_t)st.st_size, force, info, err);
-	close(fd);
-	return r;
-}
-
-static bool copy_file(const char *from, const char *to)
-{
-	return sh("cp --sparse=always %s %s", from, to) == 0;
+	return examine_path(with_plugin ? &fs_plugin_f2fs : NULL, path, force, info, err);
 }
 
 /* ---- checkpoint editing (f2fs_checkpoint_chksum, as mkfs.f2fs) ---- */
@@ -316,8 +162,8 @@ static bool edit_cp(const char *img, const struct f2fs_facts *f,
 		return false;
 	edit(cp, arg);
 	cp_seal(cp);
-	return patch(img, f->pack_start * BLK, cp, BLK) &&
-	       patch(img, (f->pack_start + get32(cp + 136) - 1) * BLK, cp, BLK);
+	return write_at(img, f->pack_start * BLK, cp, BLK) &&
+	       write_at(img, (f->pack_start + get32(cp + 136) - 1) * BLK, cp, BLK);
 }
 
 static void set_flags(unsigned char *cp, uintptr_t flags) { put32(cp + 132, (uint32_t)flags); }
@@ -350,6 +196,33 @@ static bool make_f2fs(const char *img, unsigned mib, bool random, const char *op
 	return true;
 }
 
+/* fsck.f2fs's facts, else a failed check and the folder removed. */
+static bool facts_or_cleanup(const char *img, struct f2fs_facts *f)
+{
+	if (get_facts(img, f))
+		return true;
+	CHECK(!"fsck.f2fs facts");
+	cleanup_dir();
+	return false;
+}
+
+static bool sload(const char *img);
+
+/* The temporary folder, and in it a filesystem NAME (img: 128 bytes) as
+ * make_f2fs() makes it, filled by sload() when fill; and fsck.f2fs's facts
+ * about it. */
+static bool new_f2fs(char *img, const char *name, unsigned mib, bool random, const char *opts,
+		     bool fill, struct f2fs_facts *f)
+{
+	if (!setup_dir())
+		return false;
+	snprintf(img, 128, "%s/%s", tmpdir, name);
+	CHECK(make_f2fs(img, mib, random, opts));
+	if (fill)
+		CHECK(sload(img));
+	return facts_or_cleanup(img, f);
+}
+
 /* Files with unique names (dump.f2fs writes them by name into one
  * folder); those listed in `kept` are compared after round trips. */
 static const char *const kept[] = { "big1", "mid7", "tiny250" };
@@ -375,51 +248,6 @@ static bool write_tree(void)
 static bool sload(const char *img)
 {
 	return write_tree() && sh("sload.f2fs -f %s/src %s >/dev/null 2>&1", tmpdir, img) == 0;
-}
-
-/* A copy holding only the marked blocks; with drop_last_run, without the
- * last run of them. */
-static bool copy_used(const char *img, const struct fs_info *info, const char *out,
-		      bool drop_last_run)
-{
-	struct stat st;
-	int in = open(img, O_RDONLY), o = -1;
-	bool ok = false;
-	unsigned char *buf = NULL;
-	uint64_t pos = 0, len, last = 0;
-
-	while ((len = bitmap_next_run(&info->used, &pos)) > 0) {
-		last = pos;
-		pos += len;
-	}
-	pos = 0;
-	if (in < 0 || fstat(in, &st) < 0)
-		goto done;
-	o = open(out, O_WRONLY | O_CREAT | O_TRUNC, 0600);
-	if (o < 0 || ftruncate(o, st.st_size) < 0)
-		goto done;
-	buf = malloc(info->block_size);
-	if (!buf)
-		goto done;
-	while ((len = bitmap_next_run(&info->used, &pos)) > 0) {
-		if (drop_last_run && pos == last)
-			break;
-		for (uint64_t b = pos; b < pos + len; b++) {
-			off_t off = (off_t)(b * info->block_size);
-			if (pread(in, buf, info->block_size, off) != (ssize_t)info->block_size ||
-			    pwrite(o, buf, info->block_size, off) != (ssize_t)info->block_size)
-				goto done;
-		}
-		pos += len;
-	}
-	ok = true;
-done:
-	free(buf);
-	if (o >= 0)
-		close(o);
-	if (in >= 0)
-		close(in);
-	return ok;
 }
 
 static bool fsck_clean(const char *img)
@@ -505,19 +333,8 @@ static void check_real(const char *opts, bool fill, unsigned mib, bool random, b
 	struct fs_info info;
 	struct im_err err;
 
-	if (!setup_dir()) {
-		CHECK(!"setup: tools and a temporary directory");
+	if (!new_f2fs(img, "f2fs.img", mib, random, opts, fill, &f))
 		return;
-	}
-	snprintf(img, sizeof(img), "%s/f2fs.img", tmpdir);
-	CHECK(make_f2fs(img, mib, random, opts));
-	if (fill)
-		CHECK(sload(img));
-	if (!get_facts(img, &f)) {
-		CHECK(!"fsck.f2fs facts");
-		cleanup_dir();
-		return;
-	}
 	CHECK_EQ_U(f.fsck_status, 0);
 	if (fill)
 		CHECK(f.valid_blocks > 1000);
@@ -581,19 +398,9 @@ static void test_sit_layouts(void)
 	unsigned char entry[74], zero[74] = { 0 }, block[BLK];
 	uint64_t clean, seg, sum;
 
-	if (!setup_dir()) {
-		CHECK(!"setup: tools and a temporary directory");
+	if (!new_f2fs(img, "f2fs.img", 100, false, "", true, &f))
 		return;
-	}
-	snprintf(img, sizeof(img), "%s/f2fs.img", tmpdir);
 	snprintf(work, sizeof(work), "%s/work.img", tmpdir);
-	CHECK(make_f2fs(img, 100, false, ""));
-	CHECK(sload(img));
-	if (!get_facts(img, &f)) {
-		CHECK(!"fsck.f2fs facts");
-		cleanup_dir();
-		return;
-	}
 	CHECK(!(f.flags & 0x4));   /* normal summaries after sload */
 	clean = check_counts(img, &f);
 	seg = busy_segment(img, &f);
@@ -608,8 +415,8 @@ static void test_sit_layouts(void)
 	CHECK(read_at(work, sit_entry_off(&f, 0, seg), entry, 74));
 	CHECK(patch_le(work, sum * BLK + 3584, 2, 1));
 	CHECK(patch_le(work, sum * BLK + 3586, 4, seg));
-	CHECK(patch(work, sum * BLK + 3590, entry, 74));
-	CHECK(patch(work, sit_entry_off(&f, 0, seg), zero, 74));
+	CHECK(write_at(work, sum * BLK + 3590, entry, 74));
+	CHECK(write_at(work, sit_entry_off(&f, 0, seg), zero, 74));
 	CHECK(get_facts(work, &g) && g.fsck_status == 0);
 	CHECK_EQ_U(examine(work, false, true, &info, &err), 0);
 	CHECK_EQ_U(info.used_blocks, clean);
@@ -626,8 +433,8 @@ static void test_sit_layouts(void)
 			bit++;
 		e2[2 + bit / 8] &= (unsigned char)~(0x80 >> (bit % 8));
 		e2[0] = (unsigned char)(e2[0] - 1);   /* vblocks - 1 (low byte > 0 here) */
-		CHECK(patch(work, sit_entry_off(&f, 0, seg), entry, 74));
-		CHECK(patch(work, sum * BLK + 3590, e2, 74));
+		CHECK(write_at(work, sit_entry_off(&f, 0, seg), entry, 74));
+		CHECK(write_at(work, sum * BLK + 3590, e2, 74));
 		CHECK(edit_cp(work, &f, set_valid, (uintptr_t)(f.valid_blocks - 1)));
 		CHECK_EQ_U(examine(work, false, true, &info, &err), 0);
 		CHECK_EQ_U(info.used_blocks, clean - 1);
@@ -649,9 +456,9 @@ static void test_sit_layouts(void)
 	 * SIT block 0 moved to copy 1, copy 0 zeroed, bit 0 set. */
 	CHECK(copy_file(img, work));
 	CHECK(read_at(work, f.sit_blkaddr * BLK, block, BLK));
-	CHECK(patch(work, (f.sit_blkaddr + (f.segs_sit / 2) * 512) * BLK, block, BLK));
+	CHECK(write_at(work, (f.sit_blkaddr + (f.segs_sit / 2) * 512) * BLK, block, BLK));
 	memset(block, 0, BLK);
-	CHECK(patch(work, f.sit_blkaddr * BLK, block, BLK));
+	CHECK(write_at(work, f.sit_blkaddr * BLK, block, BLK));
 	CHECK(edit_cp(work, &f, set_bit0, 192));
 	CHECK(get_facts(work, &g) && g.fsck_status == 0);
 	CHECK_EQ_U(examine(work, false, true, &info, &err), 0);
@@ -684,7 +491,7 @@ static void test_sit_layouts(void)
 			cp_seal(cp);
 			memcpy(pack, cp, BLK);
 			memcpy(pack + (size_t)f.pack_total * BLK, cp, BLK);
-			CHECK(patch(work, f.pack_start * BLK, pack, (size_t)(f.pack_total + 1) * BLK));
+			CHECK(write_at(work, f.pack_start * BLK, pack, (size_t)(f.pack_total + 1) * BLK));
 			CHECK(patch_le(work, 1024 + 1664, 4, 1));          /* cp_payload, both */
 			CHECK(patch_le(work, BLK + 1024 + 1664, 4, 1));    /* superblocks */
 			free(pack);
@@ -709,26 +516,16 @@ static void test_large_nat_bitmap_sit_copy(void)
 	unsigned char block[BLK];
 	uint64_t clean, nat_bytes;
 
-	if (!setup_dir()) {
-		CHECK(!"setup: tools and a temporary directory");
+	if (!new_f2fs(img, "f2fs.img", 100, false, "-i", true, &f))
 		return;
-	}
-	snprintf(img, sizeof(img), "%s/f2fs.img", tmpdir);
-	CHECK(make_f2fs(img, 100, false, "-i"));
-	CHECK(sload(img));
-	if (!get_facts(img, &f)) {
-		CHECK(!"fsck.f2fs facts");
-		cleanup_dir();
-		return;
-	}
 	CHECK(f.flags & 0x400);
 	CHECK_EQ_U(read_le(img, f.pack_start * BLK + 164, 4), 192);
 	clean = check_counts(img, &f);
 	nat_bytes = read_le(img, f.pack_start * BLK + 160, 4);
 	CHECK(read_at(img, f.sit_blkaddr * BLK, block, BLK));
-	CHECK(patch(img, (f.sit_blkaddr + (f.segs_sit / 2) * 512) * BLK, block, BLK));
+	CHECK(write_at(img, (f.sit_blkaddr + (f.segs_sit / 2) * 512) * BLK, block, BLK));
 	memset(block, 0, BLK);
-	CHECK(patch(img, f.sit_blkaddr * BLK, block, BLK));
+	CHECK(write_at(img, f.sit_blkaddr * BLK, block, BLK));
 	CHECK(edit_cp(img, &f, set_bit0, (uintptr_t)(196 + nat_bytes)));
 	CHECK(get_facts(img, &g) && g.fsck_status == 0);
 	CHECK_EQ_U(examine(img, false, true, &info, &err), 0);
@@ -766,7 +563,7 @@ static bool forge_other_pack(const char *img, const struct f2fs_facts *f, uint64
 	for (uint32_t i = 0; i < f->pack_total; i++) {
 		unsigned char b[BLK];
 		if (!read_at(img, (f->pack_start + i) * BLK, b, BLK) ||
-		    !patch(img, (o.pack_start + i) * BLK, b, BLK))
+		    !write_at(img, (o.pack_start + i) * BLK, b, BLK))
 			return false;
 	}
 	return edit_cp(img, &o, set_version, (uintptr_t)version) &&
@@ -782,19 +579,9 @@ static void test_checkpoint_packs(void)
 	uint64_t clean, ver;
 	unsigned char cp[BLK];
 
-	if (!setup_dir()) {
-		CHECK(!"setup: tools and a temporary directory");
+	if (!new_f2fs(img, "f2fs.img", 100, false, "", true, &f))
 		return;
-	}
-	snprintf(img, sizeof(img), "%s/f2fs.img", tmpdir);
 	snprintf(work, sizeof(work), "%s/work.img", tmpdir);
-	CHECK(make_f2fs(img, 100, false, ""));
-	CHECK(sload(img));
-	if (!get_facts(img, &f)) {
-		CHECK(!"fsck.f2fs facts");
-		cleanup_dir();
-		return;
-	}
 	clean = check_counts(img, &f);
 	ver = read_le(img, f.pack_start * BLK, 8);
 
@@ -835,7 +622,7 @@ static void test_checkpoint_packs(void)
 	CHECK(read_at(work, (f.pack_start + f.pack_total - 1) * BLK, cp, BLK));
 	set_version(cp, (uintptr_t)(ver + 5));
 	cp_seal(cp);
-	CHECK(patch(work, (f.pack_start + f.pack_total - 1) * BLK, cp, BLK));
+	CHECK(write_at(work, (f.pack_start + f.pack_total - 1) * BLK, cp, BLK));
 	CHECK_EQ_U(examine(work, false, true, &info, &err), 0);   /* the other one */
 	fs_info_free(&info);
 	CHECK(patch_le(work, (f.cp_blkaddr + 512 * (1 - f.pack)) * BLK + 40, 1, 0x5A));
@@ -878,8 +665,7 @@ static void test_checkpoint_packs(void)
 			CHECK_EQ_U(examine(work, false, false, &info, &err), 0);
 			CHECK(info.plugin == &fs_plugin_raw);
 			fs_info_free(&info);
-			if (unit_failures != before)
-				fprintf(stderr, "  ^ case: %s (%s)\n", cases[i].what, err.msg);
+			say_case(before, cases[i].what, &err);
 		}
 	}
 	cleanup_dir();
@@ -895,21 +681,13 @@ static void test_unclean_and_counts(void)
 	struct im_err err;
 	uint64_t clean, fresh_used;
 
-	if (!setup_dir()) {
-		CHECK(!"setup: tools and a temporary directory");
+	if (!new_f2fs(img, "f2fs.img", 100, false, "", true, &f))
 		return;
-	}
-	snprintf(img, sizeof(img), "%s/f2fs.img", tmpdir);
 	snprintf(fresh, sizeof(fresh), "%s/fresh.img", tmpdir);
 	snprintf(work, sizeof(work), "%s/work.img", tmpdir);
-	CHECK(make_f2fs(img, 100, false, ""));
-	CHECK(sload(img));
 	CHECK(make_f2fs(fresh, 64, false, ""));
-	if (!get_facts(img, &f) || !get_facts(fresh, &fr)) {
-		CHECK(!"fsck.f2fs facts");
-		cleanup_dir();
+	if (!facts_or_cleanup(fresh, &fr))
 		return;
-	}
 	clean = check_counts(img, &f);
 	fresh_used = check_counts(fresh, &fr);
 
@@ -995,8 +773,7 @@ static void check_sb_refused(const char *base, const char *what, uint32_t off, s
 	int r, before = unit_failures;
 
 	snprintf(img, sizeof(img), "%s/hostile.img", tmpdir);
-	CHECK(copy_file(base, img));
-	CHECK(patch_le(img, 1024 + off, len, v));
+	copy_patched(base, img, 1024 + off, len, v);
 	if (both)
 		CHECK(patch_le(img, BLK + 1024 + off, len, v));
 	r = examine(img, false, true, &info, &err);
@@ -1006,19 +783,11 @@ static void check_sb_refused(const char *base, const char *what, uint32_t off, s
 	else
 		CHECK(err.msg[0] != '\0');
 	fs_info_free(&info);
-	r = examine(img, false, false, &info, &err);
-	if (code == -ENOTSUP) {
-		CHECK_EQ_U(r, code);
-	} else if (code == 0) {
-		CHECK_EQ_U(r, 0);
-		CHECK(info.plugin == &fs_plugin_f2fs);
-	} else {
-		CHECK_EQ_U(r, 0);
-		CHECK(info.plugin == &fs_plugin_raw);
-	}
-	fs_info_free(&info);
-	if (unit_failures != before)
-		fprintf(stderr, "  ^ case: %s (%s)\n", what, err.msg);
+	if (code == -ENOTSUP)
+		expect_registry(img, code, NULL);
+	else
+		expect_registry(img, 0, code == 0 ? &fs_plugin_f2fs : &fs_plugin_raw);
+	say_case(before, what, &err);
 }
 
 static void test_hostile_superblock(void)
@@ -1028,17 +797,8 @@ static void test_hostile_superblock(void)
 	struct fs_info info;
 	struct im_err err;
 
-	if (!setup_dir()) {
-		CHECK(!"setup: tools and a temporary directory");
+	if (!new_f2fs(base, "base.img", 64, false, "", false, &f))
 		return;
-	}
-	snprintf(base, sizeof(base), "%s/base.img", tmpdir);
-	CHECK(make_f2fs(base, 64, false, ""));
-	if (!get_facts(base, &f)) {
-		CHECK(!"fsck.f2fs facts");
-		cleanup_dir();
-		return;
-	}
 	CHECK_EQ_U(examine(base, false, true, &info, &err), 0);
 	fs_info_free(&info);
 

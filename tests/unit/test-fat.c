@@ -6,166 +6,32 @@
  * only the sectors the bitmap marks must pass fsck.fat and give the files
  * back byte for byte.  Needs dosfstools and mtools.
  */
-#include "unit.h"
-#include "imager/fs.h"
-
-#include <errno.h>
-#include <fcntl.h>
-#include <stdarg.h>
-#include <stdbool.h>
-#include <stdint.h>
-#include <sys/stat.h>
-#include <unistd.h>
+#include "unit-fs.h"
 
 extern const struct fs_plugin fs_plugin_fat;
 
-/* ---- shell and file helpers ---- */
-
-static int sh(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
-static int sh(const char *fmt, ...)
-{
-	char cmd[2048];
-	va_list ap;
-	int st;
-
-	va_start(ap, fmt);
-	vsnprintf(cmd, sizeof(cmd), fmt, ap);
-	va_end(ap);
-	st = system(cmd);
-	if (st == -1 || !WIFEXITED(st))
-		return -1;
-	return WEXITSTATUS(st);
-}
-
-/* Run a command and keep its output (stdout and stderr). */
-static int sh_out(char *out, size_t outlen, const char *fmt, ...)
-	__attribute__((format(printf, 3, 4)));
-static int sh_out(char *out, size_t outlen, const char *fmt, ...)
-{
-	char cmd[2048];
-	va_list ap;
-	FILE *f;
-	size_t n;
-	int st;
-
-	va_start(ap, fmt);
-	vsnprintf(cmd, sizeof(cmd), fmt, ap);
-	va_end(ap);
-	strncat(cmd, " 2>&1", sizeof(cmd) - strlen(cmd) - 1);
-	f = popen(cmd, "r");
-	if (!f)
-		return -1;
-	n = fread(out, 1, outlen - 1, f);
-	out[n] = '\0';
-	st = pclose(f);
-	if (st == -1 || !WIFEXITED(st))
-		return -1;
-	return WEXITSTATUS(st);
-}
-
 static char tmpdir[64];
 
+/* The tools (not a skip: these are in `make deps`, and a missing tool must
+ * not look like a pass) and a temporary folder; checked. */
 static bool setup_dir(void)
 {
-	/* Not a skip: these are in `make deps`, and a missing tool must not
-	 * look like a pass. */
-	if (sh("{ command -v mkfs.fat && command -v fsck.fat && command -v mcopy && "
-	       "command -v mdir && command -v mmd && command -v mdel; } >/dev/null 2>&1") != 0) {
-		fprintf(stderr, "  needs dosfstools (mkfs.fat, fsck.fat) and mtools\n");
+	if (!setup_tmpdir(tmpdir, sizeof(tmpdir), "mkfs.fat fsck.fat mcopy mdir mmd mdel",
+			  "dosfstools (mkfs.fat, fsck.fat) and mtools", "/tmp/imager-test-fat-XXXXXX"))
 		return false;
-	}
-	snprintf(tmpdir, sizeof(tmpdir), "/tmp/imager-test-fat-XXXXXX");
-	if (!mkdtemp(tmpdir)) {
-		tmpdir[0] = '\0';
-		return false;
-	}
 	setenv("MTOOLS_SKIP_CHECK", "1", 1);
 	return true;
 }
 
 static void cleanup_dir(void)
 {
-	if (tmpdir[0])
-		sh("rm -rf %s", tmpdir);
-	tmpdir[0] = '\0';
-}
-
-/* A file of pseudo-random bytes (never a zero sector, so nothing passes a
- * comparison by accident). */
-static bool write_random_file(const char *path, size_t len, uint32_t seed)
-{
-	FILE *f = fopen(path, "wb");
-	uint32_t x = seed | 1;
-
-	if (!f)
-		return false;
-	for (size_t i = 0; i < len; i++) {
-		x ^= x << 13;
-		x ^= x >> 17;
-		x ^= x << 5;
-		fputc((int)(x & 0xFF), f);
-	}
-	return fclose(f) == 0;
-}
-
-static bool patch(const char *path, uint64_t off, const void *bytes, size_t len)
-{
-	int fd = open(path, O_WRONLY);
-	bool ok;
-
-	if (fd < 0)
-		return false;
-	ok = pwrite(fd, bytes, len, (off_t)off) == (ssize_t)len;
-	return close(fd) == 0 && ok;
-}
-
-static bool patch_le16(const char *path, uint64_t off, uint16_t v)
-{
-	unsigned char b[2] = { (unsigned char)v, (unsigned char)(v >> 8) };
-	return patch(path, off, b, 2);
-}
-
-static bool patch_le32(const char *path, uint64_t off, uint32_t v)
-{
-	unsigned char b[4] = { (unsigned char)v, (unsigned char)(v >> 8),
-			       (unsigned char)(v >> 16), (unsigned char)(v >> 24) };
-	return patch(path, off, b, 4);
-}
-
-static bool read_at(const char *path, uint64_t off, void *buf, size_t len)
-{
-	int fd = open(path, O_RDONLY);
-	bool ok;
-
-	if (fd < 0)
-		return false;
-	ok = pread(fd, buf, len, (off_t)off) == (ssize_t)len;
-	close(fd);
-	return ok;
+	remove_tmpdir(tmpdir);
 }
 
 static int examine(const char *path, bool force, bool with_plugin,
 		   struct fs_info *info, struct im_err *err)
 {
-	struct stat st;
-	int fd, r;
-
-	memset(info, 0, sizeof(*info));
-	memset(err, 0, sizeof(*err));
-	fd = open(path, O_RDONLY);
-	if (fd < 0)
-		return -errno;
-	if (fstat(fd, &st) < 0) {
-		close(fd);
-		return -errno;
-	}
-	if (with_plugin)
-		r = fs_examine_with(&fs_plugin_fat, fd, 0, (uint64_t)st.st_size,
-				    force, info, err);
-	else
-		r = fs_examine(fd, 0, (uint64_t)st.st_size, force, info, err);
-	close(fd);
-	return r;
+	return examine_path(with_plugin ? &fs_plugin_fat : NULL, path, force, info, err);
 }
 
 /* ---- what dosfstools and mtools say about an image ---- */
@@ -282,51 +148,6 @@ static bool populate(const char *img)
 	       sh("mdel -i %s ::/a ::/e", img) == 0;
 }
 
-/* A zero-filled file of the same size holding only the marked sectors;
- * with drop_last_run, all but the last run of them. */
-static bool copy_used(const char *img, const struct fs_info *info, const char *out,
-		      bool drop_last_run)
-{
-	struct stat st;
-	int in = open(img, O_RDONLY), o = -1;
-	bool ok = false;
-	unsigned char *buf = NULL;
-	uint64_t pos = 0, len, last = 0;
-
-	while ((len = bitmap_next_run(&info->used, &pos)) > 0) {
-		last = pos;
-		pos += len;
-	}
-	pos = 0;
-	if (in < 0 || fstat(in, &st) < 0)
-		goto done;
-	o = open(out, O_WRONLY | O_CREAT | O_TRUNC, 0600);
-	if (o < 0 || ftruncate(o, st.st_size) < 0)
-		goto done;
-	buf = malloc(info->block_size);
-	if (!buf)
-		goto done;
-	while ((len = bitmap_next_run(&info->used, &pos)) > 0) {
-		if (drop_last_run && pos == last)
-			break;
-		for (uint64_t b = pos; b < pos + len; b++) {
-			off_t off = (off_t)(b * info->block_size);
-			if (pread(in, buf, info->block_size, off) != (ssize_t)info->block_size ||
-			    pwrite(o, buf, info->block_size, off) != (ssize_t)info->block_size)
-				goto done;
-		}
-		pos += len;
-	}
-	ok = true;
-done:
-	free(buf);
-	if (o >= 0)
-		close(o);
-	if (in >= 0)
-		close(in);
-	return ok;
-}
-
 /* fsck.fat finds the copy clean and the files come back identical. */
 static bool round_trip_ok(const char *img, const struct fs_info *info, bool drop_last_run)
 {
@@ -351,10 +172,8 @@ static void check_populated(const char *mkfs_opts, unsigned mib)
 	struct im_err err;
 	int r;
 
-	if (!setup_dir()) {
-		CHECK(!"setup: tools and a temporary directory");
+	if (!setup_dir())
 		return;
-	}
 	snprintf(img, sizeof(img), "%s/fat.img", tmpdir);
 	CHECK(make_fat(img, mib, mkfs_opts));
 	CHECK(populate(img));
@@ -410,10 +229,8 @@ static void test_fat32_few_clusters(void)
 	struct im_err err;
 	int r;
 
-	if (!setup_dir()) {
-		CHECK(!"setup: tools and a temporary directory");
+	if (!setup_dir())
 		return;
-	}
 	snprintf(img, sizeof(img), "%s/fat.img", tmpdir);
 	snprintf(copy, sizeof(copy), "%s/copy.img", tmpdir);
 	CHECK(make_fat(img, 64, "-F 32 -s 8"));
@@ -434,39 +251,84 @@ static void test_fat32_few_clusters(void)
 
 /* ---- hostile boot sectors ---- */
 
-/* Copy base, write `len` little-endian bytes of v at off, and expect the
- * plugin to refuse it with `code`, and fs_examine() to fall back to raw. */
-static void check_refused(const char *base, const char *what, uint64_t off,
-			  size_t len, uint32_t v, int code, int exit_class)
+/* A boot sector field to damage (len little-endian bytes of v at off), and
+ * the refusal it must get. */
+struct refusal {
+	const char *what;
+	uint64_t off;
+	size_t len;
+	uint32_t v;
+	int code, exit_class;
+};
+
+/* Copy base, apply the case, and expect the plugin to refuse it with its
+ * code, and fs_examine() to fall back to raw. */
+static void check_refused(const char *base, const struct refusal *c)
 {
 	char img[128];
-	unsigned char b[4] = { (unsigned char)v, (unsigned char)(v >> 8),
-			       (unsigned char)(v >> 16), (unsigned char)(v >> 24) };
 	struct fs_info info;
 	struct im_err err;
 	int r, before = unit_failures;
 
 	snprintf(img, sizeof(img), "%s/hostile.img", tmpdir);
-	CHECK_EQ_U(sh("cp --sparse=always %s %s", base, img), 0);
-	CHECK(patch(img, off, b, len));
+	copy_patched(base, img, c->off, c->len, c->v);
 	r = examine(img, false, true, &info, &err);
-	CHECK_EQ_U(r, code);
-	CHECK_EQ_U(err.exit_class, exit_class);
+	CHECK_EQ_U(r, c->code);
+	CHECK_EQ_U(err.exit_class, c->exit_class);
 	CHECK(err.msg[0] != '\0');
 	fs_info_free(&info);
 	/* Chosen by libblkid or by the magics, probe() turns a corrupt one
 	 * down (raw copy) and lets open() explain an unsupported one. */
-	r = examine(img, false, false, &info, &err);
-	if (code == -ENOTSUP) {
-		CHECK_EQ_U(r, code);
-	} else {
-		CHECK_EQ_U(r, 0);
-		CHECK(info.plugin == &fs_plugin_raw);
-	}
-	fs_info_free(&info);
-	if (unit_failures != before)
-		fprintf(stderr, "  ^ case: %s (%s)\n", what, err.msg);
+	expect_registry(img, c->code == -ENOTSUP ? c->code : 0, &fs_plugin_raw);
+	say_case(before, c->what, &err);
 }
+
+static void check_refusals(const char *base, const struct refusal *cases, size_t n)
+{
+	for (size_t i = 0; i < n; i++)
+		check_refused(base, &cases[i]);
+}
+
+static const struct refusal fat16_refusals[] = {
+	{ "bytes per sector 3", 11, 2, 3, -EINVAL, IM_EXIT_SOURCE },
+	{ "bytes per sector 8192", 11, 2, 8192, -EINVAL, IM_EXIT_SOURCE },
+	{ "bytes per sector 0", 11, 2, 0, -EINVAL, IM_EXIT_SOURCE },
+	{ "sectors per cluster 0", 13, 1, 0, -EINVAL, IM_EXIT_SOURCE },
+	{ "sectors per cluster 3", 13, 1, 3, -EINVAL, IM_EXIT_SOURCE },
+	{ "reserved sectors 0", 14, 2, 0, -EINVAL, IM_EXIT_SOURCE },
+	{ "num fats 0", 16, 1, 0, -EINVAL, IM_EXIT_SOURCE },
+	{ "num fats 9", 16, 1, 9, -EINVAL, IM_EXIT_SOURCE },
+	{ "media 0", 21, 1, 0, -EINVAL, IM_EXIT_SOURCE },
+	{ "FAT size 0", 22, 2, 0, -EINVAL, IM_EXIT_SOURCE },
+	{ "FAT size 1", 22, 2, 1, -EINVAL, IM_EXIT_SOURCE },
+	{ "FAT size 65535", 22, 2, 0xFFFF, -EINVAL, IM_EXIT_SOURCE },
+	{ "total sectors 0xFFFF > file", 19, 2, 0xFFFF, -EINVAL, IM_EXIT_SOURCE },
+	{ "1 sector per cluster: FAT too small", 13, 1, 1, -EINVAL, IM_EXIT_SOURCE },
+};
+
+/* With the 16-bit total cleared, the 32-bit one. */
+static const struct refusal fat16_total32_refusals[] = {
+	{ "total sectors 0", 32, 4, 0, -EINVAL, IM_EXIT_SOURCE },
+	{ "total sectors 2^20 > file", 32, 4, 1u << 20, -EINVAL, IM_EXIT_SOURCE },
+	{ "total sectors 2^32-1", 32, 4, 0xFFFFFFFFu, -EINVAL, IM_EXIT_SOURCE },
+};
+
+static const struct refusal fat12_root_refusal = {
+	"root entries 65535", 17, 2, 0xFFFF, -EINVAL, IM_EXIT_SOURCE
+};
+
+static const struct refusal fat32_refusals[] = {
+	{ "FAT32 size 0", 36, 4, 0, -EINVAL, IM_EXIT_SOURCE },
+	{ "FAT32 size 1", 36, 4, 1, -EINVAL, IM_EXIT_SOURCE },
+	{ "FAT32 size 2^31", 36, 4, 0x80000000u, -EINVAL, IM_EXIT_SOURCE },
+	{ "FAT32 root cluster 0", 44, 4, 0, -EINVAL, IM_EXIT_SOURCE },
+	{ "FAT32 root cluster past the end", 44, 4, 0x0FFFFFF0u, -EINVAL, IM_EXIT_SOURCE },
+	{ "FAT32 active FAT 5 of 2", 40, 2, 0x85, -EINVAL, IM_EXIT_SOURCE },
+	{ "FAT32 with root entries", 17, 2, 512, -EINVAL, IM_EXIT_SOURCE },
+	{ "FAT32 version 1.0", 42, 2, 0x0100, -ENOTSUP, IM_EXIT_UNSUPP },
+};
+
+#define N_OF(a) (sizeof(a) / sizeof((a)[0]))
 
 static void test_hostile_fat16(void)
 {
@@ -475,10 +337,8 @@ static void test_hostile_fat16(void)
 	struct im_err err;
 	int r;
 
-	if (!setup_dir()) {
-		CHECK(!"setup: tools and a temporary directory");
+	if (!setup_dir())
 		return;
-	}
 	snprintf(base, sizeof(base), "%s/base.img", tmpdir);
 	CHECK(make_fat(base, 16, "-F 16"));
 	/* The untouched base is accepted, so the refusals below are the
@@ -486,31 +346,11 @@ static void test_hostile_fat16(void)
 	CHECK_EQ_U(examine(base, false, true, &info, &err), 0);
 	fs_info_free(&info);
 
-	check_refused(base, "bytes per sector 3", 11, 2, 3, -EINVAL, IM_EXIT_SOURCE);
-	check_refused(base, "bytes per sector 8192", 11, 2, 8192, -EINVAL, IM_EXIT_SOURCE);
-	check_refused(base, "bytes per sector 0", 11, 2, 0, -EINVAL, IM_EXIT_SOURCE);
-	check_refused(base, "sectors per cluster 0", 13, 1, 0, -EINVAL, IM_EXIT_SOURCE);
-	check_refused(base, "sectors per cluster 3", 13, 1, 3, -EINVAL, IM_EXIT_SOURCE);
-	check_refused(base, "reserved sectors 0", 14, 2, 0, -EINVAL, IM_EXIT_SOURCE);
-	check_refused(base, "num fats 0", 16, 1, 0, -EINVAL, IM_EXIT_SOURCE);
-	check_refused(base, "num fats 9", 16, 1, 9, -EINVAL, IM_EXIT_SOURCE);
-	check_refused(base, "media 0", 21, 1, 0, -EINVAL, IM_EXIT_SOURCE);
-	check_refused(base, "FAT size 0", 22, 2, 0, -EINVAL, IM_EXIT_SOURCE);
-	check_refused(base, "FAT size 1", 22, 2, 1, -EINVAL, IM_EXIT_SOURCE);
-	check_refused(base, "FAT size 65535", 22, 2, 0xFFFF, -EINVAL, IM_EXIT_SOURCE);
-	check_refused(base, "total sectors 0xFFFF > file", 19, 2, 0xFFFF, -EINVAL,
-		      IM_EXIT_SOURCE);
-	check_refused(base, "1 sector per cluster: FAT too small", 13, 1, 1,
-		      -EINVAL, IM_EXIT_SOURCE);
+	check_refusals(base, fat16_refusals, N_OF(fat16_refusals));
 	/* 32-bit total: clear the 16-bit one first. */
 	snprintf(img, sizeof(img), "%s/base32.img", tmpdir);
-	CHECK_EQ_U(sh("cp --sparse=always %s %s", base, img), 0);
-	CHECK(patch_le16(img, 19, 0));
-	check_refused(img, "total sectors 0", 32, 4, 0, -EINVAL, IM_EXIT_SOURCE);
-	check_refused(img, "total sectors 2^20 > file", 32, 4, 1u << 20, -EINVAL,
-		      IM_EXIT_SOURCE);
-	check_refused(img, "total sectors 2^32-1", 32, 4, 0xFFFFFFFFu, -EINVAL,
-		      IM_EXIT_SOURCE);
+	copy_patched(base, img, 19, 2, 0);
+	check_refusals(img, fat16_total32_refusals, N_OF(fat16_total32_refusals));
 
 	/* The file itself shorter than the filesystem. */
 	CHECK_EQ_U(sh("cp --sparse=always %s %s && truncate -s 8M %s", base, img, img), 0);
@@ -524,7 +364,7 @@ static void test_hostile_fat16(void)
 	CHECK(make_fat(img, 1, "-F 12"));
 	CHECK_EQ_U(examine(img, false, true, &info, &err), 0);
 	fs_info_free(&info);
-	check_refused(img, "root entries 65535", 17, 2, 0xFFFF, -EINVAL, IM_EXIT_SOURCE);
+	check_refused(img, &fat12_root_refusal);
 
 	/* Nothing but zeros, and a file too small for any FAT. */
 	CHECK_EQ_U(sh("rm -f %s && truncate -s 1M %s", img, img), 0);
@@ -536,8 +376,8 @@ static void test_hostile_fat16(void)
 
 	/* An MBR's 0x55AA alone does not make a FAT: probe() says no. */
 	CHECK_EQ_U(sh("rm -f %s && truncate -s 1M %s", img, img), 0);
-	CHECK(patch(img, 510, "\x55\xAA", 2));
-	CHECK(patch(img, 0, "\xFA\x33\xC0\x8E\xD0\xBC\x00\x7C\x8B\xF4\x50\x07\x50\x1F\xFB\xFC", 16));
+	CHECK(write_at(img, 510, "\x55\xAA", 2));
+	CHECK(write_at(img, 0, "\xFA\x33\xC0\x8E\xD0\xBC\x00\x7C\x8B\xF4\x50\x07\x50\x1F\xFB\xFC", 16));
 	CHECK_EQ_U(examine(img, false, false, &info, &err), 0);
 	CHECK(info.plugin == &fs_plugin_raw);
 	fs_info_free(&info);
@@ -550,28 +390,30 @@ static void test_hostile_fat32(void)
 	struct fs_info info;
 	struct im_err err;
 
-	if (!setup_dir()) {
-		CHECK(!"setup: tools and a temporary directory");
+	if (!setup_dir())
 		return;
-	}
 	snprintf(base, sizeof(base), "%s/base.img", tmpdir);
 	CHECK(make_fat(base, 64, "-F 32"));
 	CHECK_EQ_U(examine(base, false, true, &info, &err), 0);
 	fs_info_free(&info);
 
-	check_refused(base, "FAT32 size 0", 36, 4, 0, -EINVAL, IM_EXIT_SOURCE);
-	check_refused(base, "FAT32 size 1", 36, 4, 1, -EINVAL, IM_EXIT_SOURCE);
-	check_refused(base, "FAT32 size 2^31", 36, 4, 0x80000000u, -EINVAL, IM_EXIT_SOURCE);
-	check_refused(base, "FAT32 root cluster 0", 44, 4, 0, -EINVAL, IM_EXIT_SOURCE);
-	check_refused(base, "FAT32 root cluster past the end", 44, 4, 0x0FFFFFF0u,
-		      -EINVAL, IM_EXIT_SOURCE);
-	check_refused(base, "FAT32 active FAT 5 of 2", 40, 2, 0x85, -EINVAL, IM_EXIT_SOURCE);
-	check_refused(base, "FAT32 with root entries", 17, 2, 512, -EINVAL, IM_EXIT_SOURCE);
-	check_refused(base, "FAT32 version 1.0", 42, 2, 0x0100, -ENOTSUP, IM_EXIT_UNSUPP);
+	check_refusals(base, fat32_refusals, N_OF(fat32_refusals));
 	cleanup_dir();
 }
 
 /* ---- unclean filesystems ---- */
+
+/* A byte to change (len little-endian bytes of v at off, from the first
+ * FAT when in_fat, else from the boot sector), and whether it makes the
+ * filesystem dirty. */
+struct dirty_case {
+	const char *what;
+	bool in_fat;
+	uint64_t off;
+	size_t len;
+	uint32_t v;
+	bool dirty;
+};
 
 /* Patch, expect -EUCLEAN (exit class FSCK), then success when forced with
  * the same used count as the clean image and a warning. */
@@ -579,8 +421,6 @@ static void check_dirty(const char *base, const char *what, uint64_t off,
 			size_t len, uint32_t v, bool expect_dirty)
 {
 	char img[128];
-	unsigned char b[4] = { (unsigned char)v, (unsigned char)(v >> 8),
-			       (unsigned char)(v >> 16), (unsigned char)(v >> 24) };
 	struct fs_info info;
 	struct im_err err;
 	uint64_t clean_used;
@@ -592,8 +432,7 @@ static void check_dirty(const char *base, const char *what, uint64_t off,
 	fs_info_free(&info);
 
 	snprintf(img, sizeof(img), "%s/dirty.img", tmpdir);
-	CHECK_EQ_U(sh("cp --sparse=always %s %s", base, img), 0);
-	CHECK(patch(img, off, b, len));
+	copy_patched(base, img, off, len, v);
 	r = examine(img, false, true, &info, &err);
 	if (expect_dirty) {
 		CHECK_EQ_U(r, -EUCLEAN);
@@ -610,8 +449,7 @@ static void check_dirty(const char *base, const char *what, uint64_t off,
 	if (expect_dirty)
 		CHECK(strstr(info.warning, "forced") != NULL);
 	fs_info_free(&info);
-	if (unit_failures != before)
-		fprintf(stderr, "  ^ case: %s (%s)\n", what, err.msg);
+	say_case(before, what, &err);
 }
 
 /* Byte offset of the first FAT: reserved sectors times bytes per sector. */
@@ -624,39 +462,48 @@ static uint64_t first_fat_offset(const char *img)
 	return (uint64_t)(b[0] | b[1] << 8) * (uint64_t)(b[3] | b[4] << 8);
 }
 
-static void test_dirty(void)
+/* A new filesystem (name, mib MiB, mkfs.fat options) and each case on it. */
+static void check_dirty_all(const char *name, unsigned mib, const char *opts,
+			    const struct dirty_case *cases, size_t n)
 {
 	char img[128];
 	uint64_t fat0;
 
-	if (!setup_dir()) {
-		CHECK(!"setup: tools and a temporary directory");
-		return;
-	}
-	snprintf(img, sizeof(img), "%s/fat12.img", tmpdir);
-	CHECK(make_fat(img, 4, "-F 12"));
+	snprintf(img, sizeof(img), "%s/%s", tmpdir, name);
+	CHECK(make_fat(img, mib, opts));
 	fat0 = first_fat_offset(img);
 	CHECK(fat0 >= 512);
-	check_dirty(img, "FAT12 state byte", 0x25, 1, 0x01, true);
+	for (size_t i = 0; i < n; i++)
+		check_dirty(img, cases[i].what, (cases[i].in_fat ? fat0 : 0) + cases[i].off,
+			    cases[i].len, cases[i].v, cases[i].dirty);
+}
+
+static const struct dirty_case fat12_dirty[] = {
+	{ "FAT12 state byte", false, 0x25, 1, 0x01, true },
 	/* FAT12 has no clean-shutdown bit: FAT[1] is left alone. */
-	check_dirty(img, "FAT12 FAT[1]", fat0 + 1, 2, 0x000F, false);
+	{ "FAT12 FAT[1]", true, 1, 2, 0x000F, false },
+};
 
-	snprintf(img, sizeof(img), "%s/fat16.img", tmpdir);
-	CHECK(make_fat(img, 32, "-F 16"));
-	fat0 = first_fat_offset(img);
-	CHECK(fat0 >= 512);
-	check_dirty(img, "FAT16 state byte", 0x25, 1, 0x01, true);
-	check_dirty(img, "FAT16 FAT[1] bit 15", fat0 + 2, 2, 0x7FFF, true);
-	check_dirty(img, "FAT16 FAT[1] bit 14 only", fat0 + 2, 2, 0xBFFF, false);
+static const struct dirty_case fat16_dirty[] = {
+	{ "FAT16 state byte", false, 0x25, 1, 0x01, true },
+	{ "FAT16 FAT[1] bit 15", true, 2, 2, 0x7FFF, true },
+	{ "FAT16 FAT[1] bit 14 only", true, 2, 2, 0xBFFF, false },
 	/* On FAT12/16, 0x41 (the FAT32 state byte) is boot code. */
-	check_dirty(img, "FAT16 byte 0x41", 0x41, 1, 0xFF, false);
+	{ "FAT16 byte 0x41", false, 0x41, 1, 0xFF, false },
+};
 
-	snprintf(img, sizeof(img), "%s/fat32.img", tmpdir);
-	CHECK(make_fat(img, 64, "-F 32"));
-	fat0 = first_fat_offset(img);
-	CHECK(fat0 >= 512);
-	check_dirty(img, "FAT32 state byte", 0x41, 1, 0x01, true);
-	check_dirty(img, "FAT32 FAT[1] bit 27", fat0 + 4, 4, 0x07FFFFFF, true);
+static const struct dirty_case fat32_dirty[] = {
+	{ "FAT32 state byte", false, 0x41, 1, 0x01, true },
+	{ "FAT32 FAT[1] bit 27", true, 4, 4, 0x07FFFFFF, true },
+};
+
+static void test_dirty(void)
+{
+	if (!setup_dir())
+		return;
+	check_dirty_all("fat12.img", 4, "-F 12", fat12_dirty, N_OF(fat12_dirty));
+	check_dirty_all("fat16.img", 32, "-F 16", fat16_dirty, N_OF(fat16_dirty));
+	check_dirty_all("fat32.img", 64, "-F 32", fat32_dirty, N_OF(fat32_dirty));
 	cleanup_dir();
 }
 
@@ -668,10 +515,8 @@ static void test_fsinfo(void)
 	struct fs_info info;
 	struct im_err err;
 
-	if (!setup_dir()) {
-		CHECK(!"setup: tools and a temporary directory");
+	if (!setup_dir())
 		return;
-	}
 	snprintf(img, sizeof(img), "%s/fat32.img", tmpdir);
 	CHECK(make_fat(img, 64, "-F 32"));
 	CHECK_EQ_U(examine(img, false, true, &info, &err), 0);
@@ -679,13 +524,13 @@ static void test_fsinfo(void)
 	fs_info_free(&info);
 
 	/* Stale: a warning, never a refusal. */
-	CHECK(patch_le32(img, 512 + 488, 12345));
+	CHECK(patch_le(img, 512 + 488, 4, 12345));
 	CHECK_EQ_U(examine(img, false, true, &info, &err), 0);
 	CHECK(strstr(info.warning, "FSInfo") != NULL);
 	fs_info_free(&info);
 
 	/* Unknown (0xFFFFFFFF): nothing to compare. */
-	CHECK(patch_le32(img, 512 + 488, 0xFFFFFFFFu));
+	CHECK(patch_le(img, 512 + 488, 4, 0xFFFFFFFFu));
 	CHECK_EQ_U(examine(img, false, true, &info, &err), 0);
 	CHECK_STR(info.warning, "");
 	fs_info_free(&info);
@@ -704,10 +549,8 @@ static void test_big_fat32(void)
 	uint64_t fat0, fat_bytes, last, entries_per_piece = (3u << 20) / 4;
 	int r;
 
-	if (!setup_dir()) {
-		CHECK(!"setup: tools and a temporary directory");
+	if (!setup_dir())
 		return;
-	}
 	snprintf(img, sizeof(img), "%s/big.img", tmpdir);
 	CHECK(make_fat(img, 9 * 1024, "-F 32 -s 1"));
 	if (!get_facts(img, &f)) {
@@ -727,12 +570,12 @@ static void test_big_fat32(void)
 	 * a bad cluster (no data), an entry that is free once its reserved
 	 * top bits are masked, and an entry past the last cluster. */
 	for (uint64_t c = entries_per_piece - 2; c < entries_per_piece + 2; c++)
-		CHECK(patch_le32(img, fat0 + 4 * c, (uint32_t)c + 1));
-	CHECK(patch_le32(img, fat0 + 4 * (entries_per_piece + 2), 0x0FFFFFFF));
-	CHECK(patch_le32(img, fat0 + 4 * last, 0x0FFFFFF8));
-	CHECK(patch_le32(img, fat0 + 4 * (entries_per_piece + 10), 0x0FFFFFF7));
-	CHECK(patch_le32(img, fat0 + 4 * (entries_per_piece + 20), 0xF0000000u));
-	CHECK(patch_le32(img, fat0 + 4 * (last + 1), 0x0FFFFFFF));
+		CHECK(patch_le(img, fat0 + 4 * c, 4, (uint32_t)c + 1));
+	CHECK(patch_le(img, fat0 + 4 * (entries_per_piece + 2), 4, 0x0FFFFFFF));
+	CHECK(patch_le(img, fat0 + 4 * last, 4, 0x0FFFFFF8));
+	CHECK(patch_le(img, fat0 + 4 * (entries_per_piece + 10), 4, 0x0FFFFFF7));
+	CHECK(patch_le(img, fat0 + 4 * (entries_per_piece + 20), 4, 0xF0000000u));
+	CHECK(patch_le(img, fat0 + 4 * (last + 1), 4, 0x0FFFFFFF));
 
 	r = examine(img, false, true, &info, &err);
 	CHECK_EQ_U(r, 0);

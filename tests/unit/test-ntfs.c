@@ -5,38 +5,17 @@
  * and, cluster by cluster, against the bitmap partclone.ntfs stores; then
  * dirty and hibernated volumes, and corrupted copies.
  */
-#include "imager/fs.h"
-#include "unit.h"
-
-#include <errno.h>
-#include <fcntl.h>
-#include <stdbool.h>
-#include <stdint.h>
-#include <sys/stat.h>
-#include <time.h>
-#include <unistd.h>
+#include "unit-fs.h"
 
 extern const struct fs_plugin fs_plugin_ntfs;
 
 #define MiB (1ull << 20)
 
-static bool have_tool(const char *name)
-{
-	char cmd[128];
-
-	snprintf(cmd, sizeof(cmd), "command -v %s >/dev/null 2>&1", name);
-	return system(cmd) == 0;
-}
-
 static bool have_ntfsprogs(void)
 {
 	static int have = -1;
 
-	if (have < 0)
-		have = have_tool("mkntfs") && have_tool("ntfsinfo");
-	if (!have)
-		printf("SKIP: mkntfs/ntfsinfo not installed (ntfs-3g)\n");
-	return have;
+	return have_or_skip(&have, "mkntfs ntfsinfo", "SKIP: mkntfs/ntfsinfo not installed (ntfs-3g)");
 }
 
 /* Can ntfs-3g mount a plain file here (FUSE, root)?  Checked once. */
@@ -44,35 +23,14 @@ static bool can_mount(void)
 {
 	static int can = -1;
 
-	if (can < 0) {
-		can = getuid() == 0 && have_tool("ntfs-3g") && access("/dev/fuse", R_OK | W_OK) == 0;
-		if (!can)
-			printf("SKIP (parts): ntfs-3g cannot mount here (needs root and /dev/fuse)\n");
-	}
-	return can;
+	return root_and(&can, "command -v ntfs-3g >/dev/null 2>&1 && test -r /dev/fuse -a -w /dev/fuse",
+			"SKIP (parts): ntfs-3g cannot mount here (needs root and /dev/fuse)");
 }
 
 /* A file of size bytes holding a volume made by `mkntfs -F -f -q args`. */
 static bool make_image(char path[static 32], const char *args, uint64_t size)
 {
-	char cmd[512];
-	int fd;
-
-	strcpy(path, "/tmp/test-ntfs-XXXXXX");
-	fd = mkstemp(path);
-	CHECK(fd >= 0);
-	if (fd < 0)
-		return false;
-	CHECK(ftruncate(fd, (off_t)size) == 0);
-	close(fd);
-	snprintf(cmd, sizeof(cmd), "mkntfs -F -f -q %s %s >/dev/null 2>&1", args, path);
-	if (system(cmd) != 0) {
-		fprintf(stderr, "  failed: %s\n", cmd);
-		CHECK(!"mkntfs failed");
-		unlink(path);
-		return false;
-	}
-	return true;
+	return mkfs_image(path, "/tmp/test-ntfs-XXXXXX", size, "mkntfs -F -f -q", args);
 }
 
 /* Run a shell script with $D the volume mounted read-write by ntfs-3g. */
@@ -95,65 +53,12 @@ static bool in_mounted(const char *path, const char *script)
 	return r == 0;
 }
 
-static uint64_t file_size(const char *path)
-{
-	struct stat st;
-
-	return stat(path, &st) == 0 ? (uint64_t)st.st_size : 0;
-}
-
-static int examine_size(const char *path, uint64_t size, bool force,
-			struct fs_info *info, struct im_err *err)
-{
-	int fd = open(path, O_RDONLY), r;
-
-	memset(info, 0, sizeof(*info));
-	memset(err, 0, sizeof(*err));
-	CHECK(fd >= 0);
-	if (fd < 0)
-		return -errno;
-	r = fs_examine_with(&fs_plugin_ntfs, fd, 0, size, force, info, err);
-	close(fd);
-	return r;
-}
-
 static int examine(const char *path, bool force, struct fs_info *info, struct im_err *err)
 {
-	return examine_size(path, file_size(path), force, info, err);
+	return examine_path(&fs_plugin_ntfs, path, force, info, err);
 }
 
 /* ---- raw access ---- */
-
-static uint64_t get_le(const unsigned char *p, unsigned width)
-{
-	uint64_t v = 0;
-
-	for (unsigned i = width; i-- > 0;)
-		v = v << 8 | p[i];
-	return v;
-}
-
-static void put_le(unsigned char *p, uint64_t v, unsigned width)
-{
-	for (unsigned i = 0; i < width; i++, v >>= 8)
-		p[i] = (unsigned char)v;
-}
-
-static void read_at(const char *path, uint64_t off, void *buf, size_t len)
-{
-	int fd = open(path, O_RDONLY);
-
-	CHECK(fd >= 0 && pread(fd, buf, len, (off_t)off) == (ssize_t)len);
-	close(fd);
-}
-
-static void write_at(const char *path, uint64_t off, const void *buf, size_t len)
-{
-	int fd = open(path, O_WRONLY);
-
-	CHECK(fd >= 0 && pwrite(fd, buf, len, (off_t)off) == (ssize_t)len);
-	close(fd);
-}
 
 struct geom {
 	uint32_t bps, cs, rs;
@@ -252,34 +157,16 @@ static uint64_t first_run_lcn(const unsigned char *rec, unsigned at)
 /* ---- what the real tools say ---- */
 
 struct counts {
-	uint64_t clusters, free_clusters;
-	uint32_t cluster_size;
+	uint64_t clusters, free_clusters, cluster_size;
 };
 
 static bool ntfsinfo_counts(const char *path, struct counts *c)
 {
-	char cmd[256], *line = NULL;
-	size_t cap = 0;
-	int found = 0;
-	FILE *f;
+	const struct tool_field f[] = { { " Volume Size in Clusters: %llu", &c->clusters },
+					{ " Free Clusters: %llu", &c->free_clusters },
+					{ " Cluster Size: %llu", &c->cluster_size } };
 
-	snprintf(cmd, sizeof(cmd), "ntfsinfo -m %s 2>/dev/null", path);
-	f = popen(cmd, "r");
-	if (!f)
-		return false;
-	while (getline(&line, &cap, f) > 0) {
-		unsigned long long v;
-		if (sscanf(line, " Volume Size in Clusters: %llu", &v) == 1)
-			c->clusters = v, found |= 1;
-		else if (sscanf(line, " Free Clusters: %llu", &v) == 1)
-			c->free_clusters = v, found |= 2;
-		else if (sscanf(line, " Cluster Size: %llu", &v) == 1)
-			c->cluster_size = (uint32_t)v, found |= 4;
-	}
-	free(line);
-	pclose(f);
-	CHECK_EQ_U(found, 7);
-	return found == 7;
+	return tool_fields("ntfsinfo -m %s 2>/dev/null", path, f, 3);
 }
 
 /* partclone.ntfs's own view: its image's bitmap (format v2: a 110-byte
@@ -293,7 +180,7 @@ static bool same_as_partclone(const char *path, const struct fs_info *info, uint
 	uint64_t total, differ = 0, per = cs / info->block_size;
 	int fd;
 
-	if (!have_tool("partclone.ntfs"))
+	if (!have_tools("partclone.ntfs"))
 		return false;
 	fd = mkstemp(img);
 	CHECK(fd >= 0);
@@ -330,17 +217,12 @@ static void check_image_pc(const char *path, const char *what, bool partclone)
 	struct im_err err;
 	struct counts c;
 	uint64_t size = file_size(path), last, per;
-	int r;
 
 	if (!ntfsinfo_counts(path, &c))
 		return;
 	CHECK_EQ_U(c.clusters, g.clusters);
 	CHECK_EQ_U(c.cluster_size, g.cs);
-	r = examine(path, false, &info, &err);
-	if (r != 0)
-		fprintf(stderr, "  %s: %d %s\n", what, r, err.msg);
-	CHECK(r == 0);
-	if (r != 0)
+	if (!examine_ok(&fs_plugin_ntfs, path, what, &info, &err))
 		return;
 	per = g.cs / info.block_size;
 	last = (size / g.bps - 1) * g.bps / info.block_size;
@@ -371,15 +253,9 @@ static void check_image(const char *path, const char *what)
 	check_image_pc(path, what, false);
 }
 
-static void check_mkfs(const char *args, uint64_t size)
-{
-	char path[32];
+static const struct mkfs_kind ntfs = { have_ntfsprogs, make_image, check_image };
 
-	if (!have_ntfsprogs() || !make_image(path, args, size))
-		return;
-	check_image(path, args);
-	unlink(path);
-}
+static void check_mkfs(const char *args, uint64_t size) { check_mkfs_kind(&ntfs, args, size); }
 
 static void test_4k(void)        { check_mkfs("", 64 * MiB); }
 static void test_512(void)       { check_mkfs("-c 512", 32 * MiB); }
@@ -554,28 +430,8 @@ static bool valid_result(int r, const struct im_err *err)
 	return r == -EINVAL || r == -EUCLEAN || r == -ENOTSUP || (r == 0 && !err->msg[0]);
 }
 
-/* Patch width bytes of the boot sector, examine, and put it back. */
-static int examine_boot(const char *path, unsigned off, uint64_t val, unsigned width, bool force,
-			struct fs_info *info, struct im_err *err)
-{
-	unsigned char orig[512], bs[512];
-	int r;
-
-	read_at(path, 0, orig, sizeof(orig));
-	memcpy(bs, orig, sizeof(bs));
-	put_le(bs + off, val, width);
-	write_at(path, 0, bs, sizeof(bs));
-	r = examine(path, force, info, err);
-	write_at(path, 0, orig, sizeof(orig));
-	return r;
-}
-
-struct field_case {
-	const char *what;
-	unsigned off, width;
-	uint64_t val;
-	int want;
-};
+/* The boot sector: no checksum. */
+static const struct block_at boot_sector = { &fs_plugin_ntfs, 0, 512, false, NULL, 0 };
 
 static void test_hostile_boot(void)
 {
@@ -608,7 +464,7 @@ static void test_hostile_boot(void)
 	char path[32];
 	struct fs_info info;
 	struct im_err err;
-	int fd, r;
+	int r;
 
 	if (!have_ntfsprogs() || !make_image(path, "", 64 * MiB))
 		return;
@@ -616,29 +472,17 @@ static void test_hostile_boot(void)
 	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
 		const struct field_case *c = &cases[i];
 
-		r = examine_boot(path, c->off, c->val, c->width, false, &info, &err);
-		if (r != c->want)
-			fprintf(stderr, "  %s: got %d (%s), expected %d\n", c->what, r, err.msg, c->want);
-		CHECK(r == c->want);
-		CHECK(err.msg[0] != '\0');
-		if (r == 0)
-			fs_info_free(&info);
+		r = examine_patched(path, &boot_sector, c->off, c->val, c->width, false, false, &info,
+				    &err);
+		expect_result(c->what, r, c->want, &err, &info);
 	}
 	/* The device smaller than the volume. */
-	CHECK(examine_size(path, 32 * MiB, false, &info, &err) == -EINVAL);
-	CHECK(examine_size(path, 4096, false, &info, &err) < 0);
+	CHECK(examine_path_size(&fs_plugin_ntfs, path, 32 * MiB, false, &info, &err) == -EINVAL);
+	CHECK(examine_path_size(&fs_plugin_ntfs, path, 4096, false, &info, &err) < 0);
 
 	/* Through the registry: a good boot sector is ntfs's; one that fails
 	 * its invariants is copied by the raw fallback. */
-	fd = open(path, O_RDONLY);
-	CHECK(fd >= 0);
-	r = fs_examine(fd, 0, file_size(path), false, &info, &err);
-	CHECK(r == 0);
-	CHECK(r == 0 && info.plugin == &fs_plugin_ntfs);
-	CHECK_STR(info.type, "ntfs");
-	if (r == 0)
-		fs_info_free(&info);
-	close(fd);
+	expect_plugin(path, &fs_plugin_ntfs, "ntfs");
 	{
 		unsigned char orig[512], bs[512];
 
@@ -646,13 +490,7 @@ static void test_hostile_boot(void)
 		memcpy(bs, orig, sizeof(bs));
 		bs[13] = 3;
 		write_at(path, 0, bs, sizeof(bs));
-		fd = open(path, O_RDONLY);
-		r = fs_examine(fd, 0, file_size(path), false, &info, &err);
-		CHECK(r == 0);
-		CHECK(r == 0 && info.plugin == &fs_plugin_raw);
-		if (r == 0)
-			fs_info_free(&info);
-		close(fd);
+		expect_plugin(path, &fs_plugin_raw, NULL);
 		write_at(path, 0, orig, sizeof(orig));
 	}
 	check_image(path, "boot sector restored");
@@ -1141,8 +979,7 @@ static void test_hostile_attribute_list(void)
  * parser): never a crash, a hang or a map past the geometry. */
 static void test_fuzz(void)
 {
-	const char *env = getenv("TEST_NTFS_FUZZ");   /* iterations, for long runs */
-	int iters = env ? atoi(env) : 600, ok = 0, failed = 0;
+	int iters = fuzz_rounds("TEST_NTFS_FUZZ", 600), ok = 0, failed = 0;
 	const unsigned recs[] = { 0, 3, 5, 6 };
 	unsigned seed = 4242;
 	char path[32];
@@ -1175,7 +1012,7 @@ static void test_fuzz(void)
 			for (unsigned j = 0; j < n; j++) {
 				unsigned span = rand_r(&seed) % 2 ? g.rs : 0x100;
 				unsigned at = (unsigned)rand_r(&seed) % span;
-				rec[at] = (unsigned char)(rand_r(&seed) % 3 == 0 ? 0xFF : rand_r(&seed));
+				rec[at] = fuzz_byte(&seed);
 			}
 			if (rand_r(&seed) % 4)
 				rec_store(path, &g, recs[k], rec);
@@ -1184,14 +1021,7 @@ static void test_fuzz(void)
 		}
 		r = examine(path, rand_r(&seed) % 2, &info, &err);
 		CHECK(valid_result(r, &err) || r < 0);
-		if (r == 0) {
-			ok++;
-			CHECK(info.used_blocks <= info.block_count);
-			fs_info_free(&info);
-		} else {
-			failed++;
-			CHECK(err.msg[0] != '\0');
-		}
+		count_fuzzed(r, &info, &err, &ok, &failed);
 		if (k == 4)
 			write_at(path, 0, boot, sizeof(boot));
 		else
@@ -1209,20 +1039,14 @@ static void test_large_fast(void)
 	char path[32];
 	struct fs_info info;
 	struct im_err err;
-	struct timespec t0, t1;
+	double s;
 	int r;
 
 	if (!have_ntfsprogs() || !make_image(path, "", 8192 * MiB))
 		return;
-	clock_gettime(CLOCK_MONOTONIC, &t0);
-	r = examine(path, false, &info, &err);
-	clock_gettime(CLOCK_MONOTONIC, &t1);
+	r = examine_timed(&fs_plugin_ntfs, path, "8 GiB NTFS", &info, &err, &s);
 	CHECK(r == 0);
 	if (r == 0) {
-		double s = (double)(t1.tv_sec - t0.tv_sec) + (double)(t1.tv_nsec - t0.tv_nsec) / 1e9;
-
-		printf("# 8 GiB NTFS: %llu blocks, %llu used, examined in %.3f s\n",
-		       (unsigned long long)info.block_count, (unsigned long long)info.used_blocks, s);
 		CHECK(s < 1.0);
 		CHECK_EQ_U(info.block_count, 2097152);
 		fs_info_free(&info);

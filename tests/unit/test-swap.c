@@ -4,37 +4,12 @@
  * write, and on damaged headers.  A copy holding only the kept page must be
  * the same swap area to libblkid (type, UUID, label).
  */
-#include "unit.h"
-#include "imager/fs.h"
-
-#include <errno.h>
-#include <fcntl.h>
-#include <stdarg.h>
-#include <stdbool.h>
-#include <stdint.h>
-#include <sys/stat.h>
-#include <unistd.h>
+#include "unit-fs.h"
 
 extern const struct fs_plugin fs_plugin_swap;
 
 #define TEST_UUID  "3c6f1c1e-6f3c-4a57-9a0a-2d5c3e0f5b11"
 #define TEST_LABEL "imager-swap"
-
-static int sh(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
-static int sh(const char *fmt, ...)
-{
-	char cmd[2048];
-	va_list ap;
-	int st;
-
-	va_start(ap, fmt);
-	vsnprintf(cmd, sizeof(cmd), fmt, ap);
-	va_end(ap);
-	st = system(cmd);
-	if (st == -1 || !WIFEXITED(st))
-		return -1;
-	return WEXITSTATUS(st);
-}
 
 static char img[64];
 
@@ -45,10 +20,8 @@ static bool make_file(uint64_t bytes)
 
 	/* Not a skip: util-linux is in `make deps`, and a missing tool must
 	 * not look like a pass. */
-	if (sh("{ command -v mkswap && command -v blkid; } >/dev/null 2>&1") != 0) {
-		fprintf(stderr, "  needs mkswap and blkid (util-linux)\n");
+	if (!need_tools("mkswap blkid", "mkswap and blkid (util-linux)"))
 		return false;
-	}
 
 	snprintf(img, sizeof(img), "/tmp/imager-test-swap-XXXXXX");
 	fd = mkstemp(img);
@@ -78,84 +51,10 @@ static bool make_swap(uint64_t bytes, const char *opts, const char *size_arg)
 		  TEST_LABEL, img, size_arg) == 0;
 }
 
-static bool patch(const char *path, uint64_t off, const void *bytes, size_t len)
-{
-	int fd = open(path, O_WRONLY);
-	bool ok;
-
-	if (fd < 0)
-		return false;
-	ok = pwrite(fd, bytes, len, (off_t)off) == (ssize_t)len;
-	return close(fd) == 0 && ok;
-}
-
-static bool patch_le32(const char *path, uint64_t off, uint32_t v)
-{
-	unsigned char b[4] = { (unsigned char)v, (unsigned char)(v >> 8),
-			       (unsigned char)(v >> 16), (unsigned char)(v >> 24) };
-	return patch(path, off, b, 4);
-}
-
-static bool patch_be32(const char *path, uint64_t off, uint32_t v)
-{
-	unsigned char b[4] = { (unsigned char)(v >> 24), (unsigned char)(v >> 16),
-			       (unsigned char)(v >> 8), (unsigned char)v };
-	return patch(path, off, b, 4);
-}
-
 static int examine(const char *path, bool with_plugin, struct fs_info *info,
 		   struct im_err *err)
 {
-	struct stat st;
-	int fd, r;
-
-	memset(info, 0, sizeof(*info));
-	memset(err, 0, sizeof(*err));
-	fd = open(path, O_RDONLY);
-	if (fd < 0)
-		return -errno;
-	if (fstat(fd, &st) < 0) {
-		close(fd);
-		return -errno;
-	}
-	if (with_plugin)
-		r = fs_examine_with(&fs_plugin_swap, fd, 0, (uint64_t)st.st_size,
-				    false, info, err);
-	else
-		r = fs_examine(fd, 0, (uint64_t)st.st_size, false, info, err);
-	close(fd);
-	return r;
-}
-
-/* Copy the used blocks of img into a zero-filled file of the same size. */
-static bool copy_used(const struct fs_info *info, const char *out)
-{
-	struct stat st;
-	int in = open(img, O_RDONLY), o = -1;
-	unsigned char *buf = malloc(info->block_size);
-	bool ok = false;
-
-	if (!buf || in < 0 || fstat(in, &st) < 0)
-		goto done;
-	o = open(out, O_WRONLY | O_TRUNC);
-	if (o < 0 || ftruncate(o, st.st_size) < 0)
-		goto done;
-	for (uint64_t b = 0; b < info->block_count; b++) {
-		off_t off = (off_t)(b * info->block_size);
-		if (!bitmap_test(&info->used, b))
-			continue;
-		if (pread(in, buf, info->block_size, off) != (ssize_t)info->block_size ||
-		    pwrite(o, buf, info->block_size, off) != (ssize_t)info->block_size)
-			goto done;
-	}
-	ok = true;
-done:
-	free(buf);
-	if (o >= 0)
-		close(o);
-	if (in >= 0)
-		close(in);
-	return ok;
+	return examine_path(with_plugin ? &fs_plugin_swap : NULL, path, false, info, err);
 }
 
 static void check_page_size(uint32_t page_size)
@@ -180,7 +79,7 @@ static void check_page_size(uint32_t page_size)
 	CHECK(fd >= 0);
 	if (fd >= 0 && r == 0) {
 		close(fd);
-		CHECK(copy_used(&info, copy));
+		CHECK(copy_used(img, &info, copy, false));
 		CHECK_EQ_U(sh("blkid -p -o export %s | grep -qx 'UUID=%s' && "
 			      "blkid -p -o export %s | grep -qx 'LABEL=%s' && "
 			      "blkid -p -o export %s | grep -qx 'TYPE=swap'",
@@ -229,17 +128,25 @@ static void test_swap_byte_swapped(void)
 	struct im_err err;
 
 	CHECK(make_swap(1u << 20, "", ""));
-	CHECK(patch_be32(img, 1024, 1));
-	CHECK(patch_be32(img, 1028, 255));
+	CHECK(patch_be(img, 1024, 4, 1));
+	CHECK(patch_be(img, 1028, 4, 255));
 	CHECK_EQ_U(examine(img, true, &info, &err), 0);
 	CHECK_EQ_U(info.used_blocks, 1);
 	fs_info_free(&info);
 	/* Swapped version, but a last_page that makes no sense swapped. */
-	CHECK(patch_le32(img, 1028, 255));
+	CHECK(patch_le(img, 1028, 4, 255));
 	CHECK_EQ_U(examine(img, true, &info, &err), -EINVAL);
 	fs_info_free(&info);
 	remove_file();
 }
+
+/* A header field (32 bits at off) set to v, and the refusal it must get. */
+struct refusal {
+	const char *what;
+	uint64_t off;
+	uint32_t v;
+	int code, exit_class;
+};
 
 /* Patch a healthy 1 MiB swap area and expect the plugin to refuse it. */
 static void check_refused(const char *what, uint64_t off, uint32_t v, int code,
@@ -252,7 +159,7 @@ static void check_refused(const char *what, uint64_t off, uint32_t v, int code,
 	CHECK(make_swap(1u << 20, "", ""));
 	CHECK_EQ_U(examine(img, true, &info, &err), 0);
 	fs_info_free(&info);
-	CHECK(patch_le32(img, off, v));
+	CHECK(patch_le(img, off, 4, v));
 	r = examine(img, true, &info, &err);
 	CHECK_EQ_U(r, code);
 	CHECK_EQ_U(err.exit_class, exit_class);
@@ -262,19 +169,24 @@ static void check_refused(const char *what, uint64_t off, uint32_t v, int code,
 	r = examine(img, false, &info, &err);
 	CHECK(r < 0 || info.plugin == &fs_plugin_raw);
 	fs_info_free(&info);
-	if (unit_failures != before)
-		fprintf(stderr, "  ^ case: %s (%s)\n", what, err.msg);
+	say_case(before, what, &err);
 	remove_file();
 }
 
 static void test_swap_hostile(void)
 {
-	check_refused("version 2", 1024, 2, -EINVAL, IM_EXIT_SOURCE);
-	check_refused("version 0", 1024, 0, -EINVAL, IM_EXIT_SOURCE);
-	check_refused("last_page = device pages", 1028, 256, -EINVAL, IM_EXIT_SOURCE);
-	check_refused("last_page 2^32-1", 1028, 0xFFFFFFFFu, -EINVAL, IM_EXIT_SOURCE);
-	check_refused("last_page 0", 1028, 0, -EINVAL, IM_EXIT_SOURCE);
-	check_refused("nr_badpages 2^31", 1032, 0x80000000u, -EINVAL, IM_EXIT_SOURCE);
+	static const struct refusal cases[] = {
+		{ "version 2", 1024, 2, -EINVAL, IM_EXIT_SOURCE },
+		{ "version 0", 1024, 0, -EINVAL, IM_EXIT_SOURCE },
+		{ "last_page = device pages", 1028, 256, -EINVAL, IM_EXIT_SOURCE },
+		{ "last_page 2^32-1", 1028, 0xFFFFFFFFu, -EINVAL, IM_EXIT_SOURCE },
+		{ "last_page 0", 1028, 0, -EINVAL, IM_EXIT_SOURCE },
+		{ "nr_badpages 2^31", 1032, 0x80000000u, -EINVAL, IM_EXIT_SOURCE },
+	};
+
+	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++)
+		check_refused(cases[i].what, cases[i].off, cases[i].v, cases[i].code,
+			      cases[i].exit_class);
 }
 
 /* Made for a larger device than the one it is on (a truncated copy). */
@@ -298,7 +210,7 @@ static void test_swap_v0_and_none(void)
 
 	/* The pre-2.5 format: recognised, and refused as unsupported. */
 	CHECK(make_file(1u << 20));
-	CHECK(patch(img, 4096 - 10, "SWAP-SPACE", 10));
+	CHECK(write_at(img, 4096 - 10, "SWAP-SPACE", 10));
 	CHECK_EQ_U(examine(img, true, &info, &err), -ENOTSUP);
 	CHECK_EQ_U(err.exit_class, IM_EXIT_UNSUPP);
 	fs_info_free(&info);
@@ -311,7 +223,7 @@ static void test_swap_v0_and_none(void)
 	fs_info_free(&info);
 	/* Smaller than any swap area. */
 	CHECK_EQ_U(sh("truncate -s 4096 %s", img), 0);
-	CHECK(patch(img, 4096 - 10, "SWAPSPACE2", 10));
+	CHECK(write_at(img, 4096 - 10, "SWAPSPACE2", 10));
 	CHECK(examine(img, true, &info, &err) < 0);
 	fs_info_free(&info);
 	remove_file();

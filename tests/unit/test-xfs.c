@@ -7,15 +7,7 @@
  * its free space (a multi-level bnobt, blocks on the AGFL and in
  * agf_btreeblks) and to leave a log that needs recovery.
  */
-#include "imager/fs.h"
-#include "unit.h"
-
-#include <errno.h>
-#include <fcntl.h>
-#include <stdbool.h>
-#include <stdint.h>
-#include <sys/stat.h>
-#include <unistd.h>
+#include "unit-fs.h"
 
 extern const struct fs_plugin fs_plugin_xfs;
 
@@ -25,27 +17,17 @@ static bool have_xfsprogs(void)
 {
 	static int have = -1;
 
-	if (have < 0)
-		have = system("command -v mkfs.xfs >/dev/null 2>&1 && "
-			      "command -v xfs_db >/dev/null 2>&1") == 0;
-	if (!have)
-		printf("SKIP: mkfs.xfs or xfs_db not installed (xfsprogs)\n");
-	return have;
+	return have_or_skip(&have, "mkfs.xfs xfs_db", "SKIP: mkfs.xfs or xfs_db not installed (xfsprogs)");
 }
 
 static bool can_mount(void)
 {
 	static int can = -1;
 
-	if (can < 0) {
-		can = geteuid() == 0 &&
-		      system("command -v losetup >/dev/null 2>&1 && losetup -f >/dev/null 2>&1 && "
-			     "command -v xfs_io >/dev/null 2>&1 && "
-			     "{ grep -qw xfs /proc/filesystems || modprobe xfs; } >/dev/null 2>&1") == 0;
-		if (!can)
-			printf("SKIP: mounting XFS needs root, losetup, xfs_io and the xfs module\n");
-	}
-	return can;
+	return root_and(&can, "command -v losetup >/dev/null 2>&1 && losetup -f >/dev/null 2>&1 && "
+			"command -v xfs_io >/dev/null 2>&1 && "
+			"{ grep -qw xfs /proc/filesystems || modprobe xfs; } >/dev/null 2>&1",
+			"SKIP: mounting XFS needs root, losetup, xfs_io and the xfs module");
 }
 
 /* Images live in tmpfs where there is one: the loop mounts' flushes then
@@ -58,150 +40,64 @@ static const char *image_dir(void)
 /* A sparse file of size bytes holding `mkfs.xfs -f -q args`. */
 static bool make_image(char path[static 32], const char *args, uint64_t size)
 {
-	char cmd[1024];
-	int fd;
+	char tmpl[32];
 
-	snprintf(path, 32, "%s/test-xfs-XXXXXX", image_dir());
-	fd = mkstemp(path);
-	CHECK(fd >= 0);
-	if (fd < 0)
-		return false;
-	CHECK(ftruncate(fd, (off_t)size) == 0);
-	close(fd);
-	snprintf(cmd, sizeof(cmd), "mkfs.xfs -f -q %s %s >/dev/null 2>&1", args, path);
-	if (system(cmd) != 0) {
-		fprintf(stderr, "  failed: %s\n", cmd);
-		CHECK(!"mkfs.xfs failed");
-		unlink(path);
-		return false;
-	}
-	return true;
+	snprintf(tmpl, sizeof(tmpl), "%s/test-xfs-XXXXXX", image_dir());
+	return mkfs_image(path, tmpl, size, "mkfs.xfs -f -q", args);
 }
 
 struct counts {
-	uint64_t dblocks, fdblocks, freesp;
-	uint32_t block_size, agblocks;
+	uint64_t dblocks, fdblocks, freesp, block_size, agblocks;
 };
 
 /* Geometry, sb_fdblocks and freesp's total as xfs_db prints them. */
 static bool xfs_db_counts(const char *path, struct counts *c)
 {
-	char cmd[256], *line = NULL;
-	size_t cap = 0;
-	int found = 0;
-	FILE *f;
+	const struct tool_field f[] = {
+		{ "dblocks = %llu", &c->dblocks }, { "blocksize = %llu", &c->block_size },
+		{ "agblocks = %llu", &c->agblocks }, { "fdblocks = %llu", &c->fdblocks },
+		{ "total free blocks %llu", &c->freesp },
+	};
 
-	snprintf(cmd, sizeof(cmd), "xfs_db -r -c 'sb 0' -c 'print dblocks blocksize agblocks fdblocks' "
-		 "-c 'freesp -s' %s 2>/dev/null", path);
-	f = popen(cmd, "r");
-	if (!f)
-		return false;
-	while (getline(&line, &cap, f) > 0) {
-		unsigned long long v;
-		if (sscanf(line, "dblocks = %llu", &v) == 1)
-			c->dblocks = v, found |= 1;
-		else if (sscanf(line, "blocksize = %llu", &v) == 1)
-			c->block_size = (uint32_t)v, found |= 2;
-		else if (sscanf(line, "agblocks = %llu", &v) == 1)
-			c->agblocks = (uint32_t)v, found |= 4;
-		else if (sscanf(line, "fdblocks = %llu", &v) == 1)
-			c->fdblocks = v, found |= 8;
-		else if (sscanf(line, "total free blocks %llu", &v) == 1)
-			c->freesp = v, found |= 16;
-	}
-	free(line);
-	pclose(f);
-	CHECK_EQ_U(found, 31);
-	return found == 31;
+	return tool_fields("xfs_db -r -c 'sb 0' -c 'print dblocks blocksize agblocks fdblocks' "
+			   "-c 'freesp -s' %s 2>/dev/null", path, f, 5);
 }
 
-/* Every extent `freesp -d` lists must be clear in the bitmap; with the used
- * count equal to dblocks - freesp, the two then agree block for block.
- * Returns the number of free blocks listed. */
-static uint64_t check_free_extents(const char *path, const struct counts *c,
-				   const struct bitmap *used)
+/* The free extents `freesp -d` lists ("AGNO AGBNO LEN"); ctx: the counts. */
+static void free_extents(const char *line, const void *ctx, free_range_fn range, void *acc)
 {
-	char cmd[256], *line = NULL;
-	size_t cap = 0;
-	uint64_t total = 0, wrong = 0;
-	FILE *f;
+	const struct counts *c = ctx;
+	unsigned long long agno, agbno, len;
 
-	snprintf(cmd, sizeof(cmd), "xfs_db -r -c 'freesp -d' %s 2>/dev/null", path);
-	f = popen(cmd, "r");
-	CHECK(f != NULL);
-	if (!f)
-		return 0;
-	while (getline(&line, &cap, f) > 0) {
-		unsigned long long agno, agbno, len;
-		if (sscanf(line, " %llu %llu %llu", &agno, &agbno, &len) != 3 ||
-		    strchr(line, '.'))   /* the histogram's lines have a percentage */
-			continue;
-		for (unsigned long long b = 0; b < len; b++)
-			wrong += bitmap_test(used, agno * c->agblocks + agbno + b);
-		total += len;
-	}
-	free(line);
-	pclose(f);
-	CHECK_EQ_U(wrong, 0);
-	return total;
+	if (sscanf(line, " %llu %llu %llu", &agno, &agbno, &len) != 3 ||
+	    strchr(line, '.'))   /* the histogram's lines have a percentage */
+		return;
+	range(acc, agno * c->agblocks + agbno, len);
 }
 
-static uint64_t file_size(const char *path)
-{
-	struct stat st;
-
-	return stat(path, &st) == 0 ? (uint64_t)st.st_size : 0;
-}
+static const struct free_list freesp_free = { "xfs_db -r -c 'freesp -d' %s 2>/dev/null",
+					      free_extents };
 
 static int examine(const char *path, bool force, struct fs_info *info, struct im_err *err)
 {
-	int fd = open(path, O_RDONLY), r;
-
-	memset(info, 0, sizeof(*info));
-	memset(err, 0, sizeof(*err));
-	CHECK(fd >= 0);
-	if (fd < 0)
-		return -errno;
-	r = fs_examine_with(&fs_plugin_xfs, fd, 0, file_size(path), force, info, err);
-	close(fd);
-	return r;
+	return examine_path(&fs_plugin_xfs, path, force, info, err);
 }
 
 /* The plugin's bitmap against xfs_db, for an image already made. */
 static void check_image(const char *path, const char *what)
 {
-	struct fs_info info;
-	struct im_err err;
 	struct counts c;
-	int r;
 
-	if (!xfs_db_counts(path, &c))
-		return;
-	r = examine(path, false, &info, &err);
-	if (r != 0)
-		fprintf(stderr, "  %s: %d %s\n", what, r, err.msg);
-	CHECK(r == 0);
-	if (r == 0) {
-		CHECK_EQ_U(info.block_size, c.block_size);
-		CHECK_EQ_U(info.block_count, c.dblocks);
-		CHECK_EQ_U(info.used_blocks, c.dblocks - c.freesp);
-		CHECK_EQ_U(check_free_extents(path, &c, &info.used), c.freesp);
-		CHECK_STR(info.warning, "");
-		if (info.used_blocks != c.dblocks - c.freesp)
-			fprintf(stderr, "  (%s)\n", what);
+	if (xfs_db_counts(path, &c)) {
+		const struct tool_count n = { c.block_size, c.dblocks, c.freesp };
+
+		check_count(&fs_plugin_xfs, path, what, &n, &freesp_free, &c);
 	}
-	fs_info_free(&info);
 }
 
-static void check_mkfs(const char *args, uint64_t size)
-{
-	char path[32];
+static const struct mkfs_kind xfs = { have_xfsprogs, make_image, check_image };
 
-	if (!have_xfsprogs() || !make_image(path, args, size))
-		return;
-	check_image(path, args);
-	unlink(path);
-}
+static void check_mkfs(const char *args, uint64_t size) { check_mkfs_kind(&xfs, args, size); }
 
 static void test_v5_4k(void)      { check_mkfs("", 512 * MiB); }
 static void test_v5_1k(void)      { check_mkfs("-b size=1024", 512 * MiB); }
@@ -211,45 +107,21 @@ static void test_v5_rmapbt(void)  { check_mkfs("-m rmapbt=1,reflink=0", 512 * Mi
 static void test_v5_log_su(void)  { check_mkfs("-l su=32k", 512 * MiB); }
 /* The last AG shorter than the others. */
 static void test_v5_short_ag(void) { check_mkfs("-d agcount=5", 613 * MiB + 12288); }
-static void test_v4(void)
-{
-	check_mkfs("-m crc=0", 512 * MiB);
-	check_mkfs("-m crc=0 -b size=1024", 512 * MiB);
-	check_mkfs("-m crc=0 -b size=512", 512 * MiB);
-	check_mkfs("-m crc=0 -l lazy-count=0", 512 * MiB);
-	check_mkfs("-m crc=0 -l version=1", 512 * MiB);
-}
+static const struct mkfs_case v4[] = {
+	{ "-m crc=0", 512 * MiB },
+	{ "-m crc=0 -b size=1024", 512 * MiB },
+	{ "-m crc=0 -b size=512", 512 * MiB },
+	{ "-m crc=0 -l lazy-count=0", 512 * MiB },
+	{ "-m crc=0 -l version=1", 512 * MiB },
+};
+
+static void test_v4(void) { CHECK_MKFS_ALL(&xfs, v4); }
 
 /* ---- raw access ---- */
 
-static uint32_t crc32c(uint32_t crc, const unsigned char *p, size_t len)
-{
-	while (len--) {
-		crc ^= *p++;
-		for (int k = 0; k < 8; k++)
-			crc = (crc & 1) ? (crc >> 1) ^ 0x82F63B78u : crc >> 1;
-	}
-	return crc;
-}
-
-static uint64_t get_be(const unsigned char *p, unsigned width)
-{
-	uint64_t v = 0;
-
-	for (unsigned i = 0; i < width; i++)
-		v = v << 8 | p[i];
-	return v;
-}
-
-static void put_be(unsigned char *p, uint64_t v, unsigned width)
-{
-	for (unsigned i = width; i-- > 0; v >>= 8)
-		p[i] = (unsigned char)v;
-}
-
 /* XFS's CRC of buf with its checksum at off: CRC32c over the buffer with
  * the field zeroed, inverted, little-endian. */
-static void xfs_sign(unsigned char *buf, size_t len, size_t off)
+static void xfs_sign(unsigned char *buf, size_t len, unsigned off)
 {
 	uint32_t c;
 
@@ -257,22 +129,6 @@ static void xfs_sign(unsigned char *buf, size_t len, size_t off)
 	c = ~crc32c(~0u, buf, len);
 	for (int i = 0; i < 4; i++)
 		buf[off + i] = (unsigned char)(c >> (8 * i));
-}
-
-static void read_at(const char *path, uint64_t off, void *buf, size_t len)
-{
-	int fd = open(path, O_RDONLY);
-
-	CHECK(fd >= 0 && pread(fd, buf, len, (off_t)off) == (ssize_t)len);
-	close(fd);
-}
-
-static void write_at(const char *path, uint64_t off, const void *buf, size_t len)
-{
-	int fd = open(path, O_WRONLY);
-
-	CHECK(fd >= 0 && pwrite(fd, buf, len, (off_t)off) == (ssize_t)len);
-	close(fd);
 }
 
 /* The superblock's geometry, read directly. */
@@ -301,40 +157,22 @@ static void read_geo(const char *path, struct geo *g)
 /* Patch a width-byte big-endian field of the sector at byte off (a
  * superblock or AGF whose checksum is at csum_off), re-sign it when asked
  * and v5, examine, and put the sector back.  Returns examine's result. */
-static int examine_patched(const char *path, const struct geo *g, uint64_t off,
-			   unsigned field, uint64_t val, unsigned width, unsigned csum_off,
-			   bool sign, bool force, struct fs_info *info, struct im_err *err)
+static int examine_sector(const char *path, const struct geo *g, uint64_t off,
+			  unsigned field, uint64_t val, unsigned width, unsigned csum_off,
+			  bool sign, bool force, struct fs_info *info, struct im_err *err)
 {
-	unsigned char orig[4096], s[4096];
-	int r;
+	const struct block_at sector = { &fs_plugin_xfs, off, g->ss, true, g->v5 ? xfs_sign : NULL,
+					 csum_off };
 
-	read_at(path, off, orig, g->ss);
-	memcpy(s, orig, g->ss);
-	put_be(s + field, val, width);
-	if (sign && g->v5)
-		xfs_sign(s, g->ss, csum_off);
-	write_at(path, off, s, g->ss);
-	r = examine(path, force, info, err);
-	write_at(path, off, orig, g->ss);
-	return r;
+	return examine_patched(path, &sector, field, val, width, sign, force, info, err);
 }
-
-struct field_case {
-	const char *what;
-	unsigned field, width;
-	uint64_t val;
-	int want;
-};
 
 #define SB_CRC 224
 #define AGF_CRC 216
 
 static uint64_t sector_field(const char *path, uint64_t off, unsigned field, unsigned width)
 {
-	unsigned char b[8];
-
-	read_at(path, off + field, b, width);
-	return get_be(b, width);
+	return read_be(path, off + field, width);
 }
 
 static void run_sb_cases(const char *args)
@@ -362,7 +200,7 @@ static void run_sb_cases(const char *args)
 		{ "inprogress", 126, 1, 1, -EUCLEAN },
 		{ "fdblocks off by one", 144, 8, 0, -EUCLEAN },   /* value set below */
 	};
-	char path[32];
+	char path[32], what[160];
 	struct fs_info info;
 	struct im_err err;
 	struct geo g;
@@ -378,15 +216,10 @@ static void run_sb_cases(const char *args)
 			c.val = (sector_field(path, 0, 100, 2) & ~0xFull) | 3;
 		else if (strcmp(c.what, "fdblocks off by one") == 0)
 			c.val = sector_field(path, 0, 144, 8) + 1;
-		r = examine_patched(path, &g, 0, c.field, c.val, c.width, SB_CRC, true, false,
-				    &info, &err);
-		if (r != c.want)
-			fprintf(stderr, "  %s %s: got %d (%s), expected %d\n", args, c.what, r,
-				err.msg, c.want);
-		CHECK(r == c.want);
-		CHECK(err.msg[0] != '\0');
-		if (r == 0)
-			fs_info_free(&info);
+		r = examine_sector(path, &g, 0, c.off, c.val, c.width, SB_CRC, true, false,
+				   &info, &err);
+		snprintf(what, sizeof(what), "%s %s", args, c.what);
+		expect_result(what, r, c.want, &err, &info);
 	}
 	if (g.v5) {
 		const struct field_case v5[] = {
@@ -398,18 +231,18 @@ static void run_sb_cases(const char *args)
 		uint64_t incompat = sector_field(path, 0, 216, 4);
 		uint64_t ro = sector_field(path, 0, 212, 4);
 		for (size_t i = 0; i < sizeof(v5) / sizeof(v5[0]); i++) {
-			uint64_t base = v5[i].field == 216 ? incompat : ro;
-			int r = examine_patched(path, &g, 0, v5[i].field, base | v5[i].val, 4, SB_CRC,
+			uint64_t base = v5[i].off == 216 ? incompat : ro;
+			int r = examine_sector(path, &g, 0, v5[i].off, base | v5[i].val, 4, SB_CRC,
 						true, false, &info, &err);
 			if (r != v5[i].want)
 				fprintf(stderr, "  %s: got %d (%s)\n", v5[i].what, r, err.msg);
 			CHECK(r == v5[i].want);
 		}
 		/* A change the checksum does not cover. */
-		CHECK(examine_patched(path, &g, 0, 108, 0x41, 1, SB_CRC, false, false,
+		CHECK(examine_sector(path, &g, 0, 108, 0x41, 1, SB_CRC, false, false,
 				      &info, &err) == -EUCLEAN);
 		CHECK(strstr(err.msg, "checksum") != NULL);
-		CHECK(examine_patched(path, &g, 0, 108, 0x41, 1, SB_CRC, false, true,
+		CHECK(examine_sector(path, &g, 0, 108, 0x41, 1, SB_CRC, false, true,
 				      &info, &err) == 0);
 		CHECK(strstr(info.warning, "checksum") != NULL);
 		fs_info_free(&info);
@@ -417,9 +250,9 @@ static void run_sb_cases(const char *args)
 		/* v4: an unknown features2 bit, the shared bit. */
 		uint64_t f2 = sector_field(path, 0, 200, 4);
 		uint64_t vn = sector_field(path, 0, 100, 2);
-		CHECK(examine_patched(path, &g, 0, 200, f2 | 0x4000, 4, 0, false, false,
+		CHECK(examine_sector(path, &g, 0, 200, f2 | 0x4000, 4, 0, false, false,
 				      &info, &err) == -ENOTSUP);
-		CHECK(examine_patched(path, &g, 0, 100, vn | 0x200, 2, 0, false, false,
+		CHECK(examine_sector(path, &g, 0, 100, vn | 0x200, 2, 0, false, false,
 				      &info, &err) == -ENOTSUP);
 	}
 	/* A device smaller than the filesystem. */
@@ -483,7 +316,7 @@ static void run_agf_cases(const char *args)
 		(void)root;
 		(void)flfirst;
 		for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
-			int r = examine_patched(path, &g, agf, cases[i].field, cases[i].val,
+			int r = examine_sector(path, &g, agf, cases[i].off, cases[i].val,
 						cases[i].width, AGF_CRC, true, false, &info, &err);
 			if (r != cases[i].want)
 				fprintf(stderr, "  %s AGF %s: got %d (%s)\n", args, cases[i].what, r,
@@ -495,7 +328,7 @@ static void run_agf_cases(const char *args)
 			}
 			CHECK_EQ_U(err.exit_class, IM_EXIT_FSCK);
 			CHECK(strstr(err.msg, "xfs_repair") != NULL);
-			r = examine_patched(path, &g, agf, cases[i].field, cases[i].val,
+			r = examine_sector(path, &g, agf, cases[i].off, cases[i].val,
 					    cases[i].width, AGF_CRC, true, true, &info, &err);
 			CHECK(r == 0);
 			if (r != 0)
@@ -507,7 +340,7 @@ static void run_agf_cases(const char *args)
 			fs_info_free(&info);
 		}
 		if (g.v5) {
-			CHECK(examine_patched(path, &g, agf, 52, 1, 4, AGF_CRC, false, false,
+			CHECK(examine_sector(path, &g, agf, 52, 1, 4, AGF_CRC, false, false,
 					      &info, &err) == -EUCLEAN);
 			CHECK(strstr(err.msg, "checksum") != NULL);
 		}
@@ -776,53 +609,37 @@ static void test_external_log_and_realtime(void)
 static void test_registry(void)
 {
 	char path[32];
-	struct fs_info info;
-	struct im_err err;
 	unsigned char sb[512];
-	int fd, r;
 
 	if (!have_xfsprogs() || !make_image(path, "", 512 * MiB))
 		return;
-	fd = open(path, O_RDONLY);
-	memset(&err, 0, sizeof(err));
-	r = fs_examine(fd, 0, file_size(path), false, &info, &err);
-	CHECK(r == 0);
-	CHECK(info.plugin == &fs_plugin_xfs);
-	CHECK_STR(info.type, "xfs");
-	if (r == 0)
-		fs_info_free(&info);
-	close(fd);
+	expect_plugin(path, &fs_plugin_xfs, "xfs");
 	read_at(path, 0, sb, sizeof(sb));
 	sb[108] ^= 1;   /* the label: covered only by the CRC */
 	write_at(path, 0, sb, sizeof(sb));
-	fd = open(path, O_RDONLY);
-	memset(&err, 0, sizeof(err));
-	r = fs_examine(fd, 0, file_size(path), false, &info, &err);
-	CHECK(r == 0);
-	CHECK(info.plugin == &fs_plugin_raw);
-	if (r == 0)
-		fs_info_free(&info);
-	close(fd);
+	expect_plugin(path, &fs_plugin_raw, NULL);
 	unlink(path);
 }
 
 /* ---- filled filesystems ---- */
 
-static bool write_file(const char *path, size_t len, unsigned seed)
+/* The bytes the plugin counts as used, where it takes the image. */
+static bool plugin_used(const char *path, uint64_t *bytes)
 {
-	FILE *f = fopen(path, "w");
+	struct fs_info info;
+	struct im_err err;
 
-	if (!f)
+	if (examine(path, false, &info, &err) != 0)
 		return false;
-	for (size_t i = 0; i < len; i++)
-		fputc((int)((i * 2654435761u + seed) >> 7) & 0xFF, f);
-	return fclose(f) == 0;
+	*bytes = info.used_blocks * info.block_size;
+	fs_info_free(&info);
+	return true;
 }
 
 /* mkfs.xfs -p: files of varied sizes, a folder, a symbolic link. */
 static void test_protofile(void)
 {
-	char dir[] = "/tmp/test-xfs-proto-XXXXXX", proto[128], file[160], cmd[256], args[256];
+	char dir[] = "/tmp/test-xfs-proto-XXXXXX", proto[128], file[160], args[256];
 	const char *kinds[] = { "", "-b size=1024", "-m crc=0" };
 	FILE *pf;
 
@@ -836,34 +653,21 @@ static void test_protofile(void)
 		return;
 	fprintf(pf, "/dev/null\n0 0\nd--755 0 0\n");
 	snprintf(file, sizeof(file), "%s/big", dir);
-	CHECK(write_file(file, 9 * MiB + 123, 1));
+	CHECK(write_pattern_file(file, 9 * MiB + 123, 1));
 	fprintf(pf, "big ---644 0 0 %s\n", file);
 	fprintf(pf, "link l--777 0 0 big\nsub d--755 0 0\n");
 	for (int i = 0; i < 40; i++) {
 		snprintf(file, sizeof(file), "%s/f%d", dir, i);
-		CHECK(write_file(file, (size_t)i * 7000 + 1, (unsigned)i));
+		CHECK(write_pattern_file(file, (size_t)i * 7000 + 1, (unsigned)i));
 		fprintf(pf, "f%d ---600 0 0 %s\n", i, file);
 	}
 	fprintf(pf, "$\n$\n");
 	fclose(pf);
-	for (size_t k = 0; k < sizeof(kinds) / sizeof(kinds[0]); k++) {
-		char path[32];
-		struct fs_info info;
-		struct im_err err;
-
-		snprintf(args, sizeof(args), "%s -p %s", kinds[k], proto);
-		if (!make_image(path, args, 512 * MiB))
-			continue;
-		check_image(path, args);
-		if (examine(path, false, &info, &err) == 0) {
-			/* The files' data is in the bitmap: more than 9 MiB beyond an empty fs. */
-			CHECK(info.used_blocks * info.block_size > 9 * MiB);
-			fs_info_free(&info);
-		}
-		unlink(path);
-	}
-	snprintf(cmd, sizeof(cmd), "rm -rf %s", dir);
-	CHECK(system(cmd) == 0);
+	/* The files' data is in the bitmap: more than 9 MiB beyond an empty fs. */
+	snprintf(args, sizeof(args), "-p %s", proto);
+	check_filled(&xfs, kinds, sizeof(kinds) / sizeof(kinds[0]), args, 512 * MiB, plugin_used,
+		     9 * MiB);
+	CHECK(remove_tree(dir));
 }
 
 /* Mounted through a loop device, xfs_io runs the commands of `script` on
@@ -1162,8 +966,7 @@ static void test_hostile_bnobt(void)
  * the time so the deeper checks are reached: never a crash. */
 static void test_fuzz(void)
 {
-	const char *env = getenv("TEST_XFS_FUZZ");
-	int iters = env ? atoi(env) : 300;
+	int iters = fuzz_rounds("TEST_XFS_FUZZ", 300);
 	unsigned seed = 4242;
 	char path[32];
 	unsigned char orig[2048], buf[2048];
@@ -1173,15 +976,13 @@ static void test_fuzz(void)
 		return;
 	read_at(path, 0, orig, sizeof(orig));
 	for (int it = 0; it < iters; it++) {
-		struct fs_info info;
-		struct im_err err;
-		int n = 1 + (int)(rand_r(&seed) % 4), r;
+		int n = 1 + (int)(rand_r(&seed) % 4);
 
 		memcpy(buf, orig, sizeof(buf));
 		for (int j = 0; j < n; j++) {
 			size_t sect = rand_r(&seed) % 4;
 			size_t at = sect * 512 + rand_r(&seed) % (sect == 3 ? 512 : 264);
-			buf[at] = (unsigned char)(rand_r(&seed) % 3 == 0 ? 0xFF : rand_r(&seed));
+			buf[at] = fuzz_byte(&seed);
 		}
 		if (rand_r(&seed) % 2) {
 			xfs_sign(buf, 512, SB_CRC);
@@ -1189,15 +990,7 @@ static void test_fuzz(void)
 			xfs_sign(buf + 1536, 512, 32);
 		}
 		write_at(path, 0, buf, sizeof(buf));
-		r = examine(path, rand_r(&seed) % 2, &info, &err);
-		if (r == 0) {
-			ok++;
-			CHECK(info.used_blocks <= info.block_count);
-			fs_info_free(&info);
-		} else {
-			failed++;
-			CHECK(err.msg[0] != '\0');
-		}
+		examine_fuzzed(&fs_plugin_xfs, path, &seed, &ok, &failed);
 	}
 	write_at(path, 0, orig, sizeof(orig));
 	CHECK(ok > 0 && failed > 0);
