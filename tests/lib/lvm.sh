@@ -30,7 +30,7 @@ lvm_setup() {
 
 # lvm DEVICE... -- CMD ARGS...: only the named devices are seen.
 lvm() {
-	local devs=() f
+	local devs=() f d
 	while [ "$1" != -- ]; do
 		devs+=("$1")
 		shift
