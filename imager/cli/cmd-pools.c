@@ -4,6 +4,7 @@
  * how fast they make writes durable (--probe), which format suits a new disk
  * there, and which pool is best for a disk of --size.
  */
+#include <errno.h>
 #include <getopt.h>
 #include <json-c/json.h>
 #include <stdio.h>
@@ -173,23 +174,11 @@ static int fail_host(const struct pools_args *a, const struct im_err *err)
 	return cli_fail("pools", err);
 }
 
-/* --probe: each pool measured in turn; one that cannot be is still listed,
- * with why.  An interrupt ends the command. */
-static int probe_pools(struct im_pool *pools, size_t n, unsigned seconds, struct cli *cli)
+/* --probe at -v: which pool is being measured. */
+static void say_probe(void *opaque, const char *pool)
 {
-	for (size_t i = 0; i < n && !*cli->interrupted; i++) {
-		struct im_err perr = { 0 };
-
-		if (cli->verbose >= 1)
-			fprintf(stderr, "imager pools: measuring %s\n", pools[i].name);
-		if (pools_probe(&pools[i], seconds, &perr) < 0 && cli->verbose >= 0)
-			cli_error("pools", "%s: %s", pools[i].name, perr.msg);
-	}
-	if (*cli->interrupted) {
-		cli_error("pools", "interrupted");
-		return IM_EXIT_INTERRUPTED;
-	}
-	return IM_EXIT_OK;
+	if (((struct cli *)opaque)->verbose >= 1)
+		fprintf(stderr, "imager pools: measuring %s\n", pool);
 }
 
 static void print_json(const char *uri, bool local, const struct im_pool *p, size_t n,
@@ -210,50 +199,44 @@ static void print_json(const char *uri, bool local, const struct im_pool *p, siz
 	cli_print_json(root);
 }
 
-/* The pools of the host behind conn, measured when asked, ranked, shown. */
-static int list_pools(virConnectPtr conn, const struct pools_args *a, struct cli *cli)
+/* The survey shown: a pool that could not be measured is still listed,
+ * with why on stderr. */
+static int show_pools(const struct pools_args *a, const struct pools_survey *sv, struct cli *cli)
 {
-	bool local = host_is_local(conn);
-	char *conn_uri = virConnectGetURI(conn);
-	const char *shown = conn_uri ? conn_uri : a->uri ? a->uri : "(default)";
-	struct im_pool *pools = NULL;
-	struct im_err err = { 0 };
-	size_t n = 0;
-	int rc;
-
-	if (pools_list(conn, &pools, &n, &err) < 0)
-		rc = cli_fail("pools", &err);
-	else
-		rc = a->probe ? probe_pools(pools, n, a->seconds, cli) : IM_EXIT_OK;
-	if (rc == IM_EXIT_OK) {
-		pools_rank(pools, n, a->need);
-		if (!n)
-			cli_error("pools", "no active storage pool on %s (define one: virsh pool-define-as "
-				  "NAME dir --target PATH; virsh pool-build NAME; virsh pool-start NAME)",
-				  shown);
-		if (a->json)
-			print_json(shown, local, pools, n, a->need);
-		else if (n)
-			print_text(shown, local, pools, n, a->need, a->sized, a->probe);
-		rc = cli_finish_stdout("pools", n ? IM_EXIT_OK : IM_EXIT_TARGET);
-	}
-	free(pools);
-	free(conn_uri);
-	return rc;
+	for (size_t i = 0; i < sv->n; i++)
+		if (sv->probe_errors[i][0] && cli->verbose >= 0)
+			cli_error("pools", "%s: %s", sv->pools[i].name, sv->probe_errors[i]);
+	if (!sv->n)
+		cli_error("pools", "no active storage pool on %s (define one: virsh pool-define-as "
+			  "NAME dir --target PATH; virsh pool-build NAME; virsh pool-start NAME)",
+			  sv->uri);
+	if (a->json)
+		print_json(sv->uri, sv->local, sv->pools, sv->n, a->need);
+	else if (sv->n)
+		print_text(sv->uri, sv->local, sv->pools, sv->n, a->need, a->sized, a->probe);
+	return cli_finish_stdout("pools", sv->n ? IM_EXIT_OK : IM_EXIT_TARGET);
 }
 
 int cmd_pools(int argc, char **argv, struct cli *cli)
 {
 	struct pools_args a = { 0 };
 	struct im_err err = { 0 };
-	virConnectPtr conn = NULL;
+	struct pools_survey sv;
 	int rc = parse_args(argc, argv, &a);
 
 	if (rc != IM_EXIT_OK)
 		return rc;
-	if (host_open(a.uri, &conn, &err) < 0)
-		return fail_host(&a, &err);
-	rc = list_pools(conn, &a, cli);
-	virConnectClose(conn);
+	struct pools_survey_opts o = {
+		.uri = a.uri, .probe = a.probe, .seconds = a.seconds, .need = a.need,
+		.interrupted = cli->interrupted, .on_probe = say_probe, .opaque = cli,
+	};
+	rc = pools_survey(&o, &sv, &err);
+	if (rc == -ECONNREFUSED)
+		rc = fail_host(&a, &err);
+	else if (rc < 0)
+		rc = cli_fail("pools", &err);
+	else
+		rc = show_pools(&a, &sv, cli);
+	pools_survey_free(&sv);
 	return rc;
 }

@@ -709,3 +709,69 @@ struct im_pool *pools_find(struct im_pool *p, size_t n, const char *name)
 			return &p[i];
 	return NULL;
 }
+
+int pools_survey(const struct pools_survey_opts *o, struct pools_survey *out, struct im_err *err)
+{
+	virConnectPtr conn = NULL;
+	char *uri;
+	int r;
+
+	memset(out, 0, sizeof(*out));
+	if ((r = host_open(o->uri, &conn, err)) < 0)
+		return r;
+	out->local = host_is_local(conn);
+	uri = virConnectGetURI(conn);
+	snprintf(out->uri, sizeof(out->uri), "%s", uri ? uri : o->uri ? o->uri : "(default)");
+	free(uri);
+	r = pools_list(conn, &out->pools, &out->n, err);
+	virConnectClose(conn);
+	if (r < 0)
+		return r;
+	out->probe_errors = calloc(out->n ? out->n : 1, sizeof(*out->probe_errors));
+	if (!out->probe_errors)
+		return im_errf(err, IM_EXIT_INTERNAL, -ENOMEM, "out of memory");
+	for (size_t i = 0; o->probe && i < out->n; i++) {
+		struct im_err perr = { 0 };
+
+		if (o->interrupted && *o->interrupted)
+			return im_errf(err, IM_EXIT_INTERRUPTED, -EINTR, "interrupted");
+		if (o->on_probe)
+			o->on_probe(o->opaque, out->pools[i].name);
+		if (pools_probe(&out->pools[i], o->seconds, &perr) < 0)
+			snprintf(out->probe_errors[i], sizeof(out->probe_errors[i]), "%s", perr.msg);
+	}
+	if (o->interrupted && *o->interrupted)
+		return im_errf(err, IM_EXIT_INTERRUPTED, -EINTR, "interrupted");
+	/* probe_errors follow their pools (by name, unique in a host) through
+	 * the ranking */
+	{
+		char (*sorted)[256] = calloc(out->n ? out->n : 1, sizeof(*sorted));
+		char (*names)[256] = calloc(out->n ? out->n : 1, sizeof(*names));
+
+		if (!sorted || !names) {
+			free(sorted);
+			free(names);
+			return im_errf(err, IM_EXIT_INTERNAL, -ENOMEM, "out of memory");
+		}
+		for (size_t i = 0; i < out->n; i++)
+			memcpy(names[i], out->pools[i].name, sizeof(names[i]));
+		pools_rank(out->pools, out->n, o->need);
+		for (size_t i = 0; i < out->n; i++)
+			for (size_t j = 0; j < out->n; j++)
+				if (!strcmp(names[j], out->pools[i].name))
+					memcpy(sorted[i], out->probe_errors[j], sizeof(sorted[i]));
+		free(names);
+		free(out->probe_errors);
+		out->probe_errors = sorted;
+	}
+	return 0;
+}
+
+void pools_survey_free(struct pools_survey *s)
+{
+	free(s->pools);
+	free(s->probe_errors);
+	s->pools = NULL;
+	s->probe_errors = NULL;
+	s->n = 0;
+}

@@ -40,6 +40,7 @@
 #endif
 
 
+#include <signal.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -130,6 +131,38 @@ void pools_rank(struct im_pool *p, size_t n, uint64_t need);
 
 /* Find a pool by name in a list; NULL when absent. */
 struct im_pool *pools_find(struct im_pool *p, size_t n, const char *name);
+
+/*
+ * The `imager pools` job: connect to uri (NULL: libvirt's default), list the
+ * active pools, measure each one when o->probe (o->seconds each, 0: 3), and
+ * rank them for a disk of o->need bytes (0: any).  Nothing is printed:
+ * o->on_probe (may be NULL) is told the name of each pool before it is
+ * measured, and a pool that cannot be measured is still listed, with why in
+ * out->probe_errors[i] ("" when measured or not measurable by design).
+ * out->pools is best first.  Returns 0, even with no active pool (n == 0);
+ * or -ECONNREFUSED (host_open's errors: IM_EXIT_TARGET), another -errno
+ * when libvirt fails to list (IM_EXIT_TARGET), or -EINTR (IM_EXIT_INTERRUPTED)
+ * when *o->interrupted became true while probing.  pools_survey_free()
+ * releases out, also after a failure.
+ */
+struct pools_survey_opts {
+	const char *uri;
+	bool probe;
+	double seconds;
+	uint64_t need;
+	const volatile sig_atomic_t *interrupted;      /* may be NULL */
+	void (*on_probe)(void *opaque, const char *pool);
+	void *opaque;
+};
+struct pools_survey {
+	char uri[512];            /* the connection's URI as libvirt names it */
+	bool local;               /* the host is this machine */
+	struct im_pool *pools;    /* malloc'd, best first */
+	size_t n;
+	char (*probe_errors)[256];  /* n entries, parallel to pools */
+};
+int pools_survey(const struct pools_survey_opts *o, struct pools_survey *out, struct im_err *err);
+void pools_survey_free(struct pools_survey *s);
 
 /*
  * Parse the output of `zpool status -P POOL` (text): returns 1 when the
