@@ -71,82 +71,6 @@ twice:
 	return -1;
 }
 
-void cli_domain_machine(struct cli_domain *d, struct dom_guest *g)
-{
-	dom_machine_apply(&d->o, g, d->mac);
-}
-
-static const char *jstr(json_object *o, const char *key)
-{
-	json_object *v;
-	return json_object_object_get_ex(o, key, &v) && json_object_is_type(v, json_type_string)
-		       ? json_object_get_string(v) : "";
-}
-
-static bool jbool(json_object *o, const char *key)
-{
-	json_object *v;
-	return json_object_object_get_ex(o, key, &v) && json_object_get_boolean(v);
-}
-
-static int jint(json_object *o, const char *key)
-{
-	json_object *v;
-	int64_t n;
-
-	if (!json_object_object_get_ex(o, key, &v) || !json_object_is_type(v, json_type_int))
-		return 0;
-	n = json_object_get_int64(v);
-	return n < 0 || n > 10000 ? 0 : (int)n;
-}
-
-int cli_inspection_file(const char *path, struct dom_guest *g, struct im_err *err)
-{
-	json_object *root = json_object_from_file(path), *o = root, *v;
-
-	memset(g, 0, sizeof(*g));
-	if (!root)
-		return im_errf(err, IM_EXIT_SOURCE, -EINVAL, "%s: not a JSON file (%s)", path,
-			       json_util_get_last_err() ? json_util_get_last_err() : "unreadable");
-	/* restore/clone --json carry the conversion under "convert". */
-	if (json_object_object_get_ex(root, "convert", &v) && json_object_is_type(v, json_type_object))
-		o = v;
-	if (!json_object_is_type(o, json_type_object) || !*jstr(o, "os_type")) {
-		json_object_put(root);
-		return im_errf(err, IM_EXIT_SOURCE, -EINVAL,
-			       "%s: not a conversion report (imager convert --json): no os_type", path);
-	}
-	snprintf(g->os_type, sizeof(g->os_type), "%s", jstr(o, "os_type"));
-	snprintf(g->distro, sizeof(g->distro), "%s", jstr(o, "distro"));
-	snprintf(g->product, sizeof(g->product), "%s", jstr(o, "product"));
-	snprintf(g->kernel, sizeof(g->kernel), "%s", jstr(o, "default_kernel"));
-	snprintf(g->firmware, sizeof(g->firmware), "%s", jstr(o, "firmware"));
-	g->major = jint(o, "major");
-	g->minor = jint(o, "minor");
-	/* ok: the conversion accepted the guest (done, or planned by a dry run). */
-	g->virtio_blk = g->virtio_scsi = jbool(o, "ok");
-	if (!strcmp(g->os_type, "windows") && *jstr(o, "block")) {
-		/* Windows boots only on the storage driver registered for boot
-		 * (a report without "block" claims both, as before). */
-		g->virtio_blk &= !strcmp(jstr(o, "block"), "virtio-blk");
-		g->virtio_scsi &= !strcmp(jstr(o, "block"), "virtio-scsi");
-	}
-	g->virtio_net = jbool(o, "ok") && jbool(o, "virtio_net");
-	json_object_put(root);
-	return 0;
-}
-
-int cli_domain_plan(const char *cmd, struct cli_domain *d, const struct dom_guest *g,
-		    const struct dom_host *h, struct dom_plan *plan, char **xml, struct cli *cli)
-{
-	struct im_err err = { 0 };
-
-	if (dom_decide(&d->o, g, h, plan, &err) < 0 || dom_xml(&d->o, g, plan, xml, &err) < 0)
-		return cli_fail(cmd, &err);
-	cli_domain_print_plan(cmd, plan, cli);
-	return 0;
-}
-
 void cli_domain_print_plan(const char *cmd, const struct dom_plan *plan, const struct cli *cli)
 {
 	if (cli->verbose >= 0) {
@@ -186,9 +110,4 @@ json_object *cli_domain_json(const struct dom_plan *plan)
 			json_object_array_add(w, json_object_new_string(plan->warnings[i]));
 	json_object_object_add(o, "warnings", w);
 	return o;
-}
-
-int cli_write_atomic(const char *path, const char *data, size_t len, bool force, struct im_err *err)
-{
-	return dom_xml_save(path, data, len, force, err);
 }

@@ -19,36 +19,9 @@
 #include <json-c/json.h>
 
 #include "commands.h"
-#include "imager/convert.h"
-#include "imager/pools.h"
+#include "imager/domain.h"
 
 enum { OPT_INSPECTION = 400, OPT_NO_INSPECT, OPT_CONNECT, OPT_OUTPUT, OPT_JSON, OPT_FORCE };
-
-/* The guest on the disks, read-only: a dry run of the conversion. */
-static int inspect(const char *const *paths, const char *const *formats, size_t n,
-		   struct dom_guest *g, struct cli *cli)
-{
-	struct conv_opts co = { .block = CONV_BLOCK_VIRTIO_BLK, .dry_run = true };
-	struct conv_report rep;
-	struct im_err err = { 0 };
-	int r;
-
-	if (cli->verbose >= 0)
-		fprintf(stderr, "imager define: inspecting the guest (read-only)\n");
-	r = im_convert(paths, formats, n, &co, &rep, &err);
-	if (r < 0 && r != -EOPNOTSUPP && r != -ENOENT) {
-		conv_report_free(&rep);
-		return cli_fail("define", &err);
-	}
-	if (r == -ENOENT || !rep.os_type[0])
-		fprintf(stderr, "imager define: warning: %s; the guest is taken as unknown\n", err.msg);
-	else if (r < 0)
-		fprintf(stderr, "imager define: the guest cannot boot on virtio (%s)\n", err.msg);
-	if (rep.os_type[0])
-		dom_guest_from_report(&rep, r == 0, g);
-	conv_report_free(&rep);
-	return 0;
-}
 
 #define MAX_DISKS 16
 
@@ -142,21 +115,6 @@ static int resolve_disks(char **names, size_t n, struct define_disks *dd)
 	return IM_EXIT_OK;
 }
 
-/* The guest from the inspection file, else from inspecting the disks
- * (unless --no-inspect: unknown). */
-static int find_guest(const struct define_args *a, const struct define_disks *dd,
-		      struct dom_guest *g, struct cli *cli)
-{
-	struct im_err err = { 0 };
-
-	if (a->inspection)
-		return cli_inspection_file(a->inspection, g, &err) < 0 ? cli_fail("define", &err) :
-									 IM_EXIT_OK;
-	if (!a->no_inspect)
-		return inspect(dd->paths, dd->formats, a->n, g, cli);
-	return IM_EXIT_OK;
-}
-
 /* The XML on stdout, or the JSON report, or where it was written. */
 static int print_definition(const struct define_args *a, const struct dom_guest *g,
 			    const struct dom_plan *plan, const char *xml, struct cli *cli)
@@ -179,39 +137,37 @@ static int print_definition(const struct define_args *a, const struct dom_guest 
 	return cli_finish_stdout("define", IM_EXIT_OK);
 }
 
-/* The host, the guest, the plan and its XML, written or printed. */
+static void say_inspect(void *opaque)
+{
+	if (((struct cli *)opaque)->verbose >= 0)
+		fprintf(stderr, "imager define: inspecting the guest (read-only)\n");
+}
+
+/* The job (host, guest, plan, XML written), then what it found, printed. */
 static int define_domain(struct define_args *a, struct define_disks *dd, struct cli *cli)
 {
-	struct dom_guest g = { 0 };
-	struct dom_host h;
-	struct dom_plan plan;
+	struct define_opts o = {
+		.dom = a->d.o, .inspection = a->inspection, .no_inspect = a->no_inspect,
+		.machine = dd->all_block, .uri = a->uri, .output = a->output, .force = a->force,
+		.on_inspect = say_inspect, .opaque = cli,
+	};
+	struct define_report r;
 	struct im_err err = { 0 };
-	virConnectPtr conn = NULL;
-	char why[256], *xml = NULL;
-	int rc;
+	int rc = im_define(&o, &r, &err);
 
-	/* The host first: an unreachable one is found before a long inspection. */
-	if (a->uri && host_open(a->uri, &conn, &err) < 0)
-		return cli_fail("define", &err);
-	rc = find_guest(a, dd, &g, cli);
-	if (rc != IM_EXIT_OK)
-		goto out;
-	/* The disks of this machine: it is the source (live media). */
-	if (dd->all_block)
-		cli_domain_machine(&a->d, &g);
-	dom_host_detect(conn, conn ? host_is_local(conn) : true, !a->d.o.type, &h, why, sizeof(why));
-	if (cli->verbose >= 1)
-		fprintf(stderr, "imager define: host: %s\n", why);
-	if ((rc = cli_domain_plan("define", &a->d, &g, &h, &plan, &xml, cli)) != 0)
-		goto out;
-	if (a->output && cli_write_atomic(a->output, xml, strlen(xml), a->force, &err) < 0)
+	if (r.inspected && r.unknown_guest)
+		fprintf(stderr, "imager define: warning: %s; the guest is taken as unknown\n", r.inspect_note);
+	else if (r.inspect_note[0])
+		fprintf(stderr, "imager define: the guest cannot boot on virtio (%s)\n", r.inspect_note);
+	if (r.host_why[0] && cli->verbose >= 1)
+		fprintf(stderr, "imager define: host: %s\n", r.host_why);
+	if (r.planned)
+		cli_domain_print_plan("define", &r.plan, cli);
+	if (rc < 0)
 		rc = cli_fail("define", &err);
 	else
-		rc = print_definition(a, &g, &plan, xml, cli);
-out:
-	if (conn)
-		virConnectClose(conn);
-	free(xml);
+		rc = print_definition(a, &r.guest, &r.plan, r.xml, cli);
+	define_report_free(&r);
 	return rc;
 }
 

@@ -180,22 +180,9 @@ struct cli_domain {
 /* Take one of CLI_DOMAIN_OPTIONS: 1 taken, 0 not one of them, -1 bad value
  * (reported; exit with IM_EXIT_USAGE). */
 int cli_domain_option(const char *cmd, int c, const char *arg, struct cli_domain *d);
-/* Live media: memory, vCPUs and MAC of this machine where not given, and
- * UEFI when this machine booted UEFI. */
-void cli_domain_machine(struct cli_domain *d, struct dom_guest *g);
-/* Guest facts from a conversion report saved by `imager convert --json`
- * (or restore/clone --convert --json).  Errors: IM_EXIT_SOURCE. */
-int cli_inspection_file(const char *path, struct dom_guest *g, struct im_err *err);
-/* Decide and write the XML; the choices (unless -q) and every warning go to
- * stderr.  Returns 0 or an exit code. */
-int cli_domain_plan(const char *cmd, struct cli_domain *d, const struct dom_guest *g,
-		    const struct dom_host *h, struct dom_plan *plan, char **xml, struct cli *cli);
 /* The choices (unless -q) and every warning of a plan, on stderr. */
 void cli_domain_print_plan(const char *cmd, const struct dom_plan *plan, const struct cli *cli);
 struct json_object *cli_domain_json(const struct dom_plan *plan);
-/* Write a file through a temporary name and rename(): a reader sees the old
- * file or the whole new one.  An existing file is refused unless force. */
-int cli_write_atomic(const char *path, const char *data, size_t len, bool force, struct im_err *err);
 
 /* Progress on stderr: on when stderr is a terminal and not disabled; at
  * most a few redraws a second, with bytes, rate and ETA. */

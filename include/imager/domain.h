@@ -175,6 +175,58 @@ void dom_machine_apply(struct dom_opts *o, struct dom_guest *g, char mac[18]);
  */
 void dom_guest_from_report(const struct conv_report *r, bool convertible, struct dom_guest *g);
 
+/*
+ * Guest facts from a conversion report saved by `imager convert --json` (or
+ * restore/clone --convert --json, which carry it under "convert").  Every
+ * field is checked; a file that is not such a report is -EINVAL
+ * (IM_EXIT_SOURCE).
+ */
+int dom_guest_from_file(const char *path, struct dom_guest *g, struct im_err *err);
+
+/* ---- the `imager define` job (define.c) ---- */
+
+struct define_opts {
+	struct dom_opts dom;          /* the wishes, with the disks filled in */
+	const char *inspection;       /* a conversion report file, or NULL */
+	bool no_inspect;              /* without a report: the guest stays unknown */
+	bool machine;                 /* the disks are this machine's (live media) */
+	const char *uri;              /* the host; NULL: this machine, no daemon */
+	const char *output;           /* write the XML there; NULL: only in the report */
+	bool force;                   /* replace an existing output file */
+	/* told just before a read-only inspection starts (it takes a while) */
+	void (*on_inspect)(void *opaque);
+	void *opaque;
+};
+
+struct define_report {
+	struct dom_guest guest;
+	bool inspected;               /* a read-only inspection ran */
+	/* when it ran and found no guest (unknown_guest) or a guest that cannot
+	 * boot on virtio, why: for people */
+	char inspect_note[512];
+	bool unknown_guest;
+	char host_why[256];           /* what the host offers, one line */
+	struct dom_plan plan;
+	bool planned;
+	char *xml;                    /* malloc'd; written to output when given */
+	char mac[18];                 /* the MAC taken from this machine (live media) */
+};
+
+/*
+ * Define: the host first (an unreachable one is found before a long
+ * inspection), then the guest: from the report file, else from a read-only
+ * inspection of the disks (the conversion's dry run: a guest it would
+ * convert boots on virtio afterwards; no guest found or a refused one is not
+ * an error, inspect_note says why), then the plan and its XML, written to
+ * output atomically.  Nothing is printed.  Returns 0, or -errno with err set:
+ * host_open's errors, dom_guest_from_file's, the inspection's hard failures
+ * (the appliance cannot start: IM_EXIT_APPLIANCE), dom_decide's (IM_EXIT_USAGE),
+ * dom_xml_save's.  r->inspect_note is kept after a failure.
+ * define_report_free() releases r.
+ */
+int im_define(const struct define_opts *o, struct define_report *r, struct im_err *err);
+void define_report_free(struct define_report *r);
+
 /* Valid libvirt domain name: 1..64 of [A-Za-z0-9_.+-], not starting with '.'
  * or '-'.  (libvirt allows more; imager keeps names safe as file names.) */
 bool dom_name_ok(const char *name);
