@@ -120,7 +120,7 @@ $(BUILD)/unit-san/%: tests/unit/%.c $(wildcard tests/unit/*.h) $(SAN_LIBS)
 # The layer rule, from the built libraries: no layer refers to a symbol of
 # a library it may not use (engine: no libguestfs, hivex, libarchive,
 # libvirt or libxml2; convert: no libvirt or libxml2, nothing of virt).
-layers: $(LIBS)
+layers: $(LIBS) $(BUILD)/imager
 	@sh tests/lib/layers.sh $(BUILD)
 
 deps:

@@ -3,8 +3,10 @@
 # setup/layers test): a layer refers to no symbol of a library it may not
 # use.  Usage: tests/lib/layers.sh BUILD_DIR
 #   engine   no libguestfs, hivex, libarchive, libvirt or libxml2, and
-#            nothing defined by the convert or virt layers
-#   convert  no libvirt or libxml2, and nothing defined by the virt layer
+#            nothing defined by the convert, virt or CLI layers
+#   convert  no libvirt or libxml2, and nothing defined by the virt or CLI
+#            layers
+#   virt     nothing defined by the CLI (its objects, BUILD_DIR/obj/imager/cli)
 # (The headers of a higher layer refuse to be included by a lower one at
 # compile time, IMAGER_LAYER; this checks what the linker would see.)
 # Prints each offending symbol; exits 1 when there is one.
@@ -36,7 +38,10 @@ $(undefined "$layer" | grep -Fx -f "$tmp/$upper.def" || true)"
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 for l in convert virt; do defined "$l" >"$tmp/$l.def"; done
+nm -g --defined-only "$b"/obj/imager/cli/*.o 2>/dev/null | awk 'NF == 3 { print $3 }' | sort -u >"$tmp/cli.def"
+[ -s "$tmp/cli.def" ] || { echo "layers: $b/obj/imager/cli/*.o are not built" >&2; exit 2; }
 check engine "libguestfs, hivex, libarchive, libvirt, libxml2 or the layers above it" \
-	'^(guestfs_|hivex_|archive_|vir[A-Z]|xml[A-Z])' convert virt
-check convert "libvirt, libxml2 or the virt layer" '^(vir[A-Z]|xml[A-Z])' virt
+	'^(guestfs_|hivex_|archive_|vir[A-Z]|xml[A-Z])' convert virt cli
+check convert "libvirt, libxml2 or the layers above it" '^(vir[A-Z]|xml[A-Z])' virt cli
+check virt "the CLI" '^$' cli
 exit $bad
