@@ -18,7 +18,9 @@
 #
 # Environment: IMAGER (default build/imager), BENCH_CACHE, BENCH_WORK
 # (scratch space, default the cache folder), BENCH_DATA_MIB (default 1536),
-# BENCH_RUNS (runs of each measurement, the median is shown; default 1).
+# BENCH_RUNS (runs of each measurement, the median is shown; default 1),
+# BENCH_PARTS (which parts run, default all: "imaging convert windows p2v
+# fs"; imaging is the ext4 sample with the virtual disk targets).
 set -euo pipefail
 export LC_ALL=C
 
@@ -31,6 +33,11 @@ WORK=${BENCH_WORK:-$CACHE/work}
 DISK=$CACHE/disk-$KEY.img
 NPROC=$(nproc)
 RUNS=${BENCH_RUNS:-1}
+PARTS=" ${BENCH_PARTS:-imaging convert windows p2v fs} "
+part() { [[ $PARTS == *" $1 "* ]]; }
+for p in $PARTS; do
+	case $p in imaging | convert | windows | p2v | fs) ;; *) echo "bench: unknown part '$p' in BENCH_PARTS" >&2; exit 1 ;; esac
+done
 
 die() { echo "bench: $*" >&2; exit 1; }
 for c in "$IMAGER" partclone.extfs zstd mke2fs sfdisk /usr/bin/time jq e2fsck; do
@@ -72,6 +79,7 @@ build_disk() {
 	rm -rf "$stage" "$list"
 }
 mkdir -p "$CACHE"
+if part imaging; then   # (up to the virtual disk targets)
 [ -f "$DISK" ] || build_disk
 rm -rf "$WORK"
 mkdir -p "$WORK"
@@ -231,23 +239,35 @@ echo "virtual disk targets (tests/bench/bench-targets.sh):"
 mkdir -p "$WORK/targets"
 IMAGER=$IMAGER PART_SRC=$DISK IMG_DIR=$WORK/image PC_IMG=$WORK/partclone.zst PART_OFFSET=$START \
 	PART_SIZE=$PSIZE WORK=$WORK/targets BENCH_RUNS=$RUNS bash "$ROOT/tests/bench/bench-targets.sh"
+else
+	rm -rf "$WORK"
+	mkdir -p "$WORK"
+fi   # imaging
 
 # ---- guest conversion: imager convert against virt-v2v ----
+if part convert; then
 echo
 echo "guest conversion (tests/bench/bench-convert.sh):"
 IMAGER=$IMAGER BENCH_WORK=$WORK bash "$ROOT/tests/bench/bench-convert.sh"
+fi
 
 # ---- Windows conversion: imager convert against virt-v2v-in-place ----
+if part windows; then
 echo
 echo "Windows conversion (tests/bench/bench-windows.sh):"
 IMAGER=$IMAGER BENCH_WORK=$WORK bash "$ROOT/tests/bench/bench-windows.sh"
+fi
 
 # ---- the whole move onto libvirt: imager p2v against virt-v2v -o libvirt ----
+if part p2v; then
 echo
 echo "p2v onto libvirt (tests/bench/bench-p2v.sh):"
 IMAGER=$IMAGER BENCH_WORK=$WORK bash "$ROOT/tests/bench/bench-p2v.sh"
+fi
 
 # ---- other filesystems: NTFS, XFS, btrfs, LVM+XFS against partclone + zstd ----
+if part fs; then
 echo
 echo "other filesystems (tests/bench/bench-fs.sh):"
 IMAGER=$IMAGER BENCH_WORK=$WORK bash "$ROOT/tests/bench/bench-fs.sh"
+fi
