@@ -144,6 +144,23 @@ static int host_read(struct qc_state *s, void *buf, size_t len, uint64_t off)
 	return pread_full(s->fd, buf, len, off);
 }
 
+/* A table of count big-endian 64-bit entries at off (the L1 table, the
+ * refcount table) into out, read a page at a time. */
+static int read_table(struct qc_state *s, uint64_t off, uint64_t count, uint64_t *out)
+{
+	for (uint64_t done = 0; done < count;) {
+		unsigned char buf[4096];
+		size_t n = (size_t)min_u64(count - done, sizeof(buf) / 8);
+		int r = host_read(s, buf, n * 8, off + done * 8);
+		if (r < 0)
+			return r;
+		for (size_t i = 0; i < n; i++)
+			out[done + i] = be64(buf + 8 * i);
+		done += n;
+	}
+	return 0;
+}
+
 /* Read guest data from host bytes that an L2 entry points to. */
 static int data_read(struct qc_state *s, void *buf, size_t len, uint64_t off)
 {
@@ -1261,16 +1278,9 @@ static int qc_open(struct bk *bk, const char *path, unsigned flags, struct im_er
 		r = im_errf(err, IM_EXIT_INTERNAL, -ENOMEM, "out of memory");
 		goto fail;
 	}
-	for (uint64_t done = 0; done < s->l1_size;) {
-		unsigned char buf[4096];
-		size_t n = (size_t)min_u64(s->l1_size - done, sizeof(buf) / 8);
-		if ((r = host_read(s, buf, n * 8, s->l1_off + done * 8)) < 0) {
-			r = im_errf(err, IM_EXIT_IO, r, "%s: reading the L1 table: %s", path, strerror(-r));
-			goto fail;
-		}
-		for (size_t i = 0; i < n; i++)
-			s->l1[done + i] = be64(buf + 8 * i);
-		done += n;
+	if ((r = read_table(s, s->l1_off, s->l1_size, s->l1)) < 0) {
+		r = im_errf(err, IM_EXIT_IO, r, "%s: reading the L1 table: %s", path, strerror(-r));
+		goto fail;
 	}
 	if (flags & BK_OPEN_WRITE) {
 		unsigned char zero8[8] = { 0 };
@@ -1279,17 +1289,10 @@ static int qc_open(struct bk *bk, const char *path, unsigned flags, struct im_er
 			r = im_errf(err, IM_EXIT_INTERNAL, -ENOMEM, "out of memory");
 			goto fail;
 		}
-		for (uint64_t done = 0; done < s->rt_entries;) {
-			unsigned char buf[4096];
-			size_t n = (size_t)min_u64(s->rt_entries - done, sizeof(buf) / 8);
-			if ((r = host_read(s, buf, n * 8, s->rt_off + done * 8)) < 0) {
-				r = im_errf(err, IM_EXIT_IO, r, "%s: reading the refcount table: %s", path,
-					    strerror(-r));
-				goto fail;
-			}
-			for (size_t i = 0; i < n; i++)
-				s->rt[done + i] = be64(buf + 8 * i);
-			done += n;
+		if ((r = read_table(s, s->rt_off, s->rt_entries, s->rt)) < 0) {
+			r = im_errf(err, IM_EXIT_IO, r, "%s: reading the refcount table: %s", path,
+				    strerror(-r));
+			goto fail;
 		}
 		s->rb_bits = s->cluster_bits + 3 - s->refcount_order;
 		s->alloc_next = div_up(s->file_size, s->cs);

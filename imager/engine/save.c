@@ -293,6 +293,65 @@ static int save_area(struct source *src, const struct pt_area *a, size_t i, stru
 	return 0;
 }
 
+/* The manifest's entry for a partition: where it lies and what its
+ * plugin found (the volumes copied: the source's list is freed with it). */
+static int describe_partition(const struct pt_part *pp, const struct fs_info *fs,
+			      struct img_part *ip, struct im_err *err)
+{
+	ip->number = pp->number;
+	ip->start = pp->start;
+	ip->size = pp->size;
+	snprintf(ip->kind, sizeof(ip->kind), "%s", pp->kind);
+	snprintf(ip->gpt_name, sizeof(ip->gpt_name), "%s", pp->name);
+	snprintf(ip->filesystem, sizeof(ip->filesystem), "%s", fs->type);
+	snprintf(ip->plugin, sizeof(ip->plugin), "%s", fs->plugin->name);
+	snprintf(ip->uuid, sizeof(ip->uuid), "%s", fs->uuid);
+	snprintf(ip->label, sizeof(ip->label), "%s", fs->label);
+	ip->block_size = fs->block_size;
+	ip->block_count = fs->block_count;
+	ip->used_blocks = fs->used_blocks;
+	snprintf(ip->container, sizeof(ip->container), "%s", fs->container);
+	if (fs->nvolumes) {
+		ip->volumes = calloc(fs->nvolumes, sizeof(*ip->volumes));
+		if (!ip->volumes)
+			return im_errf(err, IM_EXIT_INTERNAL, -ENOMEM, "out of memory");
+		memcpy(ip->volumes, fs->volumes, fs->nvolumes * sizeof(*ip->volumes));
+		ip->nvolumes = fs->nvolumes;
+	}
+	return 0;
+}
+
+/* The manifest's description of the disk: the tool, the time, the source,
+ * its size and sectors (the physical size from sysfs for a block device),
+ * the table. */
+static void describe_disk(const struct disk_roots *roots, const struct source *src,
+			  struct img_manifest *m)
+{
+	const struct ptable *pt = src->pt;
+	time_t now = time(NULL);
+	struct tm tm;
+
+	snprintf(m->tool_version, sizeof(m->tool_version), "%s", IMAGER_VERSION);
+	gmtime_r(&now, &tm);
+	strftime(m->created, sizeof(m->created), "%Y-%m-%dT%H:%M:%SZ", &tm);
+	snprintf(m->source, sizeof(m->source), "%s", src->ref.path);
+	m->disk_size = pt->disk_size;
+	m->logical_sector_size = pt->sector_size;
+	m->physical_sector_size = pt->sector_size;
+	if (src->ref.kind == DISK_KIND_BLOCK) {
+		char attr[700], buf[32];
+		FILE *f;
+		snprintf(attr, sizeof(attr), "%s/block/%s/queue/physical_block_size", roots->sysfs,
+			 src->ref.name);
+		if ((f = fopen(attr, "re"))) {
+			if (fgets(buf, sizeof(buf), f) && atoi(buf) >= 512)
+				m->physical_sector_size = (unsigned)atoi(buf);
+			fclose(f);
+		}
+	}
+	snprintf(m->table, sizeof(m->table), "%s", pt->type);
+}
+
 int im_save(const struct disk_roots *roots, const char *source, const char *dir,
 	    const struct save_opts *opts, struct img_manifest *m, struct save_stats *stats,
 	    struct im_err *err)
@@ -333,31 +392,12 @@ int im_save(const struct disk_roots *roots, const char *source, const char *dir,
 	}
 	for (size_t i = 0; i < pt->nparts; i++) {
 		const struct pt_part *pp = &pt->parts[i];
-		const struct fs_info *fs = &src.fs[i];
 		struct img_part *ip = &m->parts[i];
-		ip->number = pp->number;
-		ip->start = pp->start;
-		ip->size = pp->size;
-		snprintf(ip->kind, sizeof(ip->kind), "%s", pp->kind);
-		snprintf(ip->gpt_name, sizeof(ip->gpt_name), "%s", pp->name);
-		snprintf(ip->filesystem, sizeof(ip->filesystem), "%s", fs->type);
-		snprintf(ip->plugin, sizeof(ip->plugin), "%s", fs->plugin->name);
-		snprintf(ip->uuid, sizeof(ip->uuid), "%s", fs->uuid);
-		snprintf(ip->label, sizeof(ip->label), "%s", fs->label);
-		ip->block_size = fs->block_size;
-		ip->block_count = fs->block_count;
-		ip->used_blocks = fs->used_blocks;
-		snprintf(ip->container, sizeof(ip->container), "%s", fs->container);
-		if (fs->nvolumes) {
-			ip->volumes = calloc(fs->nvolumes, sizeof(*ip->volumes));
-			if (!ip->volumes) {
-				r = im_errf(err, IM_EXIT_INTERNAL, -ENOMEM, "out of memory");
-				goto out;
-			}
-			memcpy(ip->volumes, fs->volumes, fs->nvolumes * sizeof(*ip->volumes));
-			ip->nvolumes = fs->nvolumes;
-		}
-		r = save_partition(src.bk, pp, fs, opts, &cr, ip, &done, src.used_bytes, stats, err);
+
+		r = describe_partition(pp, &src.fs[i], ip, err);
+		if (r == 0)
+			r = save_partition(src.bk, pp, &src.fs[i], opts, &cr, ip, &done, src.used_bytes,
+					   stats, err);
 		if (r < 0) {
 			free(ip->volumes);   /* (not counted in m->nparts yet) */
 			ip->volumes = NULL;
@@ -366,29 +406,7 @@ int im_save(const struct disk_roots *roots, const char *source, const char *dir,
 		}
 		m->nparts++;
 	}
-	snprintf(m->tool_version, sizeof(m->tool_version), "%s", IMAGER_VERSION);
-	{
-		time_t now = time(NULL);
-		struct tm tm;
-		gmtime_r(&now, &tm);
-		strftime(m->created, sizeof(m->created), "%Y-%m-%dT%H:%M:%SZ", &tm);
-	}
-	snprintf(m->source, sizeof(m->source), "%s", src.ref.path);
-	m->disk_size = pt->disk_size;
-	m->logical_sector_size = pt->sector_size;
-	m->physical_sector_size = pt->sector_size;
-	if (src.ref.kind == DISK_KIND_BLOCK) {
-		char attr[700], buf[32];
-		FILE *f;
-		snprintf(attr, sizeof(attr), "%s/block/%s/queue/physical_block_size", roots->sysfs,
-			 src.ref.name);
-		if ((f = fopen(attr, "re"))) {
-			if (fgets(buf, sizeof(buf), f) && atoi(buf) >= 512)
-				m->physical_sector_size = (unsigned)atoi(buf);
-			fclose(f);
-		}
-	}
-	snprintf(m->table, sizeof(m->table), "%s", pt->type);
+	describe_disk(roots, &src, m);
 	/* Last, atomically: from here on the folder is an image. */
 	r = img_manifest_write(m, dir, err);
 out:
