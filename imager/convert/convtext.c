@@ -449,112 +449,154 @@ static bool grub_word(const char *s, size_t e, size_t *i, char *w, size_t wl)
 	return true;
 }
 
+/* Where grub_entries is in grub.cfg: braces open, the open submenu and
+ * menuentry (the depth at which their bodies start; -1 none), the entries'
+ * numbers at the top and inside the submenu, and the entries found. */
+struct grub_scan {
+	int depth, sub_depth, entry_depth;
+	unsigned top, inner;
+	char subid[128];
+	bool have_default;
+	struct grub_entry *cur, *out;
+	size_t n, max;
+};
+
+/* The words after a menuentry or submenu keyword: its title, and the word
+ * after $menuentry_id_option (its id). */
+static void grub_title_id(const char *text, size_t e, size_t *j, char *title, size_t tlen,
+			  char *id, size_t idlen)
+{
+	char word[256];
+
+	grub_word(text, e, j, title, tlen);
+	while (grub_word(text, e, j, word, sizeof(word)))
+		if (!strcmp(word, "$menuentry_id_option") && grub_word(text, e, j, word, sizeof(word)))
+			snprintf(id, idlen, "%s", word);
+}
+
+/* A menuentry: a new entry numbered where it stands (N, or N>M inside a
+ * submenu); beyond max it is only counted. */
+static void grub_menuentry(struct grub_scan *g, const char *text, size_t e, size_t *j)
+{
+	char title[128] = "", id[128] = "";
+
+	grub_title_id(text, e, j, title, sizeof(title), id, sizeof(id));
+	g->cur = NULL;
+	if (g->n < g->max) {
+		struct grub_entry *cur = g->cur = &g->out[g->n];
+		memset(cur, 0, sizeof(*cur));
+		snprintf(cur->title, sizeof(cur->title), "%s", title);
+		if (g->sub_depth >= 0) {
+			snprintf(cur->index, sizeof(cur->index), "%u>%u", g->top, g->inner);
+			if (g->subid[0] && id[0])
+				snprintf(cur->id, sizeof(cur->id), "%s>%s", g->subid, id);
+		} else {
+			snprintf(cur->index, sizeof(cur->index), "%u", g->top);
+			snprintf(cur->id, sizeof(cur->id), "%s", id);
+		}
+	}
+	g->n++;
+	g->entry_depth = g->depth + 1;
+}
+
+/* The kernel of the open entry, from its first linux line: the version
+ * after "vmlinuz-" (or "vmlinux-") in the file name. */
+static void grub_kernel(struct grub_scan *g, const char *text, size_t e, size_t *j)
+{
+	char k[256];
+	const char *b;
+
+	if (!grub_word(text, e, j, k, sizeof(k)))
+		return;
+	b = strrchr(k, '/');
+	b = b ? b + 1 : k;
+	if (!strncmp(b, "vmlinuz-", 8) || !strncmp(b, "vmlinux-", 8))
+		snprintf(g->cur->kernel, sizeof(g->cur->kernel), "%s", b + 8);
+}
+
+/* The first word of the line [*j, e) and what it starts.  -EINVAL for a
+ * submenu inside a submenu or an entry. */
+static int grub_line_words(struct grub_scan *g, const char *text, size_t e, size_t j,
+			   char *default_value, size_t dvlen)
+{
+	char w[256];
+
+	if (!grub_word(text, e, &j, w, sizeof(w)))
+		return 0;
+	if (!strcmp(w, "set") && !g->have_default && g->depth == 0) {
+		char a[256];
+		if (grub_word(text, e, &j, a, sizeof(a)) && !strncmp(a, "default=", 8)) {
+			snprintf(default_value, dvlen, "%s", a + 8);
+			g->have_default = true;
+		}
+	} else if (!strcmp(w, "submenu")) {
+		char title[128] = "";
+		if (g->sub_depth >= 0 || g->entry_depth >= 0)
+			return -EINVAL;
+		g->subid[0] = '\0';
+		grub_title_id(text, e, &j, title, sizeof(title), g->subid, sizeof(g->subid));
+		g->sub_depth = g->depth + 1;
+		g->inner = 0;
+	} else if (!strcmp(w, "menuentry") && g->entry_depth < 0) {
+		grub_menuentry(g, text, e, &j);
+	} else if ((!strcmp(w, "linux") || !strcmp(w, "linux16") || !strcmp(w, "linuxefi")) &&
+		   g->entry_depth >= 0 && g->cur && !g->cur->kernel[0]) {
+		grub_kernel(g, text, e, &j);
+	}
+	return 0;
+}
+
+/* Braces outside quotes and comments change the depth; a closing one may
+ * end the open entry (the next is numbered one on) or the submenu. */
+static void grub_line_braces(struct grub_scan *g, const char *text, size_t i, size_t e)
+{
+	bool sq = false, dq = false;
+
+	for (size_t k = i; k < e; k++) {
+		char c = text[k];
+		if (c == '#' && !sq && !dq && (k == i || text[k - 1] == ' ' || text[k - 1] == '\t'))
+			break;
+		if (c == '\'' && !dq)
+			sq = !sq;
+		else if (c == '"' && !sq)
+			dq = !dq;
+		else if (c == '{' && !sq && !dq)
+			g->depth++;
+		else if (c == '}' && !sq && !dq) {
+			if (g->depth > 0)
+				g->depth--;
+			if (g->entry_depth >= 0 && g->depth < g->entry_depth) {
+				g->entry_depth = -1;
+				g->cur = NULL;
+				if (g->sub_depth >= 0)
+					g->inner++;
+				else
+					g->top++;
+			} else if (g->sub_depth >= 0 && g->depth < g->sub_depth) {
+				g->sub_depth = -1;
+				g->top++;
+			}
+		}
+	}
+}
+
 int grub_entries(const char *text, size_t len, struct grub_entry *out, size_t max,
 		 char *default_value, size_t dvlen)
 {
-	size_t i = 0, n = 0;
-	int depth = 0;             /* braces open */
-	int sub_depth = -1;        /* depth at which the open submenu's body starts */
-	int entry_depth = -1;      /* same for the open menuentry */
-	unsigned top = 0, inner = 0;
-	char subid[128] = "";
-	bool have_default = false;
-	struct grub_entry *cur = NULL;
+	struct grub_scan g = { .sub_depth = -1, .entry_depth = -1, .out = out, .max = max };
+	size_t i = 0;
 
 	snprintf(default_value, dvlen, "0");
 	while (i < len) {
-		size_t e = i, j;
-		char w[256];
+		size_t e = i;
 		while (e < len && text[e] != '\n')
 			e++;
-		j = i;
-		if (grub_word(text, e, &j, w, sizeof(w))) {
-			bool is_menu = !strcmp(w, "menuentry"), is_sub = !strcmp(w, "submenu");
-			if (!strcmp(w, "set") && !have_default && depth == 0) {
-				char a[256];
-				if (grub_word(text, e, &j, a, sizeof(a)) && !strncmp(a, "default=", 8)) {
-					snprintf(default_value, dvlen, "%s", a + 8);
-					have_default = true;
-				}
-			} else if (is_sub && sub_depth < 0 && entry_depth < 0) {
-				char title[128] = "", word[256];
-				grub_word(text, e, &j, title, sizeof(title));
-				subid[0] = '\0';
-				while (grub_word(text, e, &j, word, sizeof(word)))
-					if (!strcmp(word, "$menuentry_id_option") &&
-					    grub_word(text, e, &j, word, sizeof(word)))
-						snprintf(subid, sizeof(subid), "%s", word);
-				sub_depth = depth + 1;
-				inner = 0;
-			} else if (is_sub) {
-				return -EINVAL;
-			} else if (is_menu && entry_depth < 0) {
-				char title[128] = "", word[256], id[128] = "";
-				grub_word(text, e, &j, title, sizeof(title));
-				while (grub_word(text, e, &j, word, sizeof(word)))
-					if (!strcmp(word, "$menuentry_id_option") &&
-					    grub_word(text, e, &j, word, sizeof(word)))
-						snprintf(id, sizeof(id), "%s", word);
-				cur = NULL;
-				if (n < max) {
-					cur = &out[n];
-					memset(cur, 0, sizeof(*cur));
-					snprintf(cur->title, sizeof(cur->title), "%s", title);
-					if (sub_depth >= 0) {
-						snprintf(cur->index, sizeof(cur->index), "%u>%u", top, inner);
-						if (subid[0] && id[0])
-							snprintf(cur->id, sizeof(cur->id), "%s>%s", subid, id);
-					} else {
-						snprintf(cur->index, sizeof(cur->index), "%u", top);
-						snprintf(cur->id, sizeof(cur->id), "%s", id);
-					}
-				}
-				n++;
-				entry_depth = depth + 1;
-			} else if ((!strcmp(w, "linux") || !strcmp(w, "linux16") ||
-				    !strcmp(w, "linuxefi")) && entry_depth >= 0 && cur && !cur->kernel[0]) {
-				char k[256];
-				if (grub_word(text, e, &j, k, sizeof(k))) {
-					const char *b = strrchr(k, '/');
-					b = b ? b + 1 : k;
-					if (!strncmp(b, "vmlinuz-", 8))
-						snprintf(cur->kernel, sizeof(cur->kernel), "%s", b + 8);
-					else if (!strncmp(b, "vmlinux-", 8))
-						snprintf(cur->kernel, sizeof(cur->kernel), "%s", b + 8);
-				}
-			}
-		}
-		/* Braces outside quotes and comments change the depth. */
-		bool sq = false, dq = false;
-		for (size_t k = i; k < e; k++) {
-			char c = text[k];
-			if (c == '#' && !sq && !dq && (k == i || text[k - 1] == ' ' || text[k - 1] == '\t'))
-				break;
-			if (c == '\'' && !dq)
-				sq = !sq;
-			else if (c == '"' && !sq)
-				dq = !dq;
-			else if (c == '{' && !sq && !dq)
-				depth++;
-			else if (c == '}' && !sq && !dq) {
-				if (depth > 0)
-					depth--;
-				if (entry_depth >= 0 && depth < entry_depth) {
-					entry_depth = -1;
-					cur = NULL;
-					if (sub_depth >= 0)
-						inner++;
-					else
-						top++;
-				} else if (sub_depth >= 0 && depth < sub_depth) {
-					sub_depth = -1;
-					top++;
-				}
-			}
-		}
+		if (grub_line_words(&g, text, e, i, default_value, dvlen) < 0)
+			return -EINVAL;
+		grub_line_braces(&g, text, i, e);
 		i = e + 1;
 	}
-	return n > (size_t)0x7fffffff ? 0x7fffffff : (int)n;
+	return g.n > (size_t)0x7fffffff ? 0x7fffffff : (int)g.n;
 }
 
 int grub_default_entry(const struct grub_entry *e, size_t n, const char *dv)
