@@ -154,25 +154,10 @@ static uint32_t boot_checksum(const unsigned char *region, size_t sector_size)
 	return sum;
 }
 
-/*
- * Read and validate the main boot sector, every field as hostile, then the
- * boot region checksum.  Fills xp and returns 0, or a negative errno with
- * the reason recorded: -EINVAL for a field out of range, -ENOTSUP for an
- * unknown revision.  A checksum mismatch is no error here: *mismatch is
- * then true, and the caller decides (probe declines, open refuses
- * unless forced).
- */
-static int exfat_parse(struct fs_ctx *ctx, struct exfat_priv *xp, bool *mismatch)
+/* The marks of an exFAT boot sector: its name, the boot signature, and the
+ * MustBeZero bytes where a FAT BPB would be. */
+static int check_marks(struct fs_ctx *ctx, const unsigned char *bs)
 {
-	const unsigned char *bs, *region;
-	uint64_t device = fs_device_size(ctx), volume, fats_end, heap_room, need_fat;
-	uint32_t sector_size, sum;
-	unsigned ss_shift, spc_shift;
-	int err = 0;
-
-	bs = fs_map(ctx, 0, 512, &err);
-	if (!bs)
-		return fs_error(ctx, err, "cannot read the main boot sector");
 	if (memcmp(bs + BS_FS_NAME, "EXFAT   ", 8) != 0)
 		return fs_error(ctx, -EINVAL, "no \"EXFAT   \" name in the boot sector");
 	if (le16(bs + BS_SIGNATURE) != 0xAA55)
@@ -182,9 +167,14 @@ static int exfat_parse(struct fs_ctx *ctx, struct exfat_priv *xp, bool *mismatch
 		if (bs[BS_MUST_BE_ZERO + i])
 			return fs_error(ctx, -EINVAL, "MustBeZero byte %u is 0x%02x",
 					BS_MUST_BE_ZERO + i, bs[BS_MUST_BE_ZERO + i]);
+	return 0;
+}
 
-	ss_shift = bs[BS_SECTOR_SHIFT];
-	spc_shift = bs[BS_CLUSTER_SHIFT];
+/* The sector and cluster sizes, and a revision this plugin knows. */
+static int check_sizes(struct fs_ctx *ctx, const unsigned char *bs)
+{
+	unsigned ss_shift = bs[BS_SECTOR_SHIFT], spc_shift = bs[BS_CLUSTER_SHIFT];
+
 	if (ss_shift < 9 || ss_shift > 12)
 		return fs_error(ctx, -EINVAL, "BytesPerSectorShift %u (9..12)", ss_shift);
 	if (spc_shift > MAX_CLUSTER_SHIFT - ss_shift)
@@ -194,10 +184,14 @@ static int exfat_parse(struct fs_ctx *ctx, struct exfat_priv *xp, bool *mismatch
 	if (bs[BS_REVISION_MAJOR] != 1 || bs[BS_REVISION_MINOR] > 99)
 		return fs_error(ctx, -ENOTSUP, "exFAT revision %u.%02u (only 1.x is known)",
 				bs[BS_REVISION_MAJOR], bs[BS_REVISION_MINOR]);
-	sector_size = 1u << ss_shift;
+	return 0;
+}
 
-	xp->sector_shift = ss_shift;
-	xp->cluster_shift = ss_shift + spc_shift;
+/* The boot sector's fields into xp, not checked yet. */
+static void read_fields(const unsigned char *bs, struct exfat_priv *xp)
+{
+	xp->sector_shift = bs[BS_SECTOR_SHIFT];
+	xp->cluster_shift = bs[BS_SECTOR_SHIFT] + bs[BS_CLUSTER_SHIFT];
 	xp->volume_sectors = le64(bs + BS_VOLUME_LENGTH);
 	xp->fat_offset = le32(bs + BS_FAT_OFFSET);
 	xp->fat_length = le32(bs + BS_FAT_LENGTH);
@@ -208,20 +202,35 @@ static int exfat_parse(struct fs_ctx *ctx, struct exfat_priv *xp, bool *mismatch
 	xp->volume_flags = le16(bs + BS_VOLUME_FLAGS);
 	xp->percent_in_use = bs[BS_PERCENT_IN_USE];
 	xp->active_fat = xp->volume_flags & VOL_ACTIVE_FAT;
-	volume = xp->volume_sectors;
+}
 
-	if (volume < (MIN_VOLUME_BYTES >> ss_shift))
+/* The volume inside the device, and one or two FATs, the active one of them. */
+static int check_volume(struct fs_ctx *ctx, const struct exfat_priv *xp)
+{
+	uint64_t device = fs_device_size(ctx), volume = xp->volume_sectors;
+
+	if (volume < (MIN_VOLUME_BYTES >> xp->sector_shift))
 		return fs_error(ctx, -EINVAL, "VolumeLength %llu sectors is under 1 MiB",
 				(unsigned long long)volume);
-	if (volume > device >> ss_shift)
+	if (volume > device >> xp->sector_shift)
 		return fs_error(ctx, -EINVAL,
 				"VolumeLength %llu sectors of %u bytes does not fit in the %llu bytes of the device",
-				(unsigned long long)volume, sector_size,
+				(unsigned long long)volume, 1u << xp->sector_shift,
 				(unsigned long long)device);
 	if (xp->nfats != 1 && xp->nfats != 2)
 		return fs_error(ctx, -EINVAL, "NumberOfFats %u (1 or 2)", xp->nfats);
 	if (xp->active_fat >= xp->nfats)
 		return fs_error(ctx, -EINVAL, "ActiveFat is the second FAT of a volume with one");
+	return 0;
+}
+
+/* The FATs after the boot regions, the cluster heap after the FATs and
+ * inside the volume, a FAT entry for each of its clusters, and the root
+ * directory among them. */
+static int check_fat_and_heap(struct fs_ctx *ctx, const struct exfat_priv *xp)
+{
+	uint64_t volume = xp->volume_sectors, fats_end, heap_room, need_fat;
+
 	if (xp->fat_offset < FIRST_FAT_SECTOR_MIN)
 		return fs_error(ctx, -EINVAL, "FatOffset %u overlaps the boot regions",
 				xp->fat_offset);
@@ -234,22 +243,32 @@ static int exfat_parse(struct fs_ctx *ctx, struct exfat_priv *xp, bool *mismatch
 	if (xp->heap_offset >= volume)
 		return fs_error(ctx, -EINVAL, "ClusterHeapOffset %u is past VolumeLength %llu",
 				xp->heap_offset, (unsigned long long)volume);
-	heap_room = (volume - xp->heap_offset) >> spc_shift;
+	heap_room = (volume - xp->heap_offset) >> (xp->cluster_shift - xp->sector_shift);
 	if (xp->cluster_count == 0 || xp->cluster_count > MAX_CLUSTER_COUNT ||
 	    xp->cluster_count > heap_room)
 		return fs_error(ctx, -EINVAL,
 				"ClusterCount %u (the volume has room for %llu clusters)",
 				xp->cluster_count, (unsigned long long)heap_room);
 	need_fat = ((uint64_t)xp->cluster_count + FIRST_CLUSTER) * 4;
-	if (((uint64_t)xp->fat_length << ss_shift) < need_fat)
+	if (((uint64_t)xp->fat_length << xp->sector_shift) < need_fat)
 		return fs_error(ctx, -EINVAL, "FAT of %u sectors is too small for %u clusters",
 				xp->fat_length, xp->cluster_count);
 	if (!heap_cluster(xp, xp->root_cluster))
 		return fs_error(ctx, -EINVAL, "FirstClusterOfRootDirectory %u out of range",
 				xp->root_cluster);
+	return 0;
+}
 
-	/* Last, so that when forced past a mismatch the fields above were
-	 * still all checked.  The region, checksum sector included. */
+/* The boot region's checksum against each word of sector 11: *mismatch,
+ * and on a mismatch both sums kept in xp.  Last, so that when forced past
+ * a mismatch the fields were still all checked.  The region, checksum
+ * sector included. */
+static int check_boot_checksum(struct fs_ctx *ctx, struct exfat_priv *xp, bool *mismatch)
+{
+	uint32_t sector_size = 1u << xp->sector_shift, sum;
+	const unsigned char *region;
+	int err = 0;
+
 	region = fs_map(ctx, 0, (size_t)BOOT_REGION_SECTORS * sector_size, &err);
 	if (!region)
 		return fs_error(ctx, err, "cannot read the boot region (%u sectors of %u bytes)",
@@ -267,6 +286,36 @@ static int exfat_parse(struct fs_ctx *ctx, struct exfat_priv *xp, bool *mismatch
 		}
 	}
 	return 0;
+}
+
+/*
+ * Read and validate the main boot sector, every field as hostile, then the
+ * boot region checksum.  Fills xp and returns 0, or a negative errno with
+ * the reason recorded: -EINVAL for a field out of range, -ENOTSUP for an
+ * unknown revision.  A checksum mismatch is no error here: *mismatch is
+ * then true, and the caller decides (probe declines, open refuses
+ * unless forced).
+ */
+static int exfat_parse(struct fs_ctx *ctx, struct exfat_priv *xp, bool *mismatch)
+{
+	const unsigned char *bs;
+	int r, err = 0;
+
+	bs = fs_map(ctx, 0, 512, &err);
+	if (!bs)
+		return fs_error(ctx, err, "cannot read the main boot sector");
+	r = check_marks(ctx, bs);
+	if (r == 0)
+		r = check_sizes(ctx, bs);
+	if (r < 0)
+		return r;
+	read_fields(bs, xp);
+	r = check_volume(ctx, xp);
+	if (r == 0)
+		r = check_fat_and_heap(ctx, xp);
+	if (r == 0)
+		r = check_boot_checksum(ctx, xp, mismatch);
+	return r;
 }
 
 static int exfat_probe(struct fs_ctx *ctx)

@@ -178,16 +178,12 @@ static bool superblock_csum_ok(const unsigned char *sb)
 	       crc32c(~0u, sb, SB_CHECKSUM) == le32(sb + SB_CHECKSUM);
 }
 
-/* Parse and check the geometry of the superblock into p.  Returns 0, or
- * -EINVAL with the reason recorded. */
-static int parse_geometry(struct fs_ctx *ctx, const unsigned char *sb,
-			  struct ext_priv *p)
+/* The block size, and the features that change where blocks are. */
+static int read_block_size(struct fs_ctx *ctx, const unsigned char *sb, struct ext_priv *p)
 {
 	uint32_t incompat = le32(sb + SB_FEATURE_INCOMPAT);
 	uint32_t ro_compat = le32(sb + SB_FEATURE_RO_COMPAT);
 	uint32_t log_bs = le32(sb + SB_LOG_BLOCK_SIZE);
-	uint32_t inodes_per_group, inode_size, rev;
-	uint64_t groups, dev_blocks;
 
 	if (log_bs > 6)
 		return fs_error(ctx, -EINVAL, "block size 2^(10+%u) out of range", log_bs);
@@ -198,6 +194,14 @@ static int parse_geometry(struct fs_ctx *ctx, const unsigned char *sb,
 	p->sparse_super2 = le32(sb + SB_FEATURE_COMPAT) & COMPAT_SPARSE_SUPER2;
 	p->gdt_csum = ro_compat & RO_COMPAT_GDT_CSUM;
 	p->metadata_csum = ro_compat & RO_COMPAT_METADATA_CSUM;
+	return 0;
+}
+
+/* The block counts inside the device, and the first data block the block
+ * size makes. */
+static int read_block_counts(struct fs_ctx *ctx, const unsigned char *sb, struct ext_priv *p)
+{
+	uint64_t dev_blocks;
 
 	p->blocks_count = le32(sb + SB_BLOCKS_COUNT_LO);
 	p->free_blocks = le32(sb + SB_FREE_BLOCKS_LO);
@@ -221,6 +225,15 @@ static int parse_geometry(struct fs_ctx *ctx, const unsigned char *sb,
 	    p->first_data_block >= p->blocks_count)
 		return fs_error(ctx, -EINVAL, "first data block %u is wrong for %u-byte blocks",
 				p->first_data_block, p->block_size);
+	return 0;
+}
+
+/* The groups: blocks and inodes per group, the inode size and so the inode
+ * table's length, the number of groups and the inode count they make. */
+static int read_groups(struct fs_ctx *ctx, const unsigned char *sb, struct ext_priv *p)
+{
+	uint32_t inodes_per_group, inode_size, rev;
+	uint64_t groups;
 
 	p->blocks_per_group = le32(sb + SB_BLOCKS_PER_GROUP);
 	if (p->blocks_per_group < 8 || p->blocks_per_group > 8 * p->block_size)
@@ -248,7 +261,13 @@ static int parse_geometry(struct fs_ctx *ctx, const unsigned char *sb,
 	if ((uint64_t)inodes_per_group * groups != le32(sb + SB_INODES_COUNT))
 		return fs_error(ctx, -EINVAL, "%u inodes do not make %u groups of %u",
 				le32(sb + SB_INODES_COUNT), p->groups, inodes_per_group);
+	return 0;
+}
 
+/* The group descriptors: their size, the blocks they fill, the blocks
+ * reserved for them to grow, and where meta_bg takes over. */
+static int read_descriptors(struct fs_ctx *ctx, const unsigned char *sb, struct ext_priv *p)
+{
 	if (p->is_64bit) {
 		p->desc_size = le16(sb + SB_DESC_SIZE);
 		if (p->desc_size < DESC_SIZE_MIN_64BIT || p->desc_size > DESC_SIZE_MAX ||
@@ -259,7 +278,8 @@ static int parse_geometry(struct fs_ctx *ctx, const unsigned char *sb,
 		p->desc_size = DESC_SIZE_MIN;
 	}
 	p->descs_per_block = p->block_size / p->desc_size;
-	p->desc_blocks = (uint32_t)((groups + p->descs_per_block - 1) / p->descs_per_block);
+	p->desc_blocks = (uint32_t)(((uint64_t)p->groups + p->descs_per_block - 1) /
+				    p->descs_per_block);
 
 	p->reserved_gdt = le16(sb + SB_RESERVED_GDT);
 	if (p->reserved_gdt > p->block_size / 4)
@@ -275,14 +295,39 @@ static int parse_geometry(struct fs_ctx *ctx, const unsigned char *sb,
 	    p->blocks_count)
 		return fs_error(ctx, -EINVAL, "%u group descriptor blocks do not fit in %llu blocks",
 				p->first_meta_bg, (unsigned long long)p->blocks_count);
+	return 0;
+}
 
+/* What the checksums and sparse_super2 need: the backup groups, the UUID
+ * and the checksum seed. */
+static void read_checksum_fields(const unsigned char *sb, struct ext_priv *p)
+{
 	p->backup_bgs[0] = le32(sb + SB_BACKUP_BGS);
 	p->backup_bgs[1] = le32(sb + SB_BACKUP_BGS + 4);
 	memcpy(p->uuid, sb + SB_UUID, sizeof(p->uuid));
-	if (incompat & INCOMPAT_CSUM_SEED)
+	if (le32(sb + SB_FEATURE_INCOMPAT) & INCOMPAT_CSUM_SEED)
 		p->csum_seed = le32(sb + SB_CHECKSUM_SEED);
 	else
 		p->csum_seed = crc32c(~0u, sb + SB_UUID, 16);
+}
+
+/* Parse and check the geometry of the superblock into p.  Returns 0, or
+ * -EINVAL with the reason recorded. */
+static int parse_geometry(struct fs_ctx *ctx, const unsigned char *sb,
+			  struct ext_priv *p)
+{
+	int r;
+
+	r = read_block_size(ctx, sb, p);
+	if (r == 0)
+		r = read_block_counts(ctx, sb, p);
+	if (r == 0)
+		r = read_groups(ctx, sb, p);
+	if (r == 0)
+		r = read_descriptors(ctx, sb, p);
+	if (r < 0)
+		return r;
+	read_checksum_fields(sb, p);
 	return 0;
 }
 

@@ -200,24 +200,22 @@ static bool read_block(struct fs_ctx *ctx, uint64_t blkaddr, unsigned char *buf)
 	return fs_read(ctx, blkaddr << F2FS_BLOCK_SHIFT, buf, F2FS_BLOCK) == 0;
 }
 
-/*
- * Check one superblock copy, every field as hostile (the kernel's
- * sanity_check_raw_super and sanity_check_area_boundary).  Fills fp and
- * returns 0, or -EINVAL / -ENOTSUP with why in `why`.
- */
-static int check_superblock(struct fs_ctx *ctx, const unsigned char *sb,
-			    struct f2fs_priv *fp, char *why, size_t whylen)
-{
-	uint64_t device_blocks = fs_device_size(ctx) >> F2FS_BLOCK_SHIFT;
-	uint32_t log_ss, log_spb, segs_per_sec, secs_per_zone, sections, segment0;
-	uint32_t sit, nat, ssa, feature;
-	uint64_t seg_end, main_end, sit_capacity;
+/* The layout fields check_superblock keeps only while it checks. */
+struct sb_layout {
+	uint32_t segs_per_sec, secs_per_zone, sections, segment0;
+};
 
 #define BAD(...) do { snprintf(why, whylen, __VA_ARGS__); return -EINVAL; } while (0)
+
+/* The magic, the CRC (sb_checksum feature), and the block, segment and
+ * sector sizes: the only ones this plugin reads. */
+static int check_format(const unsigned char *sb, char *why, size_t whylen)
+{
+	uint32_t log_ss, log_spb;
+
 	if (le32(sb + SB_MAGIC) != F2FS_MAGIC)
 		BAD("no F2FS magic");
-	feature = le32(sb + SB_FEATURE);
-	if ((feature & FEATURE_SB_CHKSUM) &&
+	if ((le32(sb + SB_FEATURE) & FEATURE_SB_CHKSUM) &&
 	    (le32(sb + SB_CHECKSUM_OFFSET) != SB_CRC ||
 	     f2fs_crc32(F2FS_MAGIC, sb, SB_CRC) != le32(sb + SB_CRC)))
 		BAD("superblock CRC mismatch");
@@ -229,34 +227,47 @@ static int check_superblock(struct fs_ctx *ctx, const unsigned char *sb,
 	log_spb = le32(sb + SB_LOG_SECTORS_PER_BLK);
 	if (log_ss < 9 || log_ss > 12 || log_spb != F2FS_BLOCK_SHIFT - log_ss)
 		BAD("log_sectorsize %u with log_sectors_per_block %u", log_ss, log_spb);
+	return 0;
+}
 
+/* The fields fp keeps, and those only checked into lay; none checked yet. */
+static void read_sb_fields(const unsigned char *sb, struct f2fs_priv *fp, struct sb_layout *lay)
+{
 	fp->block_count = le64(sb + SB_BLOCK_COUNT);
 	fp->segment_count = le32(sb + SB_SEGMENT_COUNT);
 	fp->segs_ckpt = le32(sb + SB_SEGS_CKPT);
-	fp->segs_sit = sit = le32(sb + SB_SEGS_SIT);
-	fp->segs_nat = nat = le32(sb + SB_SEGS_NAT);
-	fp->segs_ssa = ssa = le32(sb + SB_SEGS_SSA);
+	fp->segs_sit = le32(sb + SB_SEGS_SIT);
+	fp->segs_nat = le32(sb + SB_SEGS_NAT);
+	fp->segs_ssa = le32(sb + SB_SEGS_SSA);
 	fp->segs_main = le32(sb + SB_SEGS_MAIN);
-	segment0 = le32(sb + SB_SEGMENT0);
+	lay->segment0 = le32(sb + SB_SEGMENT0);
 	fp->cp_blkaddr = le32(sb + SB_CP_BLKADDR);
 	fp->sit_blkaddr = le32(sb + SB_SIT_BLKADDR);
 	fp->main_blkaddr = le32(sb + SB_MAIN_BLKADDR);
 	fp->cp_payload = le32(sb + SB_CP_PAYLOAD);
-	fp->feature = feature;
-	segs_per_sec = le32(sb + SB_SEGS_PER_SEC);
-	secs_per_zone = le32(sb + SB_SECS_PER_ZONE);
-	sections = le32(sb + SB_SECTION_COUNT);
+	fp->feature = le32(sb + SB_FEATURE);
+	lay->segs_per_sec = le32(sb + SB_SEGS_PER_SEC);
+	lay->secs_per_zone = le32(sb + SB_SECS_PER_ZONE);
+	lay->sections = le32(sb + SB_SECTION_COUNT);
+}
+
+/* The counts: segments, sections and zones agreeing, the blocks inside the
+ * device, the reserved inodes, the extension lists and cp_payload. */
+static int check_counts(struct fs_ctx *ctx, const unsigned char *sb, const struct f2fs_priv *fp,
+			const struct sb_layout *lay, char *why, size_t whylen)
+{
+	uint64_t device_blocks = fs_device_size(ctx) >> F2FS_BLOCK_SHIFT;
 
 	if (fp->segment_count < MIN_SEGMENTS || fp->segment_count > MAX_SEGMENTS)
 		BAD("segment_count %u (%u..%u)", fp->segment_count, MIN_SEGMENTS, MAX_SEGMENTS);
-	if (sections == 0 || sections > fp->segs_main || segs_per_sec == 0 ||
-	    segs_per_sec > fp->segment_count ||
-	    (uint64_t)sections * segs_per_sec != fp->segs_main ||
-	    fp->segment_count / segs_per_sec < sections)
+	if (lay->sections == 0 || lay->sections > fp->segs_main || lay->segs_per_sec == 0 ||
+	    lay->segs_per_sec > fp->segment_count ||
+	    (uint64_t)lay->sections * lay->segs_per_sec != fp->segs_main ||
+	    fp->segment_count / lay->segs_per_sec < lay->sections)
 		BAD("section_count %u of %u segments does not match segment_count_main %u",
-		    sections, segs_per_sec, fp->segs_main);
-	if (secs_per_zone == 0 || secs_per_zone > sections)
-		BAD("secs_per_zone %u of %u sections", secs_per_zone, sections);
+		    lay->sections, lay->segs_per_sec, fp->segs_main);
+	if (lay->secs_per_zone == 0 || lay->secs_per_zone > lay->sections)
+		BAD("secs_per_zone %u of %u sections", lay->secs_per_zone, lay->sections);
 	if (fp->block_count > device_blocks)
 		BAD("block_count %llu does not fit in the %llu blocks of the device",
 		    (unsigned long long)fp->block_count, (unsigned long long)device_blocks);
@@ -272,10 +283,20 @@ static int check_superblock(struct fs_ctx *ctx, const unsigned char *sb,
 		BAD("extension counts %u + %u", le32(sb + SB_EXTENSION_COUNT), sb[SB_HOT_EXT_COUNT]);
 	if (fp->cp_payload >= BLOCKS_PER_SEG - CP_PACKS - CURSEG_PERSIST)
 		BAD("cp_payload %u", fp->cp_payload);
+	return 0;
+}
 
-	/* The areas follow each other, whole segments each. */
-	if (segment0 != fp->cp_blkaddr)
-		BAD("segment0_blkaddr %u is not cp_blkaddr %u", segment0, fp->cp_blkaddr);
+/* The areas follow each other, whole segments each, inside the segments
+ * and the blocks; the SIT and the SSA are large enough for the main area.
+ * Sets fp->sit_blocks. */
+static int check_areas(const unsigned char *sb, struct f2fs_priv *fp,
+		       const struct sb_layout *lay, char *why, size_t whylen)
+{
+	uint32_t sit = fp->segs_sit, nat = fp->segs_nat, ssa = fp->segs_ssa;
+	uint64_t seg_end, main_end, sit_capacity;
+
+	if (lay->segment0 != fp->cp_blkaddr)
+		BAD("segment0_blkaddr %u is not cp_blkaddr %u", lay->segment0, fp->cp_blkaddr);
 	if (fp->segs_ckpt < CP_PACKS)
 		BAD("segment_count_ckpt %u: room for fewer than two packs", fp->segs_ckpt);
 	if ((uint64_t)fp->cp_blkaddr + ((uint64_t)fp->segs_ckpt << LOG_BLOCKS_PER_SEG) !=
@@ -290,7 +311,7 @@ static int check_superblock(struct fs_ctx *ctx, const unsigned char *sb,
 	if ((uint64_t)le32(sb + SB_SSA_BLKADDR) + ((uint64_t)ssa << LOG_BLOCKS_PER_SEG) !=
 	    fp->main_blkaddr)
 		BAD("SSA area does not end where the main area (%u) starts", fp->main_blkaddr);
-	seg_end = (uint64_t)segment0 + ((uint64_t)fp->segment_count << LOG_BLOCKS_PER_SEG);
+	seg_end = (uint64_t)lay->segment0 + ((uint64_t)fp->segment_count << LOG_BLOCKS_PER_SEG);
 	main_end = (uint64_t)fp->main_blkaddr + ((uint64_t)fp->segs_main << LOG_BLOCKS_PER_SEG);
 	if (main_end > seg_end)
 		BAD("main area ends at block %llu, past the segments' end %llu",
@@ -305,7 +326,14 @@ static int check_superblock(struct fs_ctx *ctx, const unsigned char *sb,
 		BAD("SIT of %u segments cannot describe %u main segments", sit, fp->segs_main);
 	if (((uint64_t)ssa << LOG_BLOCKS_PER_SEG) < fp->segs_main)
 		BAD("SSA of %u segments cannot describe %u main segments", ssa, fp->segs_main);
+	return 0;
+}
 
+#undef BAD
+
+/* A valid superblock of what this plugin does not handle: -ENOTSUP. */
+static int check_supported(const unsigned char *sb, uint32_t feature, char *why, size_t whylen)
+{
 	if (feature & FEATURE_BLKZONED) {
 		snprintf(why, whylen, "zoned block device F2FS (blkzoned feature) is not supported");
 		return -ENOTSUP;
@@ -318,8 +346,30 @@ static int check_superblock(struct fs_ctx *ctx, const unsigned char *sb,
 		snprintf(why, whylen, "F2FS spanning several devices is not supported");
 		return -ENOTSUP;
 	}
-#undef BAD
 	return 0;
+}
+
+/*
+ * Check one superblock copy, every field as hostile (the kernel's
+ * sanity_check_raw_super and sanity_check_area_boundary).  Fills fp and
+ * returns 0, or -EINVAL / -ENOTSUP with why in `why`.
+ */
+static int check_superblock(struct fs_ctx *ctx, const unsigned char *sb,
+			    struct f2fs_priv *fp, char *why, size_t whylen)
+{
+	struct sb_layout lay = { 0 };
+	int r;
+
+	r = check_format(sb, why, whylen);
+	if (r < 0)
+		return r;
+	read_sb_fields(sb, fp, &lay);
+	r = check_counts(ctx, sb, fp, &lay, why, whylen);
+	if (r == 0)
+		r = check_areas(sb, fp, &lay, why, whylen);
+	if (r == 0)
+		r = check_supported(sb, fp->feature, why, whylen);
+	return r;
 }
 
 /* The first superblock copy that passes; fs_error() when none does. */
@@ -392,17 +442,19 @@ static int check_pack(struct fs_ctx *ctx, const struct f2fs_priv *fp, unsigned p
 	return 0;
 }
 
-/*
- * Choose the checkpoint (newest valid pack), check it as the kernel's
- * f2fs_sanity_check_ckpt does, and load the SIT version bitmap.
- */
-static int read_checkpoint(struct fs_ctx *ctx, struct f2fs_priv *fp, unsigned char *buf)
+/* The sizes and the CRC's place read from the checkpoint in use. */
+struct cp_bitmaps {
+	uint32_t off;                 /* checksum_offset */
+	uint32_t sit_bytes, nat_bytes;
+};
+
+/* The newest valid pack (ver_after(): the later version, modulo
+ * wrap-around): its version, length and first block into fp. */
+static int choose_pack(struct fs_ctx *ctx, struct f2fs_priv *fp, unsigned char *buf)
 {
 	uint64_t ver[2] = { 0, 0 };
-	uint32_t total[2] = { 0, 0 }, off, sit_bytes, nat_bytes, fsmeta, base;
+	uint32_t total[2] = { 0, 0 };
 	int r[2];
-	const unsigned char *cp;
-	int err = 0;
 
 	for (unsigned p = 0; p < 2; p++) {
 		r[p] = check_pack(ctx, fp, p, buf, &ver[p], &total[p]);
@@ -411,11 +463,20 @@ static int read_checkpoint(struct fs_ctx *ctx, struct f2fs_priv *fp, unsigned ch
 	}
 	if (r[0] < 0 && r[1] < 0)
 		return fs_error(ctx, -EINVAL, "no valid checkpoint pack (CRC or version mismatch in both)");
-	/* ver_after(): the later version, modulo wrap-around. */
 	fp->pack = r[0] < 0 ? 1 : r[1] < 0 ? 0 : (int64_t)(ver[1] - ver[0]) > 0 ? 1 : 0;
 	fp->version = ver[fp->pack];
 	fp->pack_total = total[fp->pack];
 	fp->pack_start = fp->cp_blkaddr + fp->pack * BLOCKS_PER_SEG;
+	return 0;
+}
+
+/* The chosen pack's first checkpoint copy, read again (it must be what was
+ * checked), and the fields kept from it. */
+static int map_checkpoint(struct fs_ctx *ctx, struct f2fs_priv *fp, const unsigned char **cpp,
+			  struct cp_bitmaps *bm)
+{
+	const unsigned char *cp;
+	int err = 0;
 
 	cp = fs_map(ctx, (uint64_t)fp->pack_start << F2FS_BLOCK_SHIFT, F2FS_BLOCK, &err);
 	if (!cp)
@@ -425,12 +486,21 @@ static int read_checkpoint(struct fs_ctx *ctx, struct f2fs_priv *fp, unsigned ch
 	fp->flags = le32(cp + CP_FLAGS);
 	fp->valid_blocks = le64(cp + CP_VALID_BLOCKS);
 	fp->start_sum = le32(cp + CP_PACK_START_SUM);
-	off = le32(cp + CP_CHECKSUM_OFFSET);
-	sit_bytes = le32(cp + CP_SIT_BITMAP_BYTES);
-	nat_bytes = le32(cp + CP_NAT_BITMAP_BYTES);
+	bm->off = le32(cp + CP_CHECKSUM_OFFSET);
+	bm->sit_bytes = le32(cp + CP_SIT_BITMAP_BYTES);
+	bm->nat_bytes = le32(cp + CP_NAT_BITMAP_BYTES);
+	*cpp = cp;
+	return 0;
+}
 
 #define BAD(...) return fs_error(ctx, -EINVAL, __VA_ARGS__)
-	fsmeta = fp->segs_ckpt + fp->segs_sit + fp->segs_nat + fp->segs_ssa;
+
+/* The counts: reserved and overprovision segments, user and valid blocks,
+ * and the current segments of the six logs inside the main area. */
+static int check_cp_counts(struct fs_ctx *ctx, const struct f2fs_priv *fp, const unsigned char *cp)
+{
+	uint32_t fsmeta = fp->segs_ckpt + fp->segs_sit + fp->segs_nat + fp->segs_ssa;
+
 	if ((uint64_t)fsmeta + le32(cp + CP_RSVD_SEGS) >= fp->segment_count)
 		BAD("checkpoint: metadata and %u reserved segments leave no main area",
 		    le32(cp + CP_RSVD_SEGS));
@@ -451,53 +521,99 @@ static int read_checkpoint(struct fs_ctx *ctx, struct f2fs_priv *fp, unsigned ch
 		    le16(cp + CP_CUR_DATA_BLKOFF + 2 * i) >= BLOCKS_PER_SEG)
 			BAD("checkpoint: current segment %u out of range", i);
 	}
-	if (sit_bytes != ((fp->segs_sit / 2) << LOG_BLOCKS_PER_SEG) / 8 ||
-	    nat_bytes != ((fp->segs_nat / 2) << LOG_BLOCKS_PER_SEG) / 8)
+	return 0;
+}
+
+/* The version bitmaps sized for the SIT and the NAT, and the summaries,
+ * then (with node summaries) three more, then the closing checkpoint copy,
+ * all inside the pack. */
+static int check_cp_pack(struct fs_ctx *ctx, const struct f2fs_priv *fp,
+			 const struct cp_bitmaps *bm)
+{
+	uint32_t base;
+
+	if (bm->sit_bytes != ((fp->segs_sit / 2) << LOG_BLOCKS_PER_SEG) / 8 ||
+	    bm->nat_bytes != ((fp->segs_nat / 2) << LOG_BLOCKS_PER_SEG) / 8)
 		BAD("checkpoint: version bitmaps of %u and %u bytes for %u SIT and %u NAT segments",
-		    sit_bytes, nat_bytes, fp->segs_sit, fp->segs_nat);
+		    bm->sit_bytes, bm->nat_bytes, fp->segs_sit, fp->segs_nat);
 	if (fp->start_sum < fp->cp_payload + 1 ||
 	    fp->start_sum > BLOCKS_PER_SEG - 1 - CURSEG_PERSIST)
 		BAD("checkpoint: cp_pack_start_sum %u", fp->start_sum);
-	/* The summaries, then (with node summaries) three more, then the
-	 * closing checkpoint copy, all inside the pack. */
 	base = (fp->flags & (CP_UMOUNT_FLAG | CP_FASTBOOT_FLAG)) ? 6 : 3;
 	if ((uint64_t)fp->start_sum + ((fp->flags & CP_COMPACT_SUM_FLAG) ? 1 : 3) +
 	    (base == 6 ? 3 : 0) + 1 > fp->pack_total)
 		BAD("checkpoint pack of %u blocks is too short for its summaries", fp->pack_total);
+	return 0;
+}
 
-	/* Where the SIT version bitmap is (__bitmap_ptr), checked before
-	 * anything is allocated for it. */
+/* Where the SIT version bitmap is (__bitmap_ptr), checked before anything
+ * is allocated for it. */
+static int check_bitmap_place(struct fs_ctx *ctx, const struct f2fs_priv *fp,
+			      const struct cp_bitmaps *bm)
+{
 	if (fp->flags & CP_LARGE_NAT_BITMAP) {
-		if (off != CP_BITMAP_OFFSET)
+		if (bm->off != CP_BITMAP_OFFSET)
 			return fs_error(ctx, -ENOTSUP,
 					"checkpoint: the deprecated large_nat_bitmap layout (checksum at %u); fsck.f2fs 1.13 or later converts it",
-					off);
-		if ((uint64_t)CP_BITMAP_OFFSET + 4 + nat_bytes + sit_bytes > F2FS_BLOCK)
+					bm->off);
+		if ((uint64_t)CP_BITMAP_OFFSET + 4 + bm->nat_bytes + bm->sit_bytes > F2FS_BLOCK)
 			BAD("checkpoint: version bitmaps do not fit in the block");
 	} else if (fp->cp_payload > 0) {
-		if (sit_bytes > (uint64_t)fp->cp_payload * F2FS_BLOCK ||
-		    (uint64_t)CP_BITMAP_OFFSET + nat_bytes > off)
+		if (bm->sit_bytes > (uint64_t)fp->cp_payload * F2FS_BLOCK ||
+		    (uint64_t)CP_BITMAP_OFFSET + bm->nat_bytes > bm->off)
 			BAD("checkpoint: version bitmaps do not fit in the pack");
-	} else if ((uint64_t)CP_BITMAP_OFFSET + sit_bytes + nat_bytes > off) {
+	} else if ((uint64_t)CP_BITMAP_OFFSET + bm->sit_bytes + bm->nat_bytes > bm->off) {
 		BAD("checkpoint: version bitmaps of %u bytes overlap the CRC at %u",
-		    sit_bytes + nat_bytes, off);
+		    bm->sit_bytes + bm->nat_bytes, bm->off);
 	}
-	/* At most cp_payload (< 504) blocks now. */
-	fp->sit_bitmap_bytes = sit_bytes;
-	fp->sit_bitmap = malloc(sit_bytes ? sit_bytes : 1);
+	return 0;
+}
+
+#undef BAD
+
+/* The SIT version bitmap into fp->sit_bitmap: at most cp_payload (< 504)
+ * blocks now. */
+static int load_sit_bitmap(struct fs_ctx *ctx, struct f2fs_priv *fp, const unsigned char *cp,
+			   const struct cp_bitmaps *bm)
+{
+	fp->sit_bitmap_bytes = bm->sit_bytes;
+	fp->sit_bitmap = malloc(bm->sit_bytes ? bm->sit_bytes : 1);
 	if (!fp->sit_bitmap)
 		return fs_error(ctx, -ENOMEM, "out of memory");
 	if (fp->flags & CP_LARGE_NAT_BITMAP) {
-		memcpy(fp->sit_bitmap, cp + CP_BITMAP_OFFSET + 4 + nat_bytes, sit_bytes);
+		memcpy(fp->sit_bitmap, cp + CP_BITMAP_OFFSET + 4 + bm->nat_bytes, bm->sit_bytes);
 	} else if (fp->cp_payload > 0) {
 		if (fs_read(ctx, (uint64_t)(fp->pack_start + 1) << F2FS_BLOCK_SHIFT,
-			    fp->sit_bitmap, sit_bytes) < 0)
+			    fp->sit_bitmap, bm->sit_bytes) < 0)
 			return fs_error(ctx, -EIO, "cannot read the SIT version bitmap");
 	} else {
-		memcpy(fp->sit_bitmap, cp + CP_BITMAP_OFFSET, sit_bytes);
+		memcpy(fp->sit_bitmap, cp + CP_BITMAP_OFFSET, bm->sit_bytes);
 	}
-#undef BAD
 	return 0;
+}
+
+/*
+ * Choose the checkpoint (newest valid pack), check it as the kernel's
+ * f2fs_sanity_check_ckpt does, and load the SIT version bitmap.
+ */
+static int read_checkpoint(struct fs_ctx *ctx, struct f2fs_priv *fp, unsigned char *buf)
+{
+	const unsigned char *cp = NULL;
+	struct cp_bitmaps bm = { 0 };
+	int r;
+
+	r = choose_pack(ctx, fp, buf);
+	if (r == 0)
+		r = map_checkpoint(ctx, fp, &cp, &bm);
+	if (r == 0)
+		r = check_cp_counts(ctx, fp, cp);
+	if (r == 0)
+		r = check_cp_pack(ctx, fp, &bm);
+	if (r == 0)
+		r = check_bitmap_place(ctx, fp, &bm);
+	if (r == 0)
+		r = load_sit_bitmap(ctx, fp, cp, &bm);
+	return r;
 }
 
 /* The SIT journal of the cold data log's summary. */

@@ -691,6 +691,165 @@ static int load_list(struct fs_ctx *ctx, struct ntfs_priv *np, const unsigned ch
 	return read_runs(ctx, np, &list->rl, list->init, 0, list->value, list->value_len, what);
 }
 
+/* What load_attr looks for, and where it puts it. */
+struct attr_query {
+	uint64_t base;               /* the file's base MFT record */
+	uint32_t type;
+	const char *name;            /* NULL: unnamed */
+	struct attr_data *d;
+	bool *found;
+	const char *what;
+};
+
+/* The file's base record into rec: read, in use, and a base record. */
+static int read_base_record(struct fs_ctx *ctx, struct ntfs_priv *np,
+			    const struct attr_query *q, unsigned char *rec)
+{
+	int r = read_record(ctx, np, q->base, rec, q->what);
+
+	if (r < 0)
+		return r;
+	if (!(le16(rec + REC_FLAGS) & REC_IN_USE) || (le64(rec + REC_BASE) & MREF_MASK) != 0)
+		return fail(np, -EINVAL, "%s: MFT record %llu is not a base record in use", q->what,
+			    (unsigned long long)q->base);
+	return 0;
+}
+
+/* No list: the base record holds the attribute whole (one extent), taken
+ * into q->d.  Stops at an $ATTRIBUTE_LIST, left in *l and *llen. */
+static int scan_base_record(struct ntfs_priv *np, const struct attr_query *q,
+			    const unsigned char *rec, const unsigned char **l, uint32_t *llen)
+{
+	const unsigned char *a;
+	uint32_t pos = le16(rec + REC_ATTRS_OFS), alen;
+	int r;
+
+	while ((r = next_attr(np, rec, &pos, &a, &alen, q->what)) > 0) {
+		if (le32(a + ATTR_TYPE) == AT_ATTRIBUTE_LIST) {
+			*l = a;
+			*llen = alen;
+			break;
+		}
+		if (!*q->found && attr_is(a, q->type, q->name) &&
+		    (!a[ATTR_NON_RESIDENT] || le64(a + ATTR_LOWEST_VCN) == 0)) {
+			*q->found = true;
+			r = take_extent(np, q->d, true, a, alen, q->what);
+			if (r < 0)
+				return r;
+		}
+	}
+	return r;
+}
+
+/* Extension record mref into ext: read, in use, and one of the file's. */
+static int read_extension_record(struct fs_ctx *ctx, struct ntfs_priv *np,
+				 const struct attr_query *q, uint64_t mref, unsigned char *ext)
+{
+	int r = read_record(ctx, np, mref, ext, q->what);
+
+	if (r < 0)
+		return r;
+	if (!(le16(ext + REC_FLAGS) & REC_IN_USE) ||
+	    (le64(ext + REC_BASE) & MREF_MASK) != q->base)
+		return fail(np, -EINVAL, "%s: extension record %llu does not belong to record %llu",
+			    q->what, (unsigned long long)mref, (unsigned long long)q->base);
+	return 0;
+}
+
+/* The extent starting at VCN lowest in record src (number mref): *a and
+ * *alen, or an error when the record does not hold it. */
+static int find_extent(struct ntfs_priv *np, const struct attr_query *q,
+		       const unsigned char *src, uint64_t mref, uint64_t lowest,
+		       const unsigned char **a, uint32_t *alen)
+{
+	uint32_t pos = le16(src + REC_ATTRS_OFS);
+	int r;
+
+	while ((r = next_attr(np, src, &pos, a, alen, q->what)) > 0) {
+		if (attr_is(*a, q->type, q->name) &&
+		    ((*a)[ATTR_NON_RESIDENT] ? le64(*a + ATTR_LOWEST_VCN) == lowest
+					     : lowest == 0))
+			return 0;
+	}
+	if (r < 0)
+		return r;
+	return fail(np, -EINVAL, "%s: the extent at VCN %llu is not in record %llu",
+		    q->what, (unsigned long long)lowest, (unsigned long long)mref);
+}
+
+/* The attribute list entry at *at, which is moved past it: when it names
+ * an extent of the attribute, that extent (from the base record rec, or
+ * from the extension record it names, read into ext) is added to q->d.
+ * Negative on error, 1 once the attribute is whole (resident), else 0. */
+static int list_entry(struct fs_ctx *ctx, struct ntfs_priv *np, const struct attr_query *q,
+		      const struct attr_data *list, uint32_t *at, const unsigned char *rec,
+		      unsigned char *ext)
+{
+	const unsigned char *e = list->value + *at, *src = rec, *a = NULL;
+	uint32_t elen = le16(e + AL_LENGTH), nlen = e[AL_NAME_LENGTH];
+	uint32_t nofs = e[AL_NAME_OFS], alen = 0;
+	uint64_t mref = le64(e + AL_MREF) & MREF_MASK;
+	uint64_t lowest = le64(e + AL_LOWEST_VCN);
+	int r;
+
+	if (elen < AL_MIN_LEN || elen > list->value_len - *at ||
+	    (nlen && (nofs > elen || 2 * nlen > elen - nofs)))
+		return fail(np, -EINVAL, "%s: attribute list entry at %u does not fit",
+			    q->what, *at);
+	*at += elen;
+	if (le32(e + AL_TYPE) != q->type ||
+	    (q->name ? !name_is(e + nofs, nlen, q->name, false) : nlen != 0))
+		return 0;
+	if (*q->found && lowest != q->d->rl.vcns)
+		return fail(np, -EINVAL, "%s: extents listed out of order (VCN %llu after %llu)",
+			    q->what, (unsigned long long)lowest,
+			    (unsigned long long)q->d->rl.vcns);
+	if (mref != q->base) {
+		r = read_extension_record(ctx, np, q, mref, ext);
+		if (r < 0)
+			return r;
+		src = ext;
+	}
+	r = find_extent(np, q, src, mref, lowest, &a, &alen);
+	if (r < 0)
+		return r;
+	r = take_extent(np, q->d, !*q->found, a, alen, q->what);
+	*q->found = true;
+	if (r < 0)
+		return r;
+	return q->d->resident ? 1 : 0;
+}
+
+/* With a list (l, checked, in the base record rec): the attribute again
+ * from nothing, its extents in the order the list gives them. */
+static int load_listed(struct fs_ctx *ctx, struct ntfs_priv *np, const struct attr_query *q,
+		       const unsigned char *rec, const unsigned char *l, uint32_t llen)
+{
+	struct attr_data list = { 0 };
+	unsigned char *ext = NULL;
+	uint32_t at = 0;
+	int r;
+
+	if (*q->found) {            /* start again from the list */
+		attr_data_free(q->d);
+		*q->found = false;
+	}
+	r = load_list(ctx, np, l, llen, &list, q->what);
+	if (r >= 0) {
+		ext = malloc(np->record_size);
+		if (!ext)
+			r = fail(np, -ENOMEM, "out of memory");
+	}
+	while (r >= 0 && list.value_len - at >= AL_MIN_LEN) {
+		r = list_entry(ctx, np, q, &list, &at, rec, ext);
+		if (r > 0)
+			break;
+	}
+	attr_data_free(&list);
+	free(ext);
+	return r;
+}
+
 /*
  * Attribute (type, name) of the file whose base MFT record is base, from
  * all its extents: the base record alone, or the records its
@@ -701,128 +860,26 @@ static int load_list(struct fs_ctx *ctx, struct ntfs_priv *np, const unsigned ch
 static int load_attr(struct fs_ctx *ctx, struct ntfs_priv *np, uint64_t base, uint32_t type,
 		     const char *name, struct attr_data *d, bool *found, const char *what)
 {
-	struct attr_data list = { 0 };
-	unsigned char *rec, *ext = NULL;
-	const unsigned char *a, *l = NULL;
-	uint32_t pos, alen, llen = 0;
+	struct attr_query q = { base, type, name, d, found, what };
+	const unsigned char *l = NULL;
+	unsigned char *rec;
+	uint32_t llen = 0;
 	int r;
 
 	*found = false;
 	rec = malloc(np->record_size);
 	if (!rec)
 		return fail(np, -ENOMEM, "out of memory");
-	r = read_record(ctx, np, base, rec, what);
-	if (r < 0)
-		goto out;
-	if (!(le16(rec + REC_FLAGS) & REC_IN_USE) || (le64(rec + REC_BASE) & MREF_MASK) != 0) {
-		r = fail(np, -EINVAL, "%s: MFT record %llu is not a base record in use", what,
-			 (unsigned long long)base);
-		goto out;
-	}
-	/* No list: the base record holds the attribute whole (one extent). */
-	pos = le16(rec + REC_ATTRS_OFS);
-	while ((r = next_attr(np, rec, &pos, &a, &alen, what)) > 0) {
-		if (le32(a + ATTR_TYPE) == AT_ATTRIBUTE_LIST) {
-			l = a;
-			llen = alen;
-			break;
-		}
-		if (!*found && attr_is(a, type, name) &&
-		    (!a[ATTR_NON_RESIDENT] || le64(a + ATTR_LOWEST_VCN) == 0)) {
-			*found = true;
-			r = take_extent(np, d, true, a, alen, what);
-			if (r < 0)
-				goto out;
-		}
-	}
-	if (r < 0)
-		goto out;
-	if (l) {
-		uint32_t at = 0;
-
-		if (*found) {            /* start again from the list */
-			attr_data_free(d);
-			*found = false;
-		}
-		r = load_list(ctx, np, l, llen, &list, what);
-		if (r < 0)
-			goto out;
-		ext = malloc(np->record_size);
-		if (!ext) {
-			r = fail(np, -ENOMEM, "out of memory");
-			goto out;
-		}
-		while (r >= 0 && list.value_len - at >= AL_MIN_LEN) {
-			const unsigned char *e = list.value + at;
-			uint32_t elen = le16(e + AL_LENGTH), nlen = e[AL_NAME_LENGTH];
-			uint32_t nofs = e[AL_NAME_OFS];
-			uint64_t mref = le64(e + AL_MREF) & MREF_MASK;
-			uint64_t lowest = le64(e + AL_LOWEST_VCN);
-			const unsigned char *src = rec;
-			bool match = false;
-
-			if (elen < AL_MIN_LEN || elen > list.value_len - at ||
-			    (nlen && (nofs > elen || 2 * nlen > elen - nofs))) {
-				r = fail(np, -EINVAL, "%s: attribute list entry at %u does not fit",
-					 what, at);
-				break;
-			}
-			at += elen;
-			if (le32(e + AL_TYPE) != type ||
-			    (name ? !name_is(e + nofs, nlen, name, false) : nlen != 0))
-				continue;
-			if (*found && lowest != d->rl.vcns) {
-				r = fail(np, -EINVAL, "%s: extents listed out of order (VCN %llu after %llu)",
-					 what, (unsigned long long)lowest,
-					 (unsigned long long)d->rl.vcns);
-				break;
-			}
-			if (mref != base) {
-				r = read_record(ctx, np, mref, ext, what);
-				if (r < 0)
-					break;
-				if (!(le16(ext + REC_FLAGS) & REC_IN_USE) ||
-				    (le64(ext + REC_BASE) & MREF_MASK) != base) {
-					r = fail(np, -EINVAL, "%s: extension record %llu does not belong to record %llu",
-						 what, (unsigned long long)mref,
-						 (unsigned long long)base);
-					break;
-				}
-				src = ext;
-			}
-			pos = le16(src + REC_ATTRS_OFS);
-			while ((r = next_attr(np, src, &pos, &a, &alen, what)) > 0) {
-				if (attr_is(a, type, name) &&
-				    (a[ATTR_NON_RESIDENT] ? le64(a + ATTR_LOWEST_VCN) == lowest
-							  : lowest == 0)) {
-					match = true;
-					break;
-				}
-			}
-			if (r < 0)
-				break;
-			if (!match) {
-				r = fail(np, -EINVAL, "%s: the extent at VCN %llu is not in record %llu",
-					 what, (unsigned long long)lowest, (unsigned long long)mref);
-				break;
-			}
-			r = take_extent(np, d, !*found, a, alen, what);
-			*found = true;
-			if (r >= 0 && d->resident)
-				break;
-		}
-		if (r < 0)
-			goto out;
-	}
-	r = 0;
-	if (*found && !d->resident && d->rl.vcns << np->cluster_bits != d->alloc)
+	r = read_base_record(ctx, np, &q, rec);
+	if (r >= 0)
+		r = scan_base_record(np, &q, rec, &l, &llen);
+	if (r >= 0 && l)
+		r = load_listed(ctx, np, &q, rec, l, llen);
+	if (r >= 0 && *found && !d->resident && d->rl.vcns << np->cluster_bits != d->alloc)
 		r = fail(np, -EINVAL, "%s: runs cover %llu clusters, the attribute allocates %llu bytes",
 			 what, (unsigned long long)d->rl.vcns, (unsigned long long)d->alloc);
-out:
-	attr_data_free(&list);
-	free(ext);
 	free(rec);
-	return r;
+	return r < 0 ? r : 0;
 }
 
 /* ---- $MFT ---- */
