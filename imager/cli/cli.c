@@ -135,6 +135,15 @@ void cli_progress_init(struct cli_progress *p, bool allowed)
 	p->start = cli_now();
 }
 
+void cli_progress_job(struct cli_progress *p, bool allowed, const struct cli *cli,
+		      struct im_progress *out)
+{
+	cli_progress_init(p, allowed && cli->verbose >= 0);
+	out->fn = cli_progress_cb;
+	out->opaque = p;
+	out->cancel = cli->interrupted;
+}
+
 void cli_progress_cb(void *opaque, const char *phase, uint64_t done, uint64_t total)
 {
 	struct cli_progress *p = opaque;
@@ -200,6 +209,20 @@ struct json_object *cli_grow_json(const struct grow_report *g)
 		json_object_array_add(arr, o);
 	}
 	return arr;
+}
+
+int cli_job_option(const char *cmd, int c, const char *arg, struct cli_job *j)
+{
+	switch (c) {
+	case 't':
+		if (cli_parse_uint(arg, 1, 256, &j->threads) < 0)
+			return cli_usage(cmd, "--threads takes 1..256"), -1;
+		return 1;
+	case 'f': j->force = true; return 1;
+	case 'j': j->json = true; return 1;
+	case 'P': j->progress = false; return 1;
+	default: return 0;
+	}
 }
 
 int cli_target_option(const char *cmd, int c, const char *arg, struct cli_target *t)

@@ -11,12 +11,9 @@ int cmd_clone(int argc, char **argv, struct cli *cli)
 {
 	static const struct option opts[] = {
 		CLI_TARGET_OPTIONS,
+		CLI_JOB_OPTIONS,
 		{ "source-format", required_argument, NULL, 'S' },
-		{ "threads", required_argument, NULL, 't' },
-		{ "force", no_argument, NULL, 'f' },
 		{ "verify", no_argument, NULL, 'V' },
-		{ "json", no_argument, NULL, 'j' },
-		{ "no-progress", no_argument, NULL, 'P' },
 		{ NULL, 0, NULL, 0 },
 	};
 	struct clone_opts o = { 0 };
@@ -24,9 +21,10 @@ int cmd_clone(int argc, char **argv, struct cli *cli)
 	struct cli_progress prog;
 	struct im_err err = { 0 };
 	struct cli_target t = { 0 };
+	struct cli_job job = { .progress = true };
 	struct conv_opts co;
 	struct conv_step step = { 0 };
-	bool json = false, progress = true;
+	bool json;
 	double t0;
 	int c, r;
 
@@ -37,16 +35,11 @@ int cmd_clone(int argc, char **argv, struct cli *cli)
 				return cli_usage("clone", "--source-format takes raw or qcow2");
 			o.source_format = optarg;
 			break;
-		case 't':
-			if (cli_parse_uint(optarg, 1, 256, &o.threads) < 0)
-				return cli_usage("clone", "--threads takes 1..256");
-			break;
-		case 'f': t.o.force = o.force_fs = true; break;
 		case 'V': o.verify = true; break;
-		case 'j': json = true; break;
-		case 'P': progress = false; break;
 		default:
-			r = cli_target_option("clone", c, optarg, &t);
+			r = cli_job_option("clone", c, optarg, &job);
+			if (r == 0)
+				r = cli_target_option("clone", c, optarg, &t);
 			if (r < 0)
 				return IM_EXIT_USAGE;
 			if (r == 0)
@@ -54,12 +47,12 @@ int cmd_clone(int argc, char **argv, struct cli *cli)
 			break;
 		}
 	}
+	o.threads = job.threads;
+	t.o.force = o.force_fs = job.force;
+	json = job.json;
 	if (argc - optind != 2)
 		return cli_usage("clone", "needs SOURCE and TARGET");
-	cli_progress_init(&prog, progress && cli->verbose >= 0);
-	o.progress.fn = cli_progress_cb;
-	o.progress.opaque = &prog;
-	o.progress.cancel = cli->interrupted;
+	cli_progress_job(&prog, job.progress, cli, &o.progress);
 	t0 = cli_now();
 	o.target = t.o;
 	step.opts = cli_target_conv(&t, cli, &co);
@@ -69,16 +62,8 @@ int cmd_clone(int argc, char **argv, struct cli *cli)
 		return cli_fail("clone", &err);
 	for (size_t i = 0; i < st.nwarnings && cli->verbose >= 0; i++)
 		cli_error("clone", "warning: %s", st.warnings[i]);
-	if (!json && cli->verbose >= 0)
-		cli_print_grow(&st.grow);
 	json_object *conv = NULL;
-	int crc = IM_EXIT_OK;
-	if (step.ran) {
-		const char *disk = argv[optind + 1];
-		crc = cli_convert_print("clone", &step.rep, step.r, &step.err, &disk, 1, false, cli,
-					json ? &conv : NULL);
-		conv_report_free(&step.rep);
-	}
+	int crc = cli_target_done("clone", argv[optind + 1], &st.grow, &step, json, cli, &conv);
 	if (json) {
 		json_object *root = json_object_new_object();
 		if (conv)

@@ -164,6 +164,21 @@ int cli_convert_print(const char *cmd, const struct conv_report *rep, int r,
 	return IM_EXIT_OK;
 }
 
+int cli_target_done(const char *cmd, const char *target, const struct grow_report *g,
+		    struct conv_step *step, bool json, struct cli *cli, json_object **conv)
+{
+	int rc = IM_EXIT_OK;
+
+	if (!json && cli->verbose >= 0)
+		cli_print_grow(g);
+	if (step->ran) {
+		rc = cli_convert_print(cmd, &step->rep, step->r, &step->err, &target, 1, false, cli,
+				       json ? conv : NULL);
+		conv_report_free(&step->rep);
+	}
+	return rc;
+}
+
 /* An image folder, restored on the fly: onto --output (then converted), or
  * with --dry-run onto a temporary sparse qcow2 that is removed afterwards. */
 static int convert_folder(const char *dir, const char *output, const char *format,
@@ -174,39 +189,22 @@ static int convert_folder(const char *dir, const char *output, const char *forma
 	struct conv_step step = { .opts = &oo };
 	struct restore_stats st;
 	struct im_err err = { 0 };
-	char tmp[4096] = "";
-	const char *target = output;
+	char target[4096];
+	const char *shown = target;
 	int rc;
 
 	if (!output && !o->dry_run)
 		return cli_usage("convert", "an image folder needs --output DISK (or --dry-run)");
-	if (!output) {
-		const char *td = getenv("TMPDIR");
-		int fd;
-		snprintf(tmp, sizeof(tmp), "%s/imager-convert-XXXXXX", td && *td ? td : "/tmp");
-		if ((fd = mkstemp(tmp)) < 0) {
-			cli_error("convert", "%s: %s", tmp, strerror(errno));
-			return IM_EXIT_IO;
-		}
-		close(fd);
-		unlink(tmp);   /* restore creates it, as qcow2 */
-		ro.target.format = "qcow2";
-		target = tmp;
-	}
 	ro.progress.cancel = cli->interrupted;
 	oo.phase = phase_cb;
 	oo.opaque = cli;
 	if (cli->verbose >= 1)
-		fprintf(stderr, "imager convert: restoring %s onto %s\n", dir, target);
-	if (conv_restore(&cli->roots, dir, target, &ro, &st, &step, &err) < 0) {
-		if (tmp[0])
-			unlink(tmp);
+		fprintf(stderr, "imager convert: restoring %s onto %s\n", dir,
+			output ? output : "a temporary qcow2");
+	if (conv_folder(&cli->roots, dir, output, &ro, &st, &step, target, sizeof(target), &err) < 0)
 		return cli_fail("convert", &err);
-	}
-	rc = cli_convert_print("convert", &step.rep, step.r, &step.err, &target, 1, json, cli, NULL);
+	rc = cli_convert_print("convert", &step.rep, step.r, &step.err, &shown, 1, json, cli, NULL);
 	conv_report_free(&step.rep);
-	if (tmp[0])
-		unlink(tmp);
 	return rc;
 }
 

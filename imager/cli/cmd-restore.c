@@ -11,10 +11,7 @@ int cmd_restore(int argc, char **argv, struct cli *cli)
 {
 	static const struct option opts[] = {
 		CLI_TARGET_OPTIONS,
-		{ "threads", required_argument, NULL, 't' },
-		{ "force", no_argument, NULL, 'f' },
-		{ "json", no_argument, NULL, 'j' },
-		{ "no-progress", no_argument, NULL, 'P' },
+		CLI_JOB_OPTIONS,
 		{ NULL, 0, NULL, 0 },
 	};
 	struct restore_opts o = { 0 };
@@ -22,36 +19,28 @@ int cmd_restore(int argc, char **argv, struct cli *cli)
 	struct cli_progress prog;
 	struct im_err err = { 0 };
 	struct cli_target t = { 0 };
+	struct cli_job job = { .progress = true };
 	struct conv_opts co;
 	struct conv_step step = { 0 };
-	bool json = false, progress = true;
+	bool json;
 	double t0;
 	int c, r;
 
 	while ((c = getopt_long(argc, argv, "", opts, NULL)) != -1) {
-		switch (c) {
-		case 't':
-			if (cli_parse_uint(optarg, 1, 256, &o.threads) < 0)
-				return cli_usage("restore", "--threads takes 1..256");
-			break;
-		case 'f': t.o.force = true; break;
-		case 'j': json = true; break;
-		case 'P': progress = false; break;
-		default:
+		r = cli_job_option("restore", c, optarg, &job);
+		if (r == 0)
 			r = cli_target_option("restore", c, optarg, &t);
-			if (r < 0)
-				return IM_EXIT_USAGE;
-			if (r == 0)
-				return cli_usage("restore", "unknown option");
-			break;
-		}
+		if (r < 0)
+			return IM_EXIT_USAGE;
+		if (r == 0)
+			return cli_usage("restore", "unknown option");
 	}
+	o.threads = job.threads;
+	t.o.force = job.force;
+	json = job.json;
 	if (argc - optind != 2)
 		return cli_usage("restore", "needs DIR and TARGET");
-	cli_progress_init(&prog, progress && cli->verbose >= 0);
-	o.progress.fn = cli_progress_cb;
-	o.progress.opaque = &prog;
-	o.progress.cancel = cli->interrupted;
+	cli_progress_job(&prog, job.progress, cli, &o.progress);
 	t0 = cli_now();
 	o.target = t.o;
 	step.opts = cli_target_conv(&t, cli, &co);
@@ -59,16 +48,8 @@ int cmd_restore(int argc, char **argv, struct cli *cli)
 	cli_progress_end(&prog);
 	if (r < 0)
 		return cli_fail("restore", &err);
-	if (!json && cli->verbose >= 0)
-		cli_print_grow(&st.grow);
 	json_object *conv = NULL;
-	int crc = IM_EXIT_OK;
-	if (step.ran) {
-		const char *disk = argv[optind + 1];
-		crc = cli_convert_print("restore", &step.rep, step.r, &step.err, &disk, 1, false, cli,
-					json ? &conv : NULL);
-		conv_report_free(&step.rep);
-	}
+	int crc = cli_target_done("restore", argv[optind + 1], &st.grow, &step, json, cli, &conv);
 	if (json) {
 		json_object *root = json_object_new_object();
 		if (conv)

@@ -10,12 +10,9 @@
 int cmd_save(int argc, char **argv, struct cli *cli)
 {
 	static const struct option opts[] = {
+		CLI_JOB_OPTIONS,
 		{ "level", required_argument, NULL, 'l' },
 		{ "format", required_argument, NULL, 'F' },
-		{ "threads", required_argument, NULL, 't' },
-		{ "force", no_argument, NULL, 'f' },
-		{ "json", no_argument, NULL, 'j' },
-		{ "no-progress", no_argument, NULL, 'P' },
 		{ NULL, 0, NULL, 0 },
 	};
 	struct save_opts o = { .level = 3 };
@@ -23,7 +20,8 @@ int cmd_save(int argc, char **argv, struct cli *cli)
 	struct img_manifest m;
 	struct save_stats st;
 	struct im_err err = { 0 };
-	bool json = false, progress = true;
+	struct cli_job job = { .progress = true };
+	bool json;
 	unsigned level = 3;
 	double t0;
 	int c, r;
@@ -35,27 +33,26 @@ int cmd_save(int argc, char **argv, struct cli *cli)
 				return cli_usage("save", "--level takes 1..19");
 			o.level = (int)level;
 			break;
-		case 't':
-			if (cli_parse_uint(optarg, 1, 256, &o.threads) < 0)
-				return cli_usage("save", "--threads takes 1..256");
-			break;
 		case 'F':
 			if (strcmp(optarg, "raw") && strcmp(optarg, "qcow2"))
 				return cli_usage("save", "--format takes raw or qcow2");
 			o.format = optarg;
 			break;
-		case 'f': o.force = true; break;
-		case 'j': json = true; break;
-		case 'P': progress = false; break;
-		default: return cli_usage("save", "unknown option");
+		default:
+			r = cli_job_option("save", c, optarg, &job);
+			if (r < 0)
+				return IM_EXIT_USAGE;
+			if (r == 0)
+				return cli_usage("save", "unknown option");
+			break;
 		}
 	}
+	o.threads = job.threads;
+	o.force = job.force;
+	json = job.json;
 	if (argc - optind != 2)
 		return cli_usage("save", "needs SOURCE and DIR");
-	cli_progress_init(&prog, progress && cli->verbose >= 0);
-	o.progress.fn = cli_progress_cb;
-	o.progress.opaque = &prog;
-	o.progress.cancel = cli->interrupted;
+	cli_progress_job(&prog, job.progress, cli, &o.progress);
 	t0 = cli_now();
 	r = im_save(&cli->roots, argv[optind], argv[optind + 1], &o, &m, &st, &err);
 	cli_progress_end(&prog);

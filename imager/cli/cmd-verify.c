@@ -35,10 +35,7 @@ int cmd_verify(int argc, char **argv, struct cli *cli)
 	}
 	if (argc - optind != 1)
 		return cli_usage("verify", "needs DIR");
-	cli_progress_init(&prog, progress && cli->verbose >= 0);
-	p.fn = cli_progress_cb;
-	p.opaque = &prog;
-	p.cancel = cli->interrupted;
+	cli_progress_job(&prog, progress, cli, &p);
 	r = im_verify(argv[optind], threads, &p, &rep, &err);
 	cli_progress_end(&prog);
 	if (r < 0) {

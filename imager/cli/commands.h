@@ -112,6 +112,20 @@ struct cli_target {
  * when not, and -1 after reporting a bad value (exit with IM_EXIT_USAGE). */
 int cli_target_option(const char *cmd, int c, const char *arg, struct cli_target *t);
 
+/* The options of every imaging job (save, restore, clone): --threads N,
+ * --force, --json, --no-progress. */
+struct cli_job {
+	unsigned threads;       /* 0: all cores */
+	bool force, json, progress;
+};
+#define CLI_JOB_OPTIONS \
+	{ "threads", required_argument, NULL, 't' }, \
+	{ "force", no_argument, NULL, 'f' }, \
+	{ "json", no_argument, NULL, 'j' }, \
+	{ "no-progress", no_argument, NULL, 'P' }
+/* Take one of CLI_JOB_OPTIONS, as cli_target_option. */
+int cli_job_option(const char *cmd, int c, const char *arg, struct cli_job *j);
+
 /* The format of an existing disk or image ("raw", "qcow2"), probed.  A
  * folder is refused with a hint (restore --convert). */
 int cli_disk_format(const char *path, const char **format, struct im_err *err);
@@ -150,6 +164,13 @@ int cli_check_devices(const char *cmd, int n, char **args, struct cli *cli);
 void cli_print_grow(const struct grow_report *g);
 struct json_object;
 struct json_object *cli_grow_json(const struct grow_report *g);
+/* After a restore or clone into target: the grow report (text), then the
+ * conversion step's report when it ran (text; or with json, its object
+ * into *conv).  Frees the step's report.  Returns the conversion's exit
+ * code (IM_EXIT_OK when it did not run). */
+struct conv_step;
+int cli_target_done(const char *cmd, const char *target, const struct grow_report *g,
+		    struct conv_step *step, bool json, struct cli *cli, struct json_object **conv);
 
 /* ---- the VM definition (cli-domain.c), shared by define and p2v ---- */
 #include "imager/domain.h"
@@ -192,6 +213,10 @@ struct cli_progress {
 	bool drawn;
 };
 void cli_progress_init(struct cli_progress *p, bool allowed);
+/* The progress of a job: p drawn when allowed (and not -q), out wired to
+ * it and to the interrupt flag. */
+void cli_progress_job(struct cli_progress *p, bool allowed, const struct cli *cli,
+		      struct im_progress *out);
 void cli_progress_cb(void *opaque, const char *phase, uint64_t done, uint64_t total);
 void cli_progress_end(struct cli_progress *p);
 double cli_now(void);

@@ -6,7 +6,11 @@
  */
 #include "imager/convert.h"
 
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "imager/guest.h"
 
@@ -51,6 +55,34 @@ int conv_restore(const struct disk_roots *roots, const char *dir, const char *ta
 	r = im_restore(roots, dir, target, &o, stats, err);
 	if (r == 0 && step && step->opts)
 		convert_target(&stats->target, step);
+	return r;
+}
+
+int conv_folder(const struct disk_roots *roots, const char *dir, const char *output,
+		const struct restore_opts *opts, struct restore_stats *stats,
+		struct conv_step *step, char *target, size_t tlen, struct im_err *err)
+{
+	struct restore_opts o = *opts;
+	char tmp[4096] = "";
+	int r;
+
+	if (!output && !(step && step->opts && step->opts->dry_run))
+		return im_errf(err, IM_EXIT_USAGE, -EINVAL,
+			       "an image folder needs --output DISK (or --dry-run)");
+	if (!output) {
+		const char *td = getenv("TMPDIR");
+		int fd;
+		snprintf(tmp, sizeof(tmp), "%s/imager-convert-XXXXXX", td && *td ? td : "/tmp");
+		if ((fd = mkstemp(tmp)) < 0)
+			return im_errf(err, IM_EXIT_IO, -errno, "%s", tmp);
+		close(fd);
+		unlink(tmp);   /* the restore creates it, as qcow2 */
+		o.target.format = "qcow2";
+	}
+	snprintf(target, tlen, "%s", output ? output : tmp);
+	r = conv_restore(roots, dir, output ? output : tmp, &o, stats, step, err);
+	if (tmp[0])
+		unlink(tmp);
 	return r;
 }
 

@@ -205,6 +205,17 @@ int conv_clone(const struct disk_roots *roots, const char *source, const char *t
 	       const struct clone_opts *opts, struct clone_stats *stats, struct conv_step *step,
 	       struct im_err *err);
 
+/* `imager convert DIR`: an image folder restored and converted in one job.
+ * With output, the folder is restored onto it (format: opts->target.format,
+ * NULL: from its name) and converted (step->opts).  Without output, only a
+ * dry run is allowed (else -EINVAL, IM_EXIT_USAGE): the folder is restored
+ * onto a temporary sparse qcow2 under $TMPDIR (else /tmp) that is removed
+ * again, also after a failure.  target (tlen bytes) gets the path used.
+ * Returns as conv_restore(). */
+int conv_folder(const struct disk_roots *roots, const char *dir, const char *output,
+		const struct restore_opts *opts, struct restore_stats *stats,
+		struct conv_step *step, char *target, size_t tlen, struct im_err *err);
+
 const char *conv_block_name(enum conv_block b);    /* "virtio-blk", "virtio-scsi" */
 /* "virtio-blk" / "virtio-scsi" (also "blk", "scsi") → enum; 0 when unknown. */
 enum conv_block conv_block_parse(const char *s);
