@@ -211,18 +211,24 @@ struct json_object *cli_grow_json(const struct grow_report *g)
 	return arr;
 }
 
-int cli_job_option(const char *cmd, int c, const char *arg, struct cli_job *j)
+int cli_job_option(const char *cmd, int c, const char *arg, struct cli_job *j,
+		   struct cli_target *t)
 {
+	int r;
+
 	switch (c) {
 	case 't':
 		if (cli_parse_uint(arg, 1, 256, &j->threads) < 0)
-			return cli_usage(cmd, "--threads takes 1..256"), -1;
-		return 1;
-	case 'f': j->force = true; return 1;
-	case 'j': j->json = true; return 1;
-	case 'P': j->progress = false; return 1;
-	default: return 0;
+			return cli_usage(cmd, "--threads takes 1..256");
+		return IM_EXIT_OK;
+	case 'f': j->force = true; return IM_EXIT_OK;
+	case 'j': j->json = true; return IM_EXIT_OK;
+	case 'P': j->progress = false; return IM_EXIT_OK;
 	}
+	r = t ? cli_target_option(cmd, c, arg, t) : 0;
+	if (r < 0)
+		return IM_EXIT_USAGE;
+	return r ? IM_EXIT_OK : cli_usage(cmd, "unknown option");
 }
 
 int cli_target_option(const char *cmd, int c, const char *arg, struct cli_target *t)

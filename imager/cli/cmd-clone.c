@@ -24,7 +24,6 @@ int cmd_clone(int argc, char **argv, struct cli *cli)
 	struct cli_job job = { .progress = true };
 	struct conv_opts co;
 	struct conv_step step = { 0 };
-	bool json;
 	double t0;
 	int c, r;
 
@@ -37,19 +36,13 @@ int cmd_clone(int argc, char **argv, struct cli *cli)
 			break;
 		case 'V': o.verify = true; break;
 		default:
-			r = cli_job_option("clone", c, optarg, &job);
-			if (r == 0)
-				r = cli_target_option("clone", c, optarg, &t);
-			if (r < 0)
-				return IM_EXIT_USAGE;
-			if (r == 0)
-				return cli_usage("clone", "unknown option");
+			if ((r = cli_job_option("clone", c, optarg, &job, &t)) != IM_EXIT_OK)
+				return r;
 			break;
 		}
 	}
 	o.threads = job.threads;
 	t.o.force = o.force_fs = job.force;
-	json = job.json;
 	if (argc - optind != 2)
 		return cli_usage("clone", "needs SOURCE and TARGET");
 	cli_progress_job(&prog, job.progress, cli, &o.progress);
@@ -63,8 +56,8 @@ int cmd_clone(int argc, char **argv, struct cli *cli)
 	for (size_t i = 0; i < st.nwarnings && cli->verbose >= 0; i++)
 		cli_error("clone", "warning: %s", st.warnings[i]);
 	json_object *conv = NULL;
-	int crc = cli_target_done("clone", argv[optind + 1], &st.grow, &step, json, cli, &conv);
-	if (json) {
+	int crc = cli_target_done("clone", argv[optind + 1], &st.grow, &step, job.json, cli, &conv);
+	if (job.json) {
 		json_object *root = json_object_new_object();
 		if (conv)
 			json_object_object_add(root, "convert", conv);

@@ -81,7 +81,7 @@ static int parse_args(int argc, char **argv, struct define_args *a)
 /* The disks as the domain will name them: resolved, their formats probed. */
 struct define_disks {
 	struct dom_disk disks[MAX_DISKS];
-	const char *paths[MAX_DISKS], *formats[MAX_DISKS];
+	const char *formats[MAX_DISKS];
 	char *real[MAX_DISKS];         /* owned */
 	bool all_block;                /* every one a block device: this machine's */
 };
@@ -107,7 +107,6 @@ static int resolve_disks(char **names, size_t n, struct define_disks *dd)
 		}
 		if (cli_disk_format(dd->real[i], &dd->formats[i], &err) < 0)
 			return cli_fail("define", &err);
-		dd->paths[i] = dd->real[i];
 		dd->all_block &= S_ISBLK(st.st_mode);
 		dd->disks[i] = (struct dom_disk){ S_ISBLK(st.st_mode) ? DOM_SRC_BLOCK : DOM_SRC_FILE,
 						  dd->real[i], NULL, NULL, dd->formats[i] };

@@ -204,8 +204,8 @@ static void print_json(const char *uri, bool local, const struct im_pool *p, siz
 static int show_pools(const struct pools_args *a, const struct pools_survey *sv, struct cli *cli)
 {
 	for (size_t i = 0; i < sv->n; i++)
-		if (sv->probe_errors[i][0] && cli->verbose >= 0)
-			cli_error("pools", "%s: %s", sv->pools[i].name, sv->probe_errors[i]);
+		if (sv->pools[i].probe_error[0] && cli->verbose >= 0)
+			cli_error("pools", "%s: %s", sv->pools[i].name, sv->pools[i].probe_error);
 	if (!sv->n)
 		cli_error("pools", "no active storage pool on %s (define one: virsh pool-define-as "
 			  "NAME dir --target PATH; virsh pool-build NAME; virsh pool-start NAME)",

@@ -22,22 +22,15 @@ int cmd_restore(int argc, char **argv, struct cli *cli)
 	struct cli_job job = { .progress = true };
 	struct conv_opts co;
 	struct conv_step step = { 0 };
-	bool json;
 	double t0;
 	int c, r;
 
 	while ((c = getopt_long(argc, argv, "", opts, NULL)) != -1) {
-		r = cli_job_option("restore", c, optarg, &job);
-		if (r == 0)
-			r = cli_target_option("restore", c, optarg, &t);
-		if (r < 0)
-			return IM_EXIT_USAGE;
-		if (r == 0)
-			return cli_usage("restore", "unknown option");
+		if ((r = cli_job_option("restore", c, optarg, &job, &t)) != IM_EXIT_OK)
+			return r;
 	}
 	o.threads = job.threads;
 	t.o.force = job.force;
-	json = job.json;
 	if (argc - optind != 2)
 		return cli_usage("restore", "needs DIR and TARGET");
 	cli_progress_job(&prog, job.progress, cli, &o.progress);
@@ -49,8 +42,8 @@ int cmd_restore(int argc, char **argv, struct cli *cli)
 	if (r < 0)
 		return cli_fail("restore", &err);
 	json_object *conv = NULL;
-	int crc = cli_target_done("restore", argv[optind + 1], &st.grow, &step, json, cli, &conv);
-	if (json) {
+	int crc = cli_target_done("restore", argv[optind + 1], &st.grow, &step, job.json, cli, &conv);
+	if (job.json) {
 		json_object *root = json_object_new_object();
 		if (conv)
 			json_object_object_add(root, "convert", conv);

@@ -21,7 +21,6 @@ int cmd_save(int argc, char **argv, struct cli *cli)
 	struct save_stats st;
 	struct im_err err = { 0 };
 	struct cli_job job = { .progress = true };
-	bool json;
 	unsigned level = 3;
 	double t0;
 	int c, r;
@@ -39,17 +38,13 @@ int cmd_save(int argc, char **argv, struct cli *cli)
 			o.format = optarg;
 			break;
 		default:
-			r = cli_job_option("save", c, optarg, &job);
-			if (r < 0)
-				return IM_EXIT_USAGE;
-			if (r == 0)
-				return cli_usage("save", "unknown option");
+			if ((r = cli_job_option("save", c, optarg, &job, NULL)) != IM_EXIT_OK)
+				return r;
 			break;
 		}
 	}
 	o.threads = job.threads;
 	o.force = job.force;
-	json = job.json;
 	if (argc - optind != 2)
 		return cli_usage("save", "needs SOURCE and DIR");
 	cli_progress_job(&prog, job.progress, cli, &o.progress);
@@ -60,7 +55,7 @@ int cmd_save(int argc, char **argv, struct cli *cli)
 		return cli_fail("save", &err);
 	for (size_t i = 0; i < st.nwarnings && cli->verbose >= 0; i++)
 		cli_error("save", "warning: %s", st.warnings[i]);
-	if (json) {
+	if (job.json) {
 		json_object *root = json_object_new_object(), *parts = json_object_new_array();
 		json_object_object_add(root, "image", json_object_new_string(argv[optind + 1]));
 		json_object_object_add(root, "source", json_object_new_string(m.source));

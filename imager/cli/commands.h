@@ -123,8 +123,12 @@ struct cli_job {
 	{ "force", no_argument, NULL, 'f' }, \
 	{ "json", no_argument, NULL, 'j' }, \
 	{ "no-progress", no_argument, NULL, 'P' }
-/* Take one of CLI_JOB_OPTIONS, as cli_target_option. */
-int cli_job_option(const char *cmd, int c, const char *arg, struct cli_job *j);
+/* An option of a job's command line that the command does not take itself:
+ * one of CLI_JOB_OPTIONS, else (t given) one of CLI_TARGET_OPTIONS, else an
+ * unknown option (said).  Returns IM_EXIT_OK when taken, else the exit code
+ * of a bad command line (said). */
+int cli_job_option(const char *cmd, int c, const char *arg, struct cli_job *j,
+		   struct cli_target *t);
 
 /* The format of an existing disk or image ("raw", "qcow2"), probed.  A
  * folder is refused with a hint (restore --convert). */

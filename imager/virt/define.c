@@ -82,9 +82,12 @@ static int inspect(const struct define_opts *o, struct define_report *r, struct 
 	struct conv_opts co = { .block = CONV_BLOCK_VIRTIO_BLK, .dry_run = true };
 	struct conv_report rep;
 	struct im_err ierr = { 0 };
-	size_t n = o->dom.ndisks < 64 ? o->dom.ndisks : 64;
+	size_t n = o->dom.ndisks;
 	int rc;
 
+	if (n > sizeof(paths) / sizeof(paths[0]))
+		return im_errf(err, IM_EXIT_USAGE, -E2BIG, "at most %zu disks can be inspected",
+			       sizeof(paths) / sizeof(paths[0]));
 	for (size_t i = 0; i < n; i++) {
 		paths[i] = o->dom.disks[i].path;
 		formats[i] = o->dom.disks[i].format;

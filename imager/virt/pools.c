@@ -579,7 +579,7 @@ int pools_list(virConnectPtr conn, struct im_pool **out, size_t *n, struct im_er
 
 /* ---- measuring ---- */
 
-int pools_probe(struct im_pool *p, double seconds, struct im_err *err)
+static int probe_pool(struct im_pool *p, double seconds, struct im_err *err)
 {
 	static const char fill[4001] = { [0 ... 4000] = 'x' };
 	char file[1100];
@@ -638,6 +638,16 @@ int pools_probe(struct im_pool *p, double seconds, struct im_err *err)
 	p->probe_seconds = elapsed;
 	p->fsyncs = elapsed > 0 ? (double)count / elapsed : 0;
 	return 0;
+}
+
+int pools_probe(struct im_pool *p, double seconds, struct im_err *err)
+{
+	int r = probe_pool(p, seconds, err);
+
+	p->probe_error[0] = '\0';
+	if (r < 0)
+		snprintf(p->probe_error, sizeof(p->probe_error), "%s", err->msg);
+	return r;
 }
 
 /* ---- ranking ---- */
@@ -727,9 +737,6 @@ int pools_survey(const struct pools_survey_opts *o, struct pools_survey *out, st
 	virConnectClose(conn);
 	if (r < 0)
 		return r;
-	out->probe_errors = calloc(out->n ? out->n : 1, sizeof(*out->probe_errors));
-	if (!out->probe_errors)
-		return im_errf(err, IM_EXIT_INTERNAL, -ENOMEM, "out of memory");
 	for (size_t i = 0; o->probe && i < out->n; i++) {
 		struct im_err perr = { 0 };
 
@@ -737,41 +744,17 @@ int pools_survey(const struct pools_survey_opts *o, struct pools_survey *out, st
 			return im_errf(err, IM_EXIT_INTERRUPTED, -EINTR, "interrupted");
 		if (o->on_probe)
 			o->on_probe(o->opaque, out->pools[i].name);
-		if (pools_probe(&out->pools[i], o->seconds, &perr) < 0)
-			snprintf(out->probe_errors[i], sizeof(out->probe_errors[i]), "%s", perr.msg);
+		pools_probe(&out->pools[i], o->seconds, &perr);   /* its error stays in probe_error */
 	}
 	if (o->interrupted && *o->interrupted)
 		return im_errf(err, IM_EXIT_INTERRUPTED, -EINTR, "interrupted");
-	/* probe_errors follow their pools (by name, unique in a host) through
-	 * the ranking */
-	{
-		char (*sorted)[256] = calloc(out->n ? out->n : 1, sizeof(*sorted));
-		char (*names)[256] = calloc(out->n ? out->n : 1, sizeof(*names));
-
-		if (!sorted || !names) {
-			free(sorted);
-			free(names);
-			return im_errf(err, IM_EXIT_INTERNAL, -ENOMEM, "out of memory");
-		}
-		for (size_t i = 0; i < out->n; i++)
-			memcpy(names[i], out->pools[i].name, sizeof(names[i]));
-		pools_rank(out->pools, out->n, o->need);
-		for (size_t i = 0; i < out->n; i++)
-			for (size_t j = 0; j < out->n; j++)
-				if (!strcmp(names[j], out->pools[i].name))
-					memcpy(sorted[i], out->probe_errors[j], sizeof(sorted[i]));
-		free(names);
-		free(out->probe_errors);
-		out->probe_errors = sorted;
-	}
+	pools_rank(out->pools, out->n, o->need);
 	return 0;
 }
 
 void pools_survey_free(struct pools_survey *s)
 {
 	free(s->pools);
-	free(s->probe_errors);
 	s->pools = NULL;
-	s->probe_errors = NULL;
 	s->n = 0;
 }

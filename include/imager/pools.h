@@ -78,6 +78,7 @@ struct im_pool {
 	double fsyncs;            /* measured fsyncs per second; < 0 when not measured */
 	double probe_seconds;     /* how long the probe ran */
 	char probe_note[96];      /* why it is (or would be) left unmeasured, for people; "" when measured */
+	char probe_error[256];    /* why the last pools_probe() failed; "" when it did not */
 	/* ZFS (a zfs pool, or a directory on a ZFS dataset). */
 	bool zfs;
 	char zpool[256];          /* the ZFS pool name */
@@ -119,7 +120,8 @@ int pools_list(virConnectPtr conn, struct im_pool **out, size_t *n, struct im_er
  * a pool that is not local, or whose storage is not files (only dir, fs and
  * netfs pools are measured), is left unmeasured and 0 is returned.  When
  * it is left unmeasured, p->probe_note says why.  The file is
- * PATH/.imager-fsync-probe.PID, removed also on failure.
+ * PATH/.imager-fsync-probe.PID, removed also on failure.  A failure's
+ * message is also kept in p->probe_error.
  */
 int pools_probe(struct im_pool *p, double seconds, struct im_err *err);
 
@@ -138,7 +140,7 @@ struct im_pool *pools_find(struct im_pool *p, size_t n, const char *name);
  * rank them for a disk of o->need bytes (0: any).  Nothing is printed:
  * o->on_probe (may be NULL) is told the name of each pool before it is
  * measured, and a pool that cannot be measured is still listed, with why in
- * out->probe_errors[i] ("" when measured or not measurable by design).
+ * its probe_error.
  * out->pools is best first.  Returns 0, even with no active pool (n == 0);
  * or -ECONNREFUSED (host_open's errors: IM_EXIT_TARGET), another -errno
  * when libvirt fails to list (IM_EXIT_TARGET), or -EINTR (IM_EXIT_INTERRUPTED)
@@ -159,7 +161,6 @@ struct pools_survey {
 	bool local;               /* the host is this machine */
 	struct im_pool *pools;    /* malloc'd, best first */
 	size_t n;
-	char (*probe_errors)[256];  /* n entries, parallel to pools */
 };
 int pools_survey(const struct pools_survey_opts *o, struct pools_survey *out, struct im_err *err);
 void pools_survey_free(struct pools_survey *s);
