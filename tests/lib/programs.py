@@ -11,7 +11,8 @@ Finds the programs:
     script (tests/run, tests/lib, tests/ts, tests/bench, tests/guest,
     tests/demo.sh, .ci/run, the Makefile's recipes), the arguments of
     need_cmd, and the commands inside the C unit tests' string literals.
-Each one is looked up on PATH and its package found with `dpkg -S`.  A
+Each one is looked up on PATH and its package found as `dpkg -S` finds it
+(from dpkg's file lists, read once).  A
 package that is not Essential (a bare Debian 12 has the Essential ones)
 must be in one of the Makefile's DEB_* lists, or the check fails: a
 machine that happens to have the program installed cannot hide a list
@@ -24,6 +25,7 @@ line "N programs, N packages, N problems"; exits 1 when there are problems.
 import os
 import re
 import shutil
+import glob
 import subprocess
 import sys
 
@@ -245,6 +247,24 @@ def alternatives_owner(path, dpkg, acceptable):
     return dpkg_owner(link)
 
 
+_OWNERS = None
+
+
+def dpkg_owners():
+    """Every file dpkg knows, with the package that installed it, read once
+    from dpkg's own lists (what `dpkg -S PATH` looks up, without a dpkg run
+    for each program)."""
+    global _OWNERS
+    if _OWNERS is None:
+        _OWNERS = {}
+        for f in glob.glob("/var/lib/dpkg/info/*.list"):
+            pkg = os.path.basename(f)[:-len(".list")].split(":")[0]
+            with open(f, errors="replace") as fh:
+                for line in fh:
+                    _OWNERS.setdefault(line.rstrip("\n"), pkg)
+    return _OWNERS
+
+
 def dpkg_owner(path):
     cands = [path, os.path.realpath(path)]
     for p in list(cands):
@@ -253,14 +273,10 @@ def dpkg_owner(path):
             cands.append(p[4:])
         else:
             cands.append("/usr" + p)
+    owners = dpkg_owners()
     for p in cands:
-        r = subprocess.run(["dpkg", "-S", p], capture_output=True, text=True)
-        if r.returncode == 0:
-            for line in r.stdout.splitlines():
-                if line.startswith("diversion "):
-                    continue
-                pkg = line.split(":")[0].split(",")[0].strip()
-                return pkg
+        if p in owners:
+            return owners[p]
     return None
 
 
