@@ -20,6 +20,9 @@ PKGS      := libparted blkid libzstd json-c libxxhash zlib libnbd libguestfs lib
 #   DEB_TEST   what the tests and the demo run
 #   DEB_PKG    to build and check the Debian package (make deb)
 #   DEB_BENCH  the anchors make bench compares against
+#   DEB_BOOT   what `make boot` copies into the live medium or builds it
+#              with (busybox, GRUB for BIOS and UEFI, shim and MokManager
+#              signed, xorriso, ssh, sshfs, dialog; the kernel is DEB_RUN's)
 DEB_BUILD := build-essential pkg-config libparted-dev libblkid-dev libzstd-dev \
              libjson-c-dev libxxhash-dev zlib1g-dev libnbd-dev libguestfs-dev \
              libvirt-dev libxml2-dev libhivex-dev libarchive-dev
@@ -36,6 +39,11 @@ DEB_PKG   := debhelper dpkg-dev lintian
 # (virt-v2v copies with nbdcopy, from libnbd-bin, which Debian 12's virt-v2v
 # package does not depend on: without it every copy fails)
 DEB_BENCH := virt-v2v libnbd-bin
+DEB_BOOT  := busybox-static kmod cpio zstd mtools dosfstools xorriso grub-pc-bin \
+             grub-efi-amd64-bin grub-efi-amd64-signed shim-signed \
+             shim-helpers-amd64-signed openssh-client sshfs dialog linux-image-amd64
+# (the live medium's tests also start an sshd: openssh-server)
+DEB_TEST  += openssh-server
 
 CC        ?= gcc
 OPT       ?= -O2 -g
@@ -63,6 +71,7 @@ CONVERT_SRC := $(wildcard imager/convert/*.c)
 VIRT_SRC    := $(wildcard imager/virt/*.c)
 CLI_SRC     := $(wildcard imager/cli/*.c)
 UNIT_SRC    := $(wildcard tests/unit/test-*.c)
+BOOT_SRC    := boot/params.c
 HEADERS     := $(wildcard include/imager/*.h) $(wildcard imager/*/*.h)
 LAYERS      := engine convert virt
 
@@ -84,8 +93,8 @@ CLI_FLAGS     = $(call layer_flags,4,$(PKGS),-Iimager/cli -Iimager/virt -Iimager
 # Unit tests look inside every layer.
 UNIT_FLAGS    = $(shell pkg-config --cflags $(PKGS) 2>/dev/null) -Itests/unit -Iimager/engine -Iimager/convert -Iimager/virt
 
-.PHONY: all deps check unit unit-san suites demo bench install deb layers clean
-all: $(BUILD)/imager
+.PHONY: all deps check unit unit-san suites demo bench boot install deb layers clean
+all: $(BUILD)/imager $(BUILD)/imager-live
 
 $(BUILD)/obj/imager/engine/%.o $(BUILD)/san/imager/engine/%.o $(BUILD)/obj/fsplugins/%.o $(BUILD)/san/fsplugins/%.o: LAYER_FLAGS = $(ENGINE_FLAGS)
 $(BUILD)/obj/imager/convert/%.o $(BUILD)/san/imager/convert/%.o: LAYER_FLAGS = $(CONVERT_FLAGS)
@@ -102,6 +111,8 @@ $(BUILD)/san/%.o: %.c $(HEADERS)
 $(BUILD)/libimager-engine.a: $(ENGINE_OBJ)
 $(BUILD)/libimager-convert.a: $(CONVERT_OBJ)
 $(BUILD)/libimager-virt.a: $(VIRT_OBJ)
+$(BUILD)/libimager-boot.a: $(BOOT_SRC:%.c=$(BUILD)/obj/%.o)
+$(BUILD)/libimager-boot-san.a: $(BOOT_SRC:%.c=$(BUILD)/san/%.o)
 $(BUILD)/libimager-engine-san.a: $(ENGINE_SRC:%.c=$(BUILD)/san/%.o)
 $(BUILD)/libimager-convert-san.a: $(CONVERT_SRC:%.c=$(BUILD)/san/%.o)
 $(BUILD)/libimager-virt-san.a: $(VIRT_SRC:%.c=$(BUILD)/san/%.o)
@@ -112,12 +123,16 @@ $(BUILD)/libimager-%.a:
 $(BUILD)/imager: $(CLI_OBJ) $(LIBS)
 	$(CC) $(BASE_CFLAGS) $(CFLAGS) -o $@ $(CLI_OBJ) $(LIBS) $(LDLIBS) $(LDFLAGS)
 
-$(BUILD)/unit/%: tests/unit/%.c $(wildcard tests/unit/*.h) $(LIBS)
+# The live medium's parameter checker: boot/params.c (no library but libc).
+$(BUILD)/imager-live: boot/imager-live.c $(BUILD)/libimager-boot.a
+	$(CC) $(BASE_CFLAGS) $(CFLAGS) -o $@ $^ $(LDFLAGS)
+
+$(BUILD)/unit/%: tests/unit/%.c $(wildcard tests/unit/*.h) $(LIBS) $(BUILD)/libimager-boot.a
 	@mkdir -p $(dir $@)
-	$(CC) $(BASE_CFLAGS) $(UNIT_FLAGS) $(CFLAGS) -o $@ $< $(LIBS) $(LDLIBS)
-$(BUILD)/unit-san/%: tests/unit/%.c $(wildcard tests/unit/*.h) $(SAN_LIBS)
+	$(CC) $(BASE_CFLAGS) $(UNIT_FLAGS) $(CFLAGS) -o $@ $< $(LIBS) $(BUILD)/libimager-boot.a $(LDLIBS)
+$(BUILD)/unit-san/%: tests/unit/%.c $(wildcard tests/unit/*.h) $(SAN_LIBS) $(BUILD)/libimager-boot-san.a
 	@mkdir -p $(dir $@)
-	$(CC) $(BASE_CFLAGS) $(UNIT_FLAGS) $(SAN_FLAGS) $(CFLAGS) -o $@ $< $(SAN_LIBS) $(LDLIBS)
+	$(CC) $(BASE_CFLAGS) $(UNIT_FLAGS) $(SAN_FLAGS) $(CFLAGS) -o $@ $< $(SAN_LIBS) $(BUILD)/libimager-boot-san.a $(LDLIBS)
 
 # The layer rule, from the built libraries: no layer refers to a symbol of
 # a library it may not use (engine: no libguestfs, hivex, libarchive,
@@ -126,7 +141,15 @@ layers: $(LIBS) $(BUILD)/imager
 	@sh tests/lib/layers.sh $(BUILD)
 
 deps:
-	@sh tests/lib/deps.sh $(DEB_BUILD) $(DEB_RUN) $(DEB_TEST) $(DEB_PKG)
+	@sh tests/lib/deps.sh $(DEB_BUILD) $(DEB_RUN) $(DEB_TEST) $(DEB_PKG) $(DEB_BOOT)
+
+# The live medium (README "Live media"): build/boot/{vmlinuz,initrd.img,
+# imager-live.iso,pxe/}, offline.  APPEND="PARAMS" adds kernel parameters to
+# every entry; SSH_KEY=FILE bakes a private key in.
+boot: all
+	@sh tests/lib/deps.sh $(DEB_BOOT)
+	@bash boot/build.sh $(if $(APPEND),--append '$(APPEND)') $(if $(SSH_KEY),--ssh-key '$(SSH_KEY)') \
+		$(BUILD)/imager $(BUILD)/imager-live $(BUILD)/boot
 
 unit: $(UNITS)
 	@sh tests/lib/run-units.sh $(UNITS)

@@ -1,0 +1,102 @@
+# The live medium in the tests (boot/, README "Live media").  Sourced after
+# common.sh.
+#
+# need_live: root, qemu and the medium; LIVE is then a folder holding
+#   vmlinuz, initrd.img, imager-live.iso and pxe/, built by boot/build.sh
+#   from $IMAGER once per version of its inputs (the binaries and boot/),
+#   shared by the live tests (about 15 s to build).
+# live_iso_variant DIR ARGS...: an ISO of the same kernel and initrd with
+#   other boot/build.sh options (--append, --unsigned) in DIR.
+# live_qemu NAME TIMEOUT UNTIL QEMU_ARGS...: boots a machine under TCG with
+#   its serial console in $T/NAME.log; returns when qemu exits (its status),
+#   when the log matches the extended regex UNTIL (0, qemu killed; an empty
+#   UNTIL waits for the exit), or after TIMEOUT seconds (124).  Prints the time.
+# live_result LOG: the medium's last "result:" line.
+
+LIVE_ROOT=$(cd "$TESTS_LIB/../.." && pwd)
+
+need_live() {
+	need_root "to build the medium (cpio owner root) and boot it"
+	need_cmd qemu-system-x86_64 cpio zstd xorriso grub-mkimage mcopy mkfs.msdos flock
+	[ -x "$(dirname "$IMAGER")/imager-live" ] || fail "imager-live is not built next to $IMAGER"
+	[ -e /usr/lib/shim/shimx64.efi.signed ] || skip "needs shim-signed (make deps installs it)"
+	local key cache
+	key=$(cat "$IMAGER" "$(dirname "$IMAGER")/imager-live" "$LIVE_ROOT"/boot/* | sha256sum | cut -c1-16)
+	cache=$(dirname "$IMAGER")/live-cache
+	mkdir -p "$cache"
+	LIVE=$cache/$key
+	(
+		flock 9
+		if [ ! -f "$LIVE/imager-live.iso" ]; then
+			rm -rf "$cache"/*/ "$LIVE.tmp"
+			step "building the live medium (boot/build.sh)"
+			bash "$LIVE_ROOT/boot/build.sh" "$IMAGER" "$(dirname "$IMAGER")/imager-live" "$LIVE.tmp" ||
+				exit 1
+			mv "$LIVE.tmp" "$LIVE"
+		fi
+	) 9>"$cache/.lock" || fail "boot/build.sh failed"
+}
+
+live_iso_variant() {
+	local dir=$1
+	shift
+	mkdir -p "$dir"
+	cp "$LIVE/vmlinuz" "$LIVE/initrd.img" "$dir/"
+	bash "$LIVE_ROOT/boot/build.sh" --iso-only "$@" "$IMAGER" "$(dirname "$IMAGER")/imager-live" "$dir" >/dev/null ||
+		fail "boot/build.sh --iso-only $*"
+}
+
+live_qemu() {
+	local name=$1 limit=$2 until=$3 log pid start rc
+	shift 3
+	log=$T/$name.log
+	start=$SECONDS
+	qemu-system-x86_64 -accel tcg -m 512 -nographic -no-reboot -monitor none "$@" \
+		</dev/null >"$log" 2>&1 &
+	pid=$!
+	on_exit "kill -9 $pid"
+	rc=124
+	while [ $((SECONDS - start)) -lt "$limit" ]; do
+		if ! kill -0 "$pid" 2>/dev/null; then
+			wait "$pid"
+			rc=$?
+			break
+		fi
+		if [ -n "$until" ] && grep -a -q -E "$until" "$log"; then
+			kill -9 "$pid" 2>/dev/null
+			wait "$pid" 2>/dev/null
+			rc=0
+			break
+		fi
+		sleep 1
+	done
+	if [ "$rc" = 124 ]; then
+		kill -9 "$pid" 2>/dev/null
+		wait "$pid" 2>/dev/null
+	fi
+	note "$name: qemu ended after $((SECONDS - start)) s (status $rc)"
+	return "$rc"
+}
+
+live_result() { grep -a '^imager-live: result: ' "$1" | tail -n 1; }
+
+# live_show LOG: the medium's own lines, for the test's log.
+live_show() { grep -a -E '^imager-live:' "$1" | sed 's/^/   | /'; }
+
+# OVMF firmware: live_ovmf VARS [secboot]: sets OVMF_ARGS (q35, and for
+# secboot SMM, the Secure Boot code and a copy of the Microsoft-keys
+# variables in VARS).
+live_ovmf() {
+	local vars=$1 mode=${2:-}
+	if [ "$mode" = secboot ]; then
+		cp /usr/share/OVMF/OVMF_VARS_4M.ms.fd "$vars"
+		OVMF_ARGS=(-machine q35,smm=on -global driver=cfi.pflash01,property=secure,value=on
+			-drive if=pflash,format=raw,unit=0,file=/usr/share/OVMF/OVMF_CODE_4M.secboot.fd,readonly=on
+			-drive if=pflash,format=raw,unit=1,file="$vars")
+	else
+		cp /usr/share/OVMF/OVMF_VARS_4M.fd "$vars"
+		OVMF_ARGS=(-machine q35
+			-drive if=pflash,format=raw,unit=0,file=/usr/share/OVMF/OVMF_CODE_4M.fd,readonly=on
+			-drive if=pflash,format=raw,unit=1,file="$vars")
+	fi
+}
