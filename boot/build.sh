@@ -2,7 +2,8 @@
 # boot/build.sh: build imager's live medium (README "Live media").
 #
 #   boot/build.sh [--append "PARAMS"] [--ssh-key FILE] [--unsigned]
-#                 [--kernel VERSION] [--iso-only] IMAGER IMAGER_LIVE OUTDIR
+#                 [--kernel VERSION] [--timeout SECONDS] [--iso-only]
+#                 IMAGER IMAGER_LIVE OUTDIR
 #
 # Offline, from what Debian 12's packages installed on this machine (the
 # Makefile's DEB_BOOT list; `make boot` installs it and calls this):
@@ -24,10 +25,11 @@
 #   imager.server and ssh:// repositories when no imager.key is given;
 # --unsigned puts the unsigned shim in (a negative control for tests:
 #   Secure Boot must refuse it);
+# --timeout is GRUB's menu timeout (default 5);
 # --iso-only reuses OUTDIR/vmlinuz and OUTDIR/initrd.img (a variant ISO).
 set -euo pipefail
 
-APPEND="" SSH_KEY="" UNSIGNED=0 KVER="" ISO_ONLY=0
+APPEND="" SSH_KEY="" UNSIGNED=0 KVER="" ISO_ONLY=0 TIMEOUT=5
 while [ $# -gt 3 ]; do
 	case $1 in
 	--append) APPEND=$2; shift 2 ;;
@@ -35,12 +37,14 @@ while [ $# -gt 3 ]; do
 	--unsigned) UNSIGNED=1; shift ;;
 	--kernel) KVER=$2; shift 2 ;;
 	--iso-only) ISO_ONLY=1; shift ;;
+	--timeout) TIMEOUT=$2; shift 2 ;;
 	*) echo "boot/build.sh: unknown option $1" >&2; exit 1 ;;
 	esac
 done
 [ $# = 3 ] || { sed -n '2,30p' "$0" >&2; exit 1; }
 IMAGER=$1 IMAGER_LIVE=$2 OUT=$3
 HERE=$(cd "$(dirname "$0")" && pwd)
+case $TIMEOUT in '' | *[!0-9]*) echo "boot/build.sh: --timeout takes seconds" >&2; exit 1 ;; esac
 case $APPEND in *[[:cntrl:]]*) echo "boot/build.sh: --append has a control character" >&2; exit 1 ;; esac
 
 die() { echo "boot/build.sh: $*" >&2; exit 1; }
@@ -117,7 +121,7 @@ if [ "$ISO_ONLY" = 0 ]; then
 	mmc_block sdhci_pci sdhci_acpi
 	usb_storage uas xhci_pci xhci_hcd ehci_pci ehci_hcd ohci_pci uhci_hcd usbhid hid_generic
 	e1000 e1000e igb ixgbe r8169 tg3 bnx2 vmxnet3 i40e
-	ext4 vfat isofs xfs btrfs nls_cp437 nls_iso8859_1 nls_utf8 fuse nbd cifs nfs nfsv3 nfsv4
+	ext4 vfat isofs xfs btrfs nls_cp437 nls_ascii nls_iso8859_1 nls_utf8 fuse nbd cifs nfs nfsv3 nfsv4
 	crc32c_intel"
 	mkdir -p "$R$MODDIR"
 	for m in $MODS; do
@@ -182,7 +186,7 @@ cat >"$I/boot/grub/grub.cfg" <<EOF
 serial --unit=0 --speed=115200
 terminal_input console serial
 terminal_output console serial
-set timeout=5
+set timeout=$TIMEOUT
 set default=0
 menuentry "imager live" {
 	linux /live/vmlinuz console=ttyS0,115200 console=tty0 $APPEND

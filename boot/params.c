@@ -15,12 +15,18 @@
 
 #define WORD_MAX 8192
 
+/* The message quotes parts of the command line: a control character in
+ * them (a carriage return, an escape sequence) becomes '?' so that the
+ * message stays one printable line on the console. */
 static int fail(char *err, size_t errlen, const char *fmt, ...)
 {
 	va_list ap;
 	va_start(ap, fmt);
 	vsnprintf(err, errlen, fmt, ap);
 	va_end(ap);
+	for (size_t i = 0; err && i < errlen && err[i]; i++)
+		if ((unsigned char)err[i] < 0x20 || err[i] == 0x7f)
+			err[i] = '?';
 	return -EINVAL;
 }
 
@@ -106,19 +112,31 @@ static int user_host_port(const char *s, size_t n, char *user, size_t usize, cha
 	return put(host, hsize, h, hn, what, err, errlen);
 }
 
+/* A local device as dev: names it: /dev/NAME, UUID=... or LABEL=... */
+static int dev_spec_check(const char *spec, size_t n, const char *what, char *err, size_t errlen)
+{
+	if ((n >= 5 && !strncmp(spec, "UUID=", 5)) || (n >= 6 && !strncmp(spec, "LABEL=", 6))) {
+		if (n == 5 + (spec[0] == 'L'))
+			return fail(err, errlen, "%s: %.*s needs a value", what, (int)n, spec);
+		return 0;
+	}
+	if (n > 5 && !strncmp(spec, "/dev/", 5) && !memmem(spec, n, "..", 2))
+		return 0;
+	return fail(err, errlen, "%s: dev: takes /dev/NAME, UUID=... or LABEL=... (with a value)",
+		    what);
+}
+
 static int parse_repo(const char *v, struct live_repo *r, char *err, size_t errlen)
 {
 	const char *what = "imager.repo";
 	const char *slash;
+	/* A later imager.repo replaces an earlier one whole (no user or port
+	 * of an ssh:// repository left behind in an smb:// one). */
+	memset(r, 0, sizeof(*r));
 	if (!strncmp(v, "dev:", 4)) {
 		const char *spec = v + 4;
-		if (!strncmp(spec, "UUID=", 5) || !strncmp(spec, "LABEL=", 6)) {
-			if (!spec[strcspn(spec, "=") + 1])
-				return fail(err, errlen, "%s: %s needs a value", what, spec);
-		} else if (strncmp(spec, "/dev/", 5) || !spec[5] || strstr(spec, "..")) {
-			return fail(err, errlen, "%s: dev: takes /dev/NAME, UUID=... or LABEL=...",
-				    what);
-		}
+		if (dev_spec_check(spec, strlen(spec), what, err, errlen))
+			return -EINVAL;
 		r->kind = LIVE_REPO_DEV;
 		return put(r->dev, sizeof(r->dev), spec, strlen(spec), what, err, errlen);
 	}
@@ -243,13 +261,28 @@ static int ipv4(const char *s, size_t n, char *dst, size_t size)
 	return 0;
 }
 
+/* An AUTOCONF field that asks for DHCP (the whole word, not a prefix). */
+static int autoconf_dhcp(const char *s, size_t n)
+{
+	static const char *const names[] = { "dhcp", "on", "any", "both" };
+	for (size_t i = 0; i < sizeof(names) / sizeof(*names); i++)
+		if (n == strlen(names[i]) && !strncmp(s, names[i], n))
+			return 1;
+	return 0;
+}
+
 /* ip= as the kernel's nfsroot.rst defines it (the fields past DEVICE and
- * AUTOCONF: two DNS servers; the NTP field is not used). */
+ * AUTOCONF: two DNS servers, then an NTP server, checked but not used). */
 static int parse_ip(const char *v, struct live_params *p, char *err, size_t errlen)
 {
-	const char *f[9] = { 0 };
-	size_t fl[9] = { 0 };
+	const char *f[10] = { 0 };
+	size_t fl[10] = { 0 };
+	char ntp[64];
 	int nf = 0;
+	/* A later ip= replaces an earlier one whole (no device or address
+	 * left behind). */
+	p->ip_addr[0] = p->ip_gw[0] = p->ip_mask[0] = p->ip_host[0] = p->ip_dev[0] = '\0';
+	p->ip_dns[0][0] = p->ip_dns[1][0] = '\0';
 	if (!strcmp(v, "dhcp") || !strcmp(v, "on") || !strcmp(v, "any") || !strcmp(v, "both")) {
 		p->ip = LIVE_IP_DHCP;
 		return 0;
@@ -260,8 +293,8 @@ static int parse_ip(const char *v, struct live_params *p, char *err, size_t errl
 	}
 	for (const char *s = v;; nf++) {
 		const char *c = strchr(s, ':');
-		if (nf == 9)
-			return fail(err, errlen, "ip=: more than 9 fields");
+		if (nf == 10)
+			return fail(err, errlen, "ip=: more than 10 fields");
 		f[nf] = s;
 		fl[nf] = c ? (size_t)(c - s) : strlen(s);
 		if (!c) {
@@ -278,8 +311,7 @@ static int parse_ip(const char *v, struct live_params *p, char *err, size_t errl
 		      put(p->ip_host, sizeof(p->ip_host), f[4], fl[4], "ip=", err, errlen)))
 		return fail(err, errlen, "ip=: bad host name");
 	if (fl[0] == 0) {
-		if (fl[6] && strncmp(f[6], "dhcp", fl[6]) && strncmp(f[6], "on", fl[6]) &&
-		    strncmp(f[6], "any", fl[6]) && strncmp(f[6], "both", fl[6]))
+		if (fl[6] && !autoconf_dhcp(f[6], fl[6]))
 			return fail(err, errlen, "ip=: no address, and autoconf is not dhcp");
 		p->ip = LIVE_IP_DHCP;
 		return 0;
@@ -293,6 +325,8 @@ static int parse_ip(const char *v, struct live_params *p, char *err, size_t errl
 	for (int i = 0; i < 2; i++)
 		if (fl[7 + i] && ipv4(f[7 + i], fl[7 + i], p->ip_dns[i], sizeof(p->ip_dns[i])))
 			return fail(err, errlen, "ip=: bad DNS server");
+	if (fl[9] && ipv4(f[9], fl[9], ntp, sizeof(ntp)))
+		return fail(err, errlen, "ip=: bad NTP server");
 	p->ip = LIVE_IP_STATIC;
 	return 0;
 }
@@ -340,8 +374,11 @@ static int parse_one(const char *key, const char *v, struct live_params *p, char
 	}
 	if (!strcmp(key, "key")) {
 		const char *sep;
-		if (strncmp(v, "dev:", 4) || !(sep = strstr(v + 5, ":/")))
+		/* v[4]: "dev:" alone must not send strstr past the value's end. */
+		if (strncmp(v, "dev:", 4) || !v[4] || !(sep = strstr(v + 5, ":/")))
 			return fail(err, errlen, "imager.key: takes dev:DEVICE:/PATH");
+		if (dev_spec_check(v + 4, (size_t)(sep - v - 4), what, err, errlen))
+			return -EINVAL;
 		if (put(p->key_dev, sizeof(p->key_dev), v + 4, (size_t)(sep - v - 4), what, err, errlen))
 			return -EINVAL;
 		return put(p->key_path, sizeof(p->key_path), sep + 1, strlen(sep + 1), what, err,
@@ -371,6 +408,14 @@ static int parse_one(const char *key, const char *v, struct live_params *p, char
 	return fail(err, errlen, "imager.%.40s: unknown parameter", key);
 }
 
+/* The name of the parameter a word sets (before '=', at most 48
+ * characters), for the messages about the word itself. */
+static size_t name_len(const char *word)
+{
+	size_t n = strcspn(word, "=");
+	return n > 48 ? 48 : n;
+}
+
 int live_parse(const char *cmdline, struct live_params *p, char *err, size_t errlen)
 {
 	char word[WORD_MAX];
@@ -395,14 +440,17 @@ int live_parse(const char *cmdline, struct live_params *p, char *err, size_t err
 				s++;
 				continue;
 			}
-			if (len + 1 >= sizeof(word))
-				return fail(err, errlen, "a parameter longer than %d characters",
-					    WORD_MAX - 1);
+			if (len + 1 >= sizeof(word)) {
+				word[len] = '\0';
+				return fail(err, errlen, "%.*s: longer than %d characters",
+					    (int)name_len(word), word, WORD_MAX - 1);
+			}
 			word[len++] = *s++;
 		}
 		word[len] = '\0';
 		if (quoted)
-			return fail(err, errlen, "a double quote is not closed");
+			return fail(err, errlen, "%.*s: a double quote is not closed",
+				    (int)name_len(word), word);
 		if (!strncmp(word, "ip=", 3)) {
 			if (parse_ip(word + 3, p, err, errlen))
 				return -EINVAL;
