@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "commands.h"
+#include "imager/domain.h"
 
 static json_object *disk_json(const struct disk_desc *d)
 {
@@ -39,6 +40,26 @@ static json_object *disk_json(const struct disk_desc *d)
 	return o;
 }
 
+/* This machine's facts, which `imager p2v --facts` reads on the KVM host
+ * when the disks come from live media over the network. */
+static json_object *machine_json(void)
+{
+	struct dom_machine m;
+	json_object *o = json_object_new_object(), *macs = json_object_new_array();
+
+	dom_machine_local(&m);
+	json_object_object_add(o, "memory", json_object_new_uint64(m.memory));
+	json_object_object_add(o, "cpus", json_object_new_int((int)m.vcpus));
+	for (unsigned i = 0; i < m.nmacs; i++)
+		json_object_array_add(macs, json_object_new_string(m.macs[i]));
+	json_object_object_add(o, "macs", macs);
+	json_object_object_add(o, "firmware", json_object_new_string(m.uefi ? "uefi" : "bios"));
+	json_object_object_add(o, "vendor", json_object_new_string(m.vendor));
+	json_object_object_add(o, "model", json_object_new_string(m.model));
+	json_object_object_add(o, "serial", json_object_new_string(m.serial));
+	return o;
+}
+
 int cmd_list(int argc, char **argv, struct cli *cli)
 {
 	static const struct option opts[] = {
@@ -66,6 +87,7 @@ int cmd_list(int argc, char **argv, struct cli *cli)
 		for (int i = 0; i < n; i++)
 			json_object_array_add(arr, disk_json(&disks[i]));
 		json_object_object_add(root, "disks", arr);
+		json_object_object_add(root, "machine", machine_json());
 		cli_print_json(root);
 	} else {
 		printf("%-10s %10s  %-12s %-6s %-9s %-5s %s\n", "DISK", "SIZE", "BUS", "VIRTIO",

@@ -3,7 +3,8 @@
  * imager p2v SOURCE... --name NAME [--connect URI]... [--pool auto|NAME]
  *            [--format raw|qcow2] [--preallocation off|metadata|falloc|full]
  *            [--output DIR] [--start] [--force] [--probe] [--no-convert]
- *            [--rebuild-initramfs] [--upload] [domain options] [--json] [--no-progress]
+ *            [--rebuild-initramfs] [--upload] [--facts FILE] [domain options] [--json]
+ *            [--no-progress]
  *
  * The whole move: every SOURCE (a disk, an image file, an image folder or
  * an NBD export) becomes a disk of the new machine, the guest is converted
@@ -26,6 +27,7 @@
 enum {
 	OPT_CONNECT = 400, OPT_POOL, OPT_FORMAT, OPT_PREALLOC, OPT_OUTPUT, OPT_START, OPT_FORCE,
 	OPT_PROBE, OPT_NO_CONVERT, OPT_REBUILD, OPT_VIRTIO_WIN, OPT_JSON, OPT_NO_PROGRESS, OPT_UPLOAD,
+	OPT_FACTS,
 };
 
 /* What the job's phases are printed with. */
@@ -148,6 +150,8 @@ struct cmdline {
 	struct p2v_opts o;
 	struct cli_domain d;
 	const char *uris[P2V_MAX_HOSTS];
+	const char *facts;           /* --facts FILE */
+	struct dom_machine machine;  /* what it says */
 	bool json, progress;
 };
 
@@ -183,6 +187,7 @@ static int parse_option(int c, const char *arg, struct cmdline *l)
 	case OPT_JSON: l->json = true; break;
 	case OPT_NO_PROGRESS: l->progress = false; break;
 	case OPT_UPLOAD: o->upload = true; break;
+	case OPT_FACTS: l->facts = arg; break;
 	default: return cli_usage("p2v", "unknown option");
 	}
 	return 0;
@@ -231,6 +236,7 @@ static int parse(int argc, char **argv, struct cmdline *l)
 		{ "json", no_argument, NULL, OPT_JSON },
 		{ "no-progress", no_argument, NULL, OPT_NO_PROGRESS },
 		{ "upload", no_argument, NULL, OPT_UPLOAD },
+		{ "facts", required_argument, NULL, OPT_FACTS },
 		{ NULL, 0, NULL, 0 },
 	};
 	int c, rc;
@@ -259,6 +265,11 @@ int cmd_p2v(int argc, char **argv, struct cli *cli)
 
 	if ((rc = parse(argc, argv, &l)) != 0)
 		return rc;
+	if (l.facts) {   /* the source machine's, from its live media */
+		if (dom_machine_from_file(l.facts, &l.machine, &err) < 0)
+			return cli_fail("p2v", &err);
+		l.o.machine = &l.machine;
+	}
 	l.o.roots = &cli->roots;
 	l.o.progress = (struct im_progress){ cli_progress_cb, &s.prog, cli->interrupted };
 	l.o.phase = show_phase;

@@ -129,7 +129,7 @@ int im_define(const struct define_opts *o, struct define_report *r, struct im_er
 		goto out;
 	/* The disks of this machine: it is the source (live media). */
 	if (o->machine)
-		dom_machine_apply(&dom, &r->guest, r->mac);
+		dom_machine_apply(&dom, &r->guest, r->mac, NULL);
 	dom_host_detect(conn, conn ? host_is_local(conn) : true, !dom.type, &h, r->host_why,
 			sizeof(r->host_why));
 	if ((rc = dom_decide(&dom, &r->guest, &h, &r->plan, err)) < 0 ||

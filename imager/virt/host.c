@@ -5,6 +5,8 @@
  * See include/imager/domain.h.
  */
 #include <dirent.h>
+#include <errno.h>
+#include <json-c/json.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -81,15 +83,14 @@ static int cmp_names(const void *a, const void *b)
 	return strcmp(*(char *const *)a, *(char *const *)b);
 }
 
-/* The first NIC (by name) backed by a device, i.e. not lo, bridges, tun. */
-static void first_mac(char *mac, size_t len)
+/* Every NIC backed by a device (not lo, bridges, tun), by name. */
+static void physical_macs(struct dom_machine *m)
 {
 	DIR *d = opendir("/sys/class/net");
 	char *names[256];
 	size_t n = 0;
 	struct dirent *e;
 
-	mac[0] = '\0';
 	if (!d)
 		return;
 	while ((e = readdir(d)) && n < 256)
@@ -101,7 +102,7 @@ static void first_mac(char *mac, size_t len)
 		char path[512], addr[64] = "";
 		FILE *f;
 
-		if (!names[i] || mac[0])
+		if (!names[i] || m->nmacs == DOM_MACHINE_MACS)
 			goto next;
 		snprintf(path, sizeof(path), "/sys/class/net/%s/device", names[i]);
 		if (access(path, F_OK))
@@ -114,10 +115,36 @@ static void first_mac(char *mac, size_t len)
 			fclose(f);
 		}
 		if (dom_mac_ok(addr) && strcmp(addr, "00:00:00:00:00:00"))
-			snprintf(mac, len, "%s", addr);
+			snprintf(m->macs[m->nmacs++], sizeof(m->macs[0]), "%s", addr);
 next:
 		free(names[i]);
 	}
+	if (m->nmacs)
+		snprintf(m->mac, sizeof(m->mac), "%s", m->macs[0]);
+}
+
+/* A DMI string from sysfs, printable ASCII only ("" when absent). */
+static void dmi(const char *name, char *out, size_t len)
+{
+	char path[128], buf[256] = "";
+	size_t k = 0;
+	FILE *f;
+
+	snprintf(path, sizeof(path), "/sys/class/dmi/id/%s", name);
+	out[0] = '\0';
+	if (!(f = fopen(path, "re")))
+		return;
+	if (fgets(buf, sizeof(buf), f))
+		for (const char *c = buf; *c && *c != '\n' && k + 1 < len; c++)
+			out[k++] = (*c >= 0x20 && *c < 0x7f) ? *c : '?';
+	out[k] = '\0';
+	fclose(f);
+}
+
+static uint64_t round_mib(uint64_t bytes)
+{
+	uint64_t mib = bytes / 1048576 / 256 * 256;
+	return mib < 256 ? 256 : mib;
 }
 
 void dom_machine_local(struct dom_machine *m)
@@ -131,33 +158,126 @@ void dom_machine_local(struct dom_machine *m)
 		unsigned long long kb;
 
 		if (sscanf(line, "MemTotal: %llu kB", &kb) == 1) {
-			m->memory_mib = kb / 1024 / 256 * 256;
-			if (m->memory_mib < 256)
-				m->memory_mib = 256;
+			m->memory = (uint64_t)kb * 1024;
+			m->memory_mib = round_mib(m->memory);
 			break;
 		}
 	}
 	if (f)
 		fclose(f);
 	m->vcpus = cpus > 0 ? (cpus > 255 ? 255 : (unsigned)cpus) : 1;
-	first_mac(m->mac, sizeof(m->mac));
+	physical_macs(m);
 	m->uefi = access("/sys/firmware/efi", F_OK) == 0;
+	dmi("sys_vendor", m->vendor, sizeof(m->vendor));
+	dmi("product_name", m->model, sizeof(m->model));
+	dmi("product_serial", m->serial, sizeof(m->serial));
 }
 
-void dom_machine_apply(struct dom_opts *o, struct dom_guest *g, char mac[18])
+/* A string field of the facts: absent is "", anything but a printable
+ * string that fits is refused. */
+static int facts_str(json_object *o, const char *key, char *out, size_t len)
 {
-	struct dom_machine m;
+	json_object *v;
+	const char *s;
 
-	dom_machine_local(&m);
+	out[0] = '\0';
+	if (!json_object_object_get_ex(o, key, &v))
+		return 0;
+	if (!json_object_is_type(v, json_type_string))
+		return -1;
+	s = json_object_get_string(v);
+	if (strlen(s) >= len)
+		return -1;
+	for (const char *c = s; *c; c++)
+		if ((unsigned char)*c < 0x20 || *c == 0x7f)
+			return -1;
+	snprintf(out, len, "%s", s);
+	return 0;
+}
+
+/* The facts' checks, in order; the first that fails names the field. */
+static const char *facts_parse(json_object *o, struct dom_machine *m, char fw[8])
+{
+	json_object *v, *macs;
+	int64_t cpus;
+
+	if (!json_object_is_type(o, json_type_object))
+		return "facts (not an object)";
+	if (!json_object_object_get_ex(o, "memory", &v) || !json_object_is_type(v, json_type_int) ||
+	    json_object_get_uint64(v) < 64ull << 20 || json_object_get_uint64(v) > 64ull << 40)
+		return "memory (bytes, 64 MiB to 64 TiB)";
+	m->memory = json_object_get_uint64(v);
+	if (!json_object_object_get_ex(o, "cpus", &v) || !json_object_is_type(v, json_type_int) ||
+	    (cpus = json_object_get_int64(v)) < 1 || cpus > 4096)
+		return "cpus (1 to 4096)";
+	m->vcpus = cpus > 255 ? 255 : (unsigned)cpus;
+	if (facts_str(o, "firmware", fw, 8) || (strcmp(fw, "bios") && strcmp(fw, "uefi")))
+		return "firmware (bios or uefi)";
+	if (facts_str(o, "vendor", m->vendor, sizeof(m->vendor)) ||
+	    facts_str(o, "model", m->model, sizeof(m->model)) ||
+	    facts_str(o, "serial", m->serial, sizeof(m->serial)))
+		return "vendor, model or serial (printable strings)";
+	if (!json_object_object_get_ex(o, "macs", &macs))
+		return NULL;
+	if (!json_object_is_type(macs, json_type_array) ||
+	    json_object_array_length(macs) > DOM_MACHINE_MACS)
+		return "macs (an array of at most 8 addresses)";
+	for (size_t i = 0; i < json_object_array_length(macs); i++) {
+		json_object *a = json_object_array_get_idx(macs, i);
+		const char *str = json_object_is_type(a, json_type_string) ? json_object_get_string(a) : "";
+		if (!dom_mac_ok(str))
+			return "macs (an array of at most 8 addresses)";
+		snprintf(m->macs[m->nmacs++], sizeof(m->macs[0]), "%s", str);
+	}
+	return NULL;
+}
+
+int dom_machine_from_file(const char *path, struct dom_machine *m, struct im_err *err)
+{
+	json_object *root, *o, *v;
+	const char *bad;
+	char fw[8] = "";
+
+	memset(m, 0, sizeof(*m));
+	if (access(path, R_OK))
+		return im_errf(err, IM_EXIT_SOURCE, -errno, "%s: %s", path, strerror(errno));
+	root = json_object_from_file(path);
+	if (!root)
+		return im_errf(err, IM_EXIT_SOURCE, -EINVAL,
+			       "%s: not JSON (imager list --json gives the facts)", path);
+	o = json_object_object_get_ex(root, "machine", &v) ? v : root;
+	bad = facts_parse(o, m, fw);
+	json_object_put(root);
+	if (bad) {
+		memset(m, 0, sizeof(*m));
+		return im_errf(err, IM_EXIT_SOURCE, -EINVAL, "%s: machine facts: bad %s", path, bad);
+	}
+	m->memory_mib = round_mib(m->memory);
+	m->uefi = !strcmp(fw, "uefi");
+	if (m->nmacs)
+		snprintf(m->mac, sizeof(m->mac), "%s", m->macs[0]);
+	return 0;
+}
+
+void dom_machine_apply(struct dom_opts *o, struct dom_guest *g, char mac[18],
+		       const struct dom_machine *given)
+{
+	struct dom_machine local;
+	const struct dom_machine *m = given;
+
+	if (!m) {
+		dom_machine_local(&local);
+		m = &local;
+	}
 	if (!o->memory_mib)
-		o->memory_mib = m.memory_mib;
+		o->memory_mib = m->memory_mib;
 	if (!o->vcpus)
-		o->vcpus = m.vcpus;
-	if (!o->mac && m.mac[0]) {
-		snprintf(mac, 18, "%s", m.mac);
+		o->vcpus = m->vcpus;
+	if (!o->mac && m->mac[0]) {
+		snprintf(mac, 18, "%s", m->mac);
 		o->mac = mac;
 	}
-	if (m.uefi)
+	if (m->uefi)
 		snprintf(g->firmware, sizeof(g->firmware), "uefi");
 }
 

@@ -245,8 +245,10 @@ static void guest_facts(struct p2v *j, struct dom_guest *g)
 		dom_guest_from_report(&s->rep, s->r == 0, g);
 	for (size_t i = 0; i < j->n; i++)
 		all_block &= j->rep->disks[i].block;
-	if (all_block)   /* live media: the source machine is this one */
-		dom_machine_apply(&j->dom, g, j->mac);
+	if (j->o->machine)   /* the source machine's facts, from its live media */
+		dom_machine_apply(&j->dom, g, j->mac, j->o->machine);
+	else if (all_block)  /* live media: the source machine is this one */
+		dom_machine_apply(&j->dom, g, j->mac, NULL);
 }
 
 /* Decide the definition for a host with the facts h, and write its XML. */

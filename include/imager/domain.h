@@ -153,19 +153,32 @@ int dom_xml_save(const char *path, const char *xml, size_t len, bool force, stru
 void dom_host_detect(virConnectPtr conn, bool local, bool ask_kvm, struct dom_host *h,
 		     char *why, size_t len);
 
-/* The machine imager runs on, for P2V from live media. */
+/* A physical machine's facts, for P2V: the machine imager runs on (live
+ * media), or one described by `imager list --json`'s "machine" object. */
+#define DOM_MACHINE_MACS 8
 struct dom_machine {
-	uint64_t memory_mib;          /* MemTotal, rounded to 256 MiB */
+	uint64_t memory_mib;          /* MemTotal, rounded down to 256 MiB (at least 256) */
+	uint64_t memory;              /* MemTotal in bytes */
 	unsigned vcpus;               /* online CPUs */
 	char mac[18];                 /* first physical NIC's address (sysfs, as now set); "" none */
+	char macs[DOM_MACHINE_MACS][18]; /* every physical NIC's, by interface name */
+	unsigned nmacs;
 	bool uefi;                    /* booted through UEFI (/sys/firmware/efi) */
+	char vendor[128], model[128], serial[128];   /* DMI ("" unknown) */
 };
 void dom_machine_local(struct dom_machine *m);
-/* Live media: the source machine is this one (dom_machine_local).  Its
- * memory, vCPUs and MAC go into o where o leaves them unset (o->mac then
- * points at mac, which must live as long as o), and UEFI into g when it
- * booted UEFI. */
-void dom_machine_apply(struct dom_opts *o, struct dom_guest *g, char mac[18]);
+/* Read the facts of another machine from a file holding `imager list
+ * --json`'s output (its "machine" object) or that object alone.  Every
+ * field is checked (memory 64 MiB to 64 TiB, 1 to 4096 CPUs, MACs,
+ * firmware "bios" or "uefi", printable strings); a file that is not such
+ * facts is -EINVAL (IM_EXIT_SOURCE), one that cannot be read -errno. */
+int dom_machine_from_file(const char *path, struct dom_machine *m, struct im_err *err);
+/* P2V of a physical machine: its memory, vCPUs and MAC go into o where o
+ * leaves them unset (o->mac then points at mac, which must live as long
+ * as o), and UEFI into g when it booted UEFI.  m NULL: this machine (live
+ * media, dom_machine_local). */
+void dom_machine_apply(struct dom_opts *o, struct dom_guest *g, char mac[18],
+		       const struct dom_machine *m);
 
 /*
  * Guest facts from a conversion report.  convertible: im_convert() accepted

@@ -30,9 +30,9 @@
  *      single system was found is not an error: a warning, and the plan
  *      takes what inspection knew (SATA and e1000 for a known system);
  *   6. the temporary files are uploaded into their volumes (sparse);
- *   7. the domain is planned (dom_decide with the guest's facts; all
- *      sources block devices: live media, this machine's memory, vCPUs,
- *      MAC and firmware), its XML written (dom_xml), defined on the host
+ *   7. the domain is planned (dom_decide with the guest's facts; with
+ *      machine, that machine's memory, vCPUs, MAC and firmware; else, all
+ *      sources block devices: live media, this machine's), its XML written (dom_xml), defined on the host
  *      (without a network asked for: the host's network "default" when it
  *      is active, else user-mode networking, with a note) and, with start,
  *      started; or NAME.xml written into the folder, last.
@@ -105,6 +105,9 @@ struct p2v_opts {
 	bool upload;                 /* a local host too gets its data by upload */
 	const char *virtio_win;      /* conversion: Windows drivers (convert.h) */
 	struct dom_opts dom;         /* the user's wishes (name required); disks are the job's */
+	const struct dom_machine *machine; /* the source machine's facts (p2v --facts: memory,
+				      * vCPUs, MAC, firmware); NULL: this machine's when
+				      * every source is a block device, else none */
 	struct im_progress progress; /* each disk's writing; cancel stops uploads too */
 	void (*phase)(void *opaque, enum p2v_phase phase, const char *msg);  /* may be NULL */
 	void *opaque;
