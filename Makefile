@@ -22,7 +22,7 @@ PKGS      := libparted blkid libzstd json-c libxxhash zlib libnbd libguestfs lib
 #   DEB_BENCH  the anchors make bench compares against
 #   DEB_BOOT   what `make boot` copies into the live medium or builds it
 #              with (busybox, GRUB for BIOS and UEFI, shim and MokManager
-#              signed, xorriso, ssh, sshfs, dialog; the kernel is DEB_RUN's)
+#              signed, xorriso, ssh, sshfs, nbdkit, dialog; the kernel is DEB_RUN's)
 DEB_BUILD := build-essential pkg-config libparted-dev libblkid-dev libzstd-dev \
              libjson-c-dev libxxhash-dev zlib1g-dev libnbd-dev libguestfs-dev \
              libvirt-dev libxml2-dev libhivex-dev libarchive-dev
@@ -41,7 +41,7 @@ DEB_PKG   := debhelper dpkg-dev lintian
 DEB_BENCH := virt-v2v libnbd-bin
 DEB_BOOT  := busybox-static kmod cpio zstd mtools dosfstools xorriso grub-pc-bin \
              grub-efi-amd64-bin grub-efi-amd64-signed shim-signed \
-             shim-helpers-amd64-signed openssh-client sshfs dialog linux-image-amd64
+             shim-helpers-amd64-signed openssh-client sshfs nbdkit dialog linux-image-amd64
 # (the live medium's tests also start an sshd: openssh-server)
 DEB_TEST  += openssh-server
 

@@ -10,7 +10,7 @@
 #   OUTDIR/vmlinuz         Debian's signed kernel, unmodified
 #   OUTDIR/initrd.img      the whole system, zstd: busybox, kmod, imager and
 #                          imager-live with the libraries ldd names, the
-#                          tools imager runs, ssh and sshfs, dialog, and the
+#                          tools imager runs, ssh, sshfs, nbdkit, dialog, and the
 #                          module closure for storage, USB and network
 #                          hardware (copied unmodified: still signed), with
 #                          depmod's indexes
@@ -68,7 +68,7 @@ MODDIR=/lib/modules/$KVER
 
 if [ "$ISO_ONLY" = 0 ]; then
 	need "$IMAGER" "$IMAGER_LIVE" /bin/busybox /usr/bin/kmod "/boot/vmlinuz-$KVER" \
-		/usr/bin/ssh /usr/bin/sshfs /usr/bin/dialog
+		/usr/bin/ssh /usr/bin/sshfs /usr/bin/dialog /usr/bin/nbdkit
 	R=$WORK/root
 	mkdir -p "$R"/usr/bin "$R"/usr/sbin "$R"/usr/lib "$R"/usr/lib64 \
 		"$R"/dev "$R"/proc "$R"/sys "$R"/run "$R"/tmp "$R"/images "$R"/root \
@@ -101,8 +101,10 @@ if [ "$ISO_ONLY" = 0 ]; then
 	copy_prog "$R/usr/bin/imager" "$R/usr/bin/imager-live"
 	# What imager runs (growing filesystems after a restore), the ssh
 	# client and sshfs (repositories over ssh), dialog (the menu), blkid.
+	# nbdkit and its file plugin export disks read-only for P2V to a server.
 	for p in /sbin/e2fsck /sbin/resize2fs /usr/sbin/ntfsresize /usr/sbin/xfs_growfs \
-		/bin/btrfs /usr/bin/ssh /usr/bin/sshfs /usr/bin/dialog /sbin/blkid; do
+		/bin/btrfs /usr/bin/ssh /usr/bin/sshfs /usr/bin/dialog /sbin/blkid /usr/bin/nbdkit \
+		/usr/lib/x86_64-linux-gnu/nbdkit/plugins/nbdkit-file-plugin.so; do
 		[ -e "$p" ] && copy_prog "$p"
 	done
 	mkdir -p "$R/usr/share/terminfo/l" "$R/usr/share/terminfo/v"

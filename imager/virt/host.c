@@ -141,10 +141,55 @@ static void dmi(const char *name, char *out, size_t len)
 	fclose(f);
 }
 
+/* Up to a multiple of 256 MiB: the firmware's map lacks a few holes of
+ * the installed memory, and MemTotal more (the kernel's own share). */
 static uint64_t round_mib(uint64_t bytes)
 {
-	uint64_t mib = bytes / 1048576 / 256 * 256;
+	uint64_t mib = (bytes + (256ull << 20) - 1) / (256ull << 20) * 256;
 	return mib < 256 ? 256 : mib;
+}
+
+/* The memory installed: the "System RAM" ranges of the firmware's map
+ * (0 when the kernel does not show it). */
+static uint64_t firmware_ram(void)
+{
+	DIR *d = opendir("/sys/firmware/memmap");
+	struct dirent *e;
+	uint64_t sum = 0;
+
+	while (d && (e = readdir(d))) {
+		char path[512], type[64] = "";
+		unsigned long long start = 0, end = 0;
+		FILE *f;
+
+		if (e->d_name[0] == '.')
+			continue;
+		snprintf(path, sizeof(path), "/sys/firmware/memmap/%s/type", e->d_name);
+		if ((f = fopen(path, "re"))) {
+			if (!fgets(type, sizeof(type), f))
+				type[0] = '\0';
+			fclose(f);
+		}
+		if (strncmp(type, "System RAM", 10))
+			continue;
+		snprintf(path, sizeof(path), "/sys/firmware/memmap/%s/start", e->d_name);
+		if ((f = fopen(path, "re"))) {
+			if (fscanf(f, "%llx", &start) != 1)
+				start = 0;
+			fclose(f);
+		}
+		snprintf(path, sizeof(path), "/sys/firmware/memmap/%s/end", e->d_name);
+		if ((f = fopen(path, "re"))) {
+			if (fscanf(f, "%llx", &end) != 1)
+				end = 0;
+			fclose(f);
+		}
+		if (end > start)
+			sum += end - start + 1;
+	}
+	if (d)
+		closedir(d);
+	return sum;
 }
 
 void dom_machine_local(struct dom_machine *m)
@@ -159,12 +204,14 @@ void dom_machine_local(struct dom_machine *m)
 
 		if (sscanf(line, "MemTotal: %llu kB", &kb) == 1) {
 			m->memory = (uint64_t)kb * 1024;
-			m->memory_mib = round_mib(m->memory);
 			break;
 		}
 	}
 	if (f)
 		fclose(f);
+	if (firmware_ram() > m->memory)
+		m->memory = firmware_ram();
+	m->memory_mib = round_mib(m->memory);
 	m->vcpus = cpus > 0 ? (cpus > 255 ? 255 : (unsigned)cpus) : 1;
 	physical_macs(m);
 	m->uefi = access("/sys/firmware/efi", F_OK) == 0;

@@ -157,8 +157,8 @@ void dom_host_detect(virConnectPtr conn, bool local, bool ask_kvm, struct dom_ho
  * media), or one described by `imager list --json`'s "machine" object. */
 #define DOM_MACHINE_MACS 8
 struct dom_machine {
-	uint64_t memory_mib;          /* MemTotal, rounded down to 256 MiB (at least 256) */
-	uint64_t memory;              /* MemTotal in bytes */
+	uint64_t memory;              /* bytes: the firmware's map of System RAM (else MemTotal) */
+	uint64_t memory_mib;          /* that, rounded up to 256 MiB */
 	unsigned vcpus;               /* online CPUs */
 	char mac[18];                 /* first physical NIC's address (sysfs, as now set); "" none */
 	char macs[DOM_MACHINE_MACS][18]; /* every physical NIC's, by interface name */

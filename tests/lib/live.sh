@@ -100,3 +100,49 @@ live_ovmf() {
 			-drive if=pflash,format=raw,unit=1,file="$vars")
 	fi
 }
+
+# live_sshd [FORCECOMMAND]: an sshd on 127.0.0.1 at a free high port (the
+# live machine reaches it as 10.0.2.2 through qemu's user network), which
+# lets in the key $T/id_ed25519 (made here) for root, sftp included;
+# FORCECOMMAND, when given, runs instead of what the client asks (it finds
+# that in SSH_ORIGINAL_COMMAND).  Sets SSHD_PORT; logs to $T/sshd.log;
+# stopped at exit.  $T/keys.img: a FAT disk labelled KEYS holding the key,
+# for imager.key=dev:LABEL=KEYS:/id_ed25519.
+live_sshd() {
+	local p try
+	[ -x /usr/sbin/sshd ] || skip "needs sshd (openssh-server; make deps installs it)"
+	need_cmd ssh-keygen mkfs.fat mcopy
+	ssh-keygen -q -t ed25519 -N '' -f "$T/hostkey" || fail "ssh-keygen"
+	ssh-keygen -q -t ed25519 -N '' -f "$T/id_ed25519" -C imager-live-test || fail "ssh-keygen"
+	cp "$T/id_ed25519.pub" "$T/authorized_keys"
+	mkdir -p /run/sshd
+	SSHD_PORT=""
+	for try in 1 2 3 4 5; do
+		p=$((20000 + RANDOM % 20000))
+		{
+			echo "Port $p"
+			echo "ListenAddress 127.0.0.1"
+			echo "HostKey $T/hostkey"
+			echo "PidFile $T/sshd.pid"
+			echo "AuthorizedKeysFile $T/authorized_keys"
+			echo "StrictModes no"
+			echo "PermitRootLogin prohibit-password"
+			echo "PasswordAuthentication no"
+			echo "KbdInteractiveAuthentication no"
+			echo "UsePAM no"
+			echo "AllowStreamLocalForwarding yes"
+			echo "Subsystem sftp internal-sftp"
+			[ -n "${1:-}" ] && echo "ForceCommand $1"
+		} >"$T/sshd_config"
+		rm -f "$T/sshd.pid"
+		if /usr/sbin/sshd -f "$T/sshd_config" -E "$T/sshd.log"; then
+			sleep 1
+			[ -s "$T/sshd.pid" ] && { SSHD_PORT=$p; break; }
+		fi
+	done
+	[ -n "$SSHD_PORT" ] || fail "sshd did not start: $(tail -n 3 "$T/sshd.log")"
+	on_exit "kill \$(cat '$T/sshd.pid')"
+	note "sshd on port $SSHD_PORT"
+	mkfs.fat -C -n KEYS "$T/keys.img" 2048 >/dev/null || fail "mkfs.fat keys"
+	mcopy -i "$T/keys.img" "$T/id_ed25519" ::/id_ed25519 || fail "mcopy key"
+}

@@ -9,7 +9,7 @@ Finds the programs:
     PRODUCT_NEEDS below (what libguestfs and libvirt need on the host);
   - the tests and benches: the words in command position of every shell
     script (tests/run, tests/lib, tests/ts, tests/bench, tests/guest,
-    tests/demo.sh, .ci/run, the Makefile's recipes), the arguments of
+    tests/demo.sh, .ci/run, boot/build.sh, the Makefile's recipes), the arguments of
     need_cmd, and the commands inside the C unit tests' string literals.
 Each one is looked up on PATH and its package found as `dpkg -S` finds it
 (from dpkg's file lists, read once).  A
@@ -297,8 +297,10 @@ def main():
     functions = set()
     programs = {}       # program -> who uses it
     needed = set()
+    # boot/build.sh runs on this machine (make boot); boot/init and
+    # boot/menu.sh run inside the medium, on what build.sh copied there.
     files = [os.path.join(root, "tests", "run"), os.path.join(root, "tests", "demo.sh"),
-             os.path.join(root, ".ci", "run")]
+             os.path.join(root, ".ci", "run"), os.path.join(root, "boot", "build.sh")]
     for sub in ("lib", "bench", "guest"):
         d = os.path.join(root, "tests", sub)
         files += [os.path.join(d, f) for f in sorted(os.listdir(d)) if f.endswith(".sh")]
