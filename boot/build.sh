@@ -145,6 +145,7 @@ if [ "$ISO_ONLY" = 0 ]; then
 	install -m 755 "$HERE/init" "$R/init"
 	install -m 755 "$HERE/udhcpc.script" "$R/usr/share/imager-live/udhcpc.script"
 	install -m 755 "$HERE/menu.sh" "$R/usr/share/imager-live/menu.sh"
+	install -m 644 "$HERE/lib.sh" "$R/usr/share/imager-live/lib.sh"
 	printf 'root:x:0:0:root:/root:/bin/sh\nnobody:x:65534:65534:nobody:/nonexistent:/bin/false\n' >"$R/etc/passwd"
 	printf 'root:x:0:\nnogroup:x:65534:\n' >"$R/etc/group"
 	printf '127.0.0.1 localhost\n::1 localhost\n' >"$R/etc/hosts"

@@ -4,7 +4,8 @@
 # need_live: root, qemu and the medium; LIVE is then a folder holding
 #   vmlinuz, initrd.img, imager-live.iso and pxe/, built by boot/build.sh
 #   from $IMAGER once per version of its inputs (the binaries and boot/),
-#   shared by the live tests (about 15 s to build).
+#   shared by the live tests (about 15 s to build), always without a network
+#   (unshare -n) and checked to be under 48 MiB.
 # live_iso_variant DIR ARGS...: an ISO of the same kernel and initrd with
 #   other boot/build.sh options (--append, --unsigned) in DIR.
 # live_qemu NAME TIMEOUT UNTIL QEMU_ARGS...: boots a machine under TCG with
@@ -17,7 +18,7 @@ LIVE_ROOT=$(cd "$TESTS_LIB/../.." && pwd)
 
 need_live() {
 	need_root "to build the medium (cpio owner root) and boot it"
-	need_cmd qemu-system-x86_64 cpio zstd xorriso grub-mkimage mcopy mkfs.msdos flock
+	need_cmd qemu-system-x86_64 cpio zstd xorriso grub-mkimage mcopy mkfs.msdos flock unshare
 	[ -x "$(dirname "$IMAGER")/imager-live" ] || fail "imager-live is not built next to $IMAGER"
 	[ -e /usr/lib/shim/shimx64.efi.signed ] || skip "needs shim-signed (make deps installs it)"
 	local key cache
@@ -29,12 +30,15 @@ need_live() {
 		flock 9
 		if [ ! -f "$LIVE/imager-live.iso" ]; then
 			rm -rf "$cache"/*/ "$LIVE.tmp"
-			step "building the live medium (boot/build.sh)"
-			bash "$LIVE_ROOT/boot/build.sh" "$IMAGER" "$(dirname "$IMAGER")/imager-live" "$LIVE.tmp" ||
-				exit 1
+			# Offline, as make boot must be: a network namespace of its own.
+			step "building the live medium (boot/build.sh, no network)"
+			unshare -n bash "$LIVE_ROOT/boot/build.sh" "$IMAGER" "$(dirname "$IMAGER")/imager-live" \
+				"$LIVE.tmp" || exit 1
 			mv "$LIVE.tmp" "$LIVE"
 		fi
 	) 9>"$cache/.lock" || fail "boot/build.sh failed"
+	[ "$(stat -c %s "$LIVE/initrd.img")" -lt $((48 * 1024 * 1024)) ] ||
+		fail "the initrd is $(stat -c %s "$LIVE/initrd.img") bytes: over 48 MiB"
 }
 
 live_iso_variant() {
