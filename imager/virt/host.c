@@ -197,6 +197,7 @@ void dom_machine_local(struct dom_machine *m)
 	char line[256];
 	FILE *f = fopen("/proc/meminfo", "re");
 	long cpus = sysconf(_SC_NPROCESSORS_ONLN);
+	uint64_t ram;
 
 	memset(m, 0, sizeof(*m));
 	while (f && fgets(line, sizeof(line), f)) {
@@ -209,8 +210,9 @@ void dom_machine_local(struct dom_machine *m)
 	}
 	if (f)
 		fclose(f);
-	if (firmware_ram() > m->memory)
-		m->memory = firmware_ram();
+	ram = firmware_ram();
+	if (ram > m->memory)
+		m->memory = ram;
 	m->memory_mib = round_mib(m->memory);
 	m->vcpus = cpus > 0 ? (cpus > 255 ? 255 : (unsigned)cpus) : 1;
 	physical_macs(m);
