@@ -42,8 +42,8 @@ DEB_BENCH := virt-v2v libnbd-bin
 DEB_BOOT  := busybox-static kmod cpio zstd mtools dosfstools xorriso grub-pc-bin \
              grub-efi-amd64-bin grub-efi-amd64-signed shim-signed \
              shim-helpers-amd64-signed openssh-client sshfs nbdkit dialog linux-image-amd64
-# (the live medium's tests also start an sshd: openssh-server)
-DEB_TEST  += openssh-server
+# (the live medium's tests also start servers: an sshd, Samba's smbd, NFS-Ganesha)
+DEB_TEST  += openssh-server samba nfs-ganesha nfs-ganesha-vfs
 
 CC        ?= gcc
 OPT       ?= -O2 -g

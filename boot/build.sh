@@ -116,7 +116,9 @@ if [ "$ISO_ONLY" = 0 ]; then
 	# Storage (virtio, NVMe, SATA/IDE, SCSI HBAs of real servers, USB
 	# sticks, SD cards, Xen), USB hosts and keyboards, network cards (virtio
 	# and the common server and desktop ones), and filesystems (the
-	# repository's, the CD's, FUSE for sshfs, NBD).
+	# repository's, the CD's, FUSE for sshfs, NBD), and the crypto SMB3
+	# signing and encryption ask for at mount time (cifs names it only as
+	# soft dependencies, which --show-depends leaves out).
 	MODS="virtio_pci virtio_blk virtio_scsi virtio_net virtio_console
 	nvme ahci ata_piix ata_generic sd_mod sr_mod sg
 	mptsas mptspi mpt3sas megaraid_sas hpsa aacraid vmw_pvscsi xen_blkfront
@@ -124,7 +126,7 @@ if [ "$ISO_ONLY" = 0 ]; then
 	usb_storage uas xhci_pci xhci_hcd ehci_pci ehci_hcd ohci_pci uhci_hcd usbhid hid_generic
 	e1000 e1000e igb ixgbe r8169 tg3 bnx2 vmxnet3 i40e
 	ext4 vfat isofs xfs btrfs nls_cp437 nls_ascii nls_iso8859_1 nls_utf8 fuse nbd cifs nfs nfsv3 nfsv4
-	crc32c_intel"
+	cmac sha512_generic ccm gcm ctr ghash_generic seqiv ecb crc32c_intel"
 	mkdir -p "$R$MODDIR"
 	for m in $MODS; do
 		modprobe -S "$KVER" --show-depends "$m" 2>/dev/null || true

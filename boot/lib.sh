@@ -26,22 +26,48 @@ mount_dev() { # DEVICE DIR ro|rw: with the type blkid reads (busybox's own guess
 	modprobe -q "$t"
 	mount -t "$t" -o "$3" "$1" "$2"
 }
+key_file() { # NAME: imager.key's file copied to $RUN/NAME (mode 600); its path
+	d=$(find_dev "$LIVE_KEY_DEV") || { echo "imager.key: no device $LIVE_KEY_DEV" >&2; return 1; }
+	mkdir -p /mnt/key
+	mount_dev "$d" /mnt/key ro || { echo "imager.key: cannot mount $d" >&2; return 1; }
+	rm -f "$RUN/$1"
+	(umask 077; cp "/mnt/key$LIVE_KEY_PATH" "$RUN/$1") 2>/dev/null
+	umount /mnt/key
+	[ -s "$RUN/$1" ] || { echo "imager.key: no file $LIVE_KEY_PATH on $d" >&2; return 1; }
+	echo "$RUN/$1"
+}
 ssh_key() { # the key for ssh: imager.key, or the one baked in
 	if [ -n "$LIVE_KEY_DEV" ]; then
-		d=$(find_dev "$LIVE_KEY_DEV") || { echo "imager.key: no device $LIVE_KEY_DEV" >&2; return 1; }
-		mkdir -p /mnt/key
-		mount_dev "$d" /mnt/key ro || { echo "imager.key: cannot mount $d" >&2; return 1; }
-		cp "/mnt/key$LIVE_KEY_PATH" "$RUN/id_key" 2>/dev/null
-		umount /mnt/key
-		[ -s "$RUN/id_key" ] || { echo "imager.key: no file $LIVE_KEY_PATH on $d" >&2; return 1; }
-		chmod 600 "$RUN/id_key"
-		echo "$RUN/id_key"
+		key_file id_key
 	elif [ -f /etc/imager/id_key ]; then
 		echo /etc/imager/id_key
 	else
 		echo "no ssh key: give imager.key=dev:DEVICE:/PATH or build with make boot SSH_KEY=FILE" >&2
 		return 1
 	fi
+}
+smb_opts() { # ADDRESS -> the kernel's cifs options: the user of the URI, the
+	# credentials file of imager.key (username=, password=, domain=, as
+	# mount.cifs reads them), or a guest login.  Commas in a value are
+	# doubled, as the kernel's option parser wants.
+	u=$LIVE_REPO_USER pw= dom=
+	if [ -n "$LIVE_KEY_DEV" ]; then
+		f=$(key_file smb.cred) || return 1
+		while IFS= read -r l || [ -n "$l" ]; do
+			l=${l%"$(printf '\r')"}
+			case $l in
+			username=* | user=*) [ -n "$LIVE_REPO_USER" ] || u=${l#*=} ;;
+			password=* | pass=*) pw=${l#*=} ;;
+			domain=* | dom=*) dom=${l#*=} ;;
+			esac
+		done <"$f"
+		rm -f "$f"
+		[ -n "$u" ] || { echo "imager.key: the credentials file names no username=" >&2; return 1; }
+	fi
+	o="ip=$1,unc=//$LIVE_REPO_HOST/$LIVE_REPO_SHARE${LIVE_REPO_PORT:+,port=$LIVE_REPO_PORT}"
+	if [ -z "$u" ]; then echo "$o,guest"; return 0; fi
+	esc() { printf '%s' "$1" | sed 's/,/,,/g'; }
+	echo "$o,username=$(esc "$u"),password=$(esc "$pw")${dom:+,domain=$(esc "$dom")}"
 }
 resolve() { # HOST -> an IPv4 address (the kernel's nfs and cifs take addresses)
 	case $1 in *[!0-9.]*) nslookup "$1" 2>/dev/null | awk '/^Address/ && $NF ~ /^[0-9.]+$/ { a = $NF } END { print a }' ;; *) echo "$1" ;; esac
@@ -64,27 +90,29 @@ mount_repo() {
 		a=$(resolve "$LIVE_REPO_HOST")
 		[ -n "$a" ] || { echo "cannot resolve $LIVE_REPO_HOST"; return 1; }
 		modprobe -q nfsv4; modprobe -q nfsv3
-		mount -t nfs4 -o "addr=$a" "$LIVE_REPO_HOST:$LIVE_REPO_PATH" /images 2>/dev/null ||
-			mount -t nfs -o "vers=3,nolock,addr=$a,mountaddr=$a" "$LIVE_REPO_HOST:$LIVE_REPO_PATH" /images 2>&1 ||
-			return 1 ;;
+		p=${LIVE_REPO_PORT:+,port=$LIVE_REPO_PORT}
+		# NFSv4 first; its error is the one to show when v3 fails too
+		# (a v4-only server has no portmapper to refuse v3).
+		e4=$(mount -t nfs4 -o "addr=$a$p" "$LIVE_REPO_HOST:$LIVE_REPO_PATH" /images 2>&1) ||
+			mount -t nfs -o "vers=3,nolock,addr=$a,mountaddr=$a$p" "$LIVE_REPO_HOST:$LIVE_REPO_PATH" /images 2>/dev/null ||
+			{ echo "NFSv4: $e4 (NFSv3 failed as well)"; return 1; } ;;
 	smb)
 		net_wait
 		a=$(resolve "$LIVE_REPO_HOST")
 		[ -n "$a" ] || { echo "cannot resolve $LIVE_REPO_HOST"; return 1; }
 		modprobe -q cifs
 		mkdir -p /mnt/share
-		o="ip=$a,unc=//$LIVE_REPO_HOST/$LIVE_REPO_SHARE"
-		if [ -n "$LIVE_REPO_USER" ]; then o="$o,username=$LIVE_REPO_USER,password="; else o="$o,guest"; fi
-		mount -t cifs -o "$o" "//$LIVE_REPO_HOST/$LIVE_REPO_SHARE" /mnt/share 2>&1 || return 1
+		o=$(smb_opts "$a") || return 1
+		echo "$o" | imager-live --mount cifs "//$LIVE_REPO_HOST/$LIVE_REPO_SHARE" /mnt/share 2>&1 || return 1
 		mkdir -p "/mnt/share$LIVE_REPO_PATH" && mount --bind "/mnt/share$LIVE_REPO_PATH" /images || return 1 ;;
 	esac
 }
 repo_desc() {
 	case $LIVE_REPO_KIND in
 	dev) echo "dev:$LIVE_REPO_DEV" ;;
-	nfs) echo "nfs://$LIVE_REPO_HOST$LIVE_REPO_PATH" ;;
+	nfs) echo "nfs://$LIVE_REPO_HOST${LIVE_REPO_PORT:+:$LIVE_REPO_PORT}$LIVE_REPO_PATH" ;;
 	ssh) echo "ssh://$LIVE_REPO_USER@$LIVE_REPO_HOST:$LIVE_REPO_PORT$LIVE_REPO_PATH" ;;
-	smb) echo "smb://$LIVE_REPO_HOST/$LIVE_REPO_SHARE$LIVE_REPO_PATH" ;;
+	smb) echo "smb://${LIVE_REPO_USER:+$LIVE_REPO_USER@}$LIVE_REPO_HOST${LIVE_REPO_PORT:+:$LIVE_REPO_PORT}/$LIVE_REPO_SHARE$LIVE_REPO_PATH" ;;
 	esac
 }
 # ---- P2V straight to a server (imager.server) ----

@@ -141,14 +141,16 @@ static int parse_repo(const char *v, struct live_repo *r, char *err, size_t errl
 		return put(r->dev, sizeof(r->dev), spec, strlen(spec), what, err, errlen);
 	}
 	if (!strncmp(v, "nfs://", 6)) {
+		char user[8] = "";
 		v += 6;
 		slash = strchr(v, '/');
 		if (!slash || !slash[1])
-			return fail(err, errlen, "%s: nfs://HOST/EXPORT/PATH needs a path", what);
-		if (!host_ok(v, (size_t)(slash - v)))
-			return fail(err, errlen, "%s: bad host name", what);
+			return fail(err, errlen, "%s: nfs://HOST[:PORT]/EXPORT/PATH needs a path", what);
+		if (memchr(v, '@', (size_t)(slash - v)))
+			return fail(err, errlen, "%s: nfs:// takes no user", what);
 		r->kind = LIVE_REPO_NFS;
-		if (put(r->host, sizeof(r->host), v, (size_t)(slash - v), what, err, errlen))
+		if (user_host_port(v, (size_t)(slash - v), user, sizeof(user), r->host,
+				   sizeof(r->host), &r->port, what, err, errlen))
 			return -EINVAL;
 		return put(r->path, sizeof(r->path), slash, strlen(slash), what, err, errlen);
 	}
@@ -168,18 +170,15 @@ static int parse_repo(const char *v, struct live_repo *r, char *err, size_t errl
 	}
 	if (!strncmp(v, "smb://", 6)) {
 		const char *share, *path;
-		unsigned no_port = 0;
 		v += 6;
 		slash = strchr(v, '/');
 		if (!slash || !slash[1] || slash[1] == '/')
-			return fail(err, errlen, "%s: smb://[USER@]HOST/SHARE[/PATH] needs a share",
+			return fail(err, errlen, "%s: smb://[USER@]HOST[:PORT]/SHARE[/PATH] needs a share",
 				    what);
 		r->kind = LIVE_REPO_SMB;
 		if (user_host_port(v, (size_t)(slash - v), r->user, sizeof(r->user), r->host,
-				   sizeof(r->host), &no_port, what, err, errlen))
+				   sizeof(r->host), &r->port, what, err, errlen))
 			return -EINVAL;
-		if (no_port)
-			return fail(err, errlen, "%s: smb:// takes no port", what);
 		share = slash + 1;
 		path = strchr(share, '/');
 		if (!path)
@@ -468,8 +467,10 @@ int live_parse(const char *cmdline, struct live_params *p, char *err, size_t err
 	p->unattended = p->run_argc > 0 || p->server_port > 0;
 	if (p->run_argc && p->server_port)
 		return fail(err, errlen, "imager.run and imager.server: give one of them");
-	if (p->key_dev[0] && !p->server_port && p->repo.kind != LIVE_REPO_SSH)
-		return fail(err, errlen, "imager.key: only used with imager.server or an ssh:// repository");
+	if (p->key_dev[0] && !p->server_port && p->repo.kind != LIVE_REPO_SSH &&
+	    p->repo.kind != LIVE_REPO_SMB)
+		return fail(err, errlen,
+			    "imager.key: only used with imager.server, an ssh:// or an smb:// repository");
 	return 0;
 }
 

@@ -7,8 +7,8 @@
  * command line, so this is the one place that defines the parameters:
  *
  *   imager.repo=URI       dev:/dev/sdb1 | dev:UUID=... | dev:LABEL=... |
- *                         nfs://host/export/path |
- *                         ssh://user@host[:port]/path | smb://user@host/share/path
+ *                         nfs://host[:port]/export/path |
+ *                         ssh://user@host[:port]/path | smb://[user@]host[:port]/share/path
  *   imager.run="ARGS"     one imager command line (words split at blanks;
  *                         single quotes group words, as the kernel keeps
  *                         only double quotes for itself); a leading
@@ -18,7 +18,9 @@
  *                         shell command (default poweroff)
  *   imager.fail=ACTION    shell | poweroff | reboot (default shell)
  *   imager.server=user@host[:port]   P2V straight to a server
- *   imager.key=dev:SPEC:PATH         the ssh key, a file on a local disk
+ *   imager.key=dev:SPEC:PATH         a file on a local disk: the ssh key, or for an
+ *                                    smb:// repository a credentials file
+ *                                    (username=, password=, domain= lines)
  *   imager.name= imager.disks=a,b imager.connect=URI imager.pool=POOL
  *   ip=dhcp | ip=off | ip=CLIENT:SERVER:GATEWAY:NETMASK:HOSTNAME:DEVICE:AUTOCONF[:DNS0[:DNS1]]
  *
@@ -50,7 +52,7 @@ struct live_repo {
 	char dev[LIVE_STR];   /* dev: "/dev/sdb1", "UUID=...", "LABEL=..." */
 	char user[256];       /* ssh, smb (may be empty for smb) */
 	char host[256];       /* nfs, ssh, smb */
-	unsigned port;        /* ssh: 22 unless given */
+	unsigned port;        /* ssh: 22 unless given; nfs, smb: 0 (the default) unless given */
 	char share[256];      /* smb */
 	char path[LIVE_STR];  /* nfs: export path; ssh: remote path; smb: path in the share ("/" at least) */
 };

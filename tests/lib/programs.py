@@ -61,8 +61,11 @@ WRAPPERS = {"timeout", "env", "nice", "ionice", "nohup", "xargs", "flock",
 def makefile_lists(path):
     text = open(path).read().replace("\\\n", " ")
     lists = {}
-    for m in re.finditer(r"^(DEB_[A-Z]+)\s*:?=(.*)$", text, re.M):
-        lists[m.group(1)] = m.group(2).split()
+    for m in re.finditer(r"^(DEB_[A-Z]+)\s*([:+]?)=(.*)$", text, re.M):
+        if m.group(2) == "+":
+            lists.setdefault(m.group(1), []).extend(m.group(3).split())
+        else:
+            lists[m.group(1)] = m.group(3).split()
     return lists
 
 

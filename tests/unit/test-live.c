@@ -204,8 +204,14 @@ static void test_repo_nfs(void)
 	CHECK(ok("imager.repo=nfs://10.0.0.2/srv"));
 	CHECK_STR(P.repo.host, "10.0.0.2");
 	CHECK_STR(P.repo.path, "/srv");
+	CHECK_EQ_U(P.repo.port, 0);
+	CHECK(ok("imager.repo=nfs://10.0.0.2:12049/srv"));
+	CHECK_STR(P.repo.host, "10.0.0.2");
+	CHECK_EQ_U(P.repo.port, 12049);
 
 	CHECK(bad("imager.repo=nfs://nas.lab", "needs a path"));
+	CHECK(bad("imager.repo=nfs://root@nas.lab/srv", "no user"));
+	CHECK(bad("imager.repo=nfs://nas.lab:0/srv", "bad port"));
 	CHECK(bad("imager.repo=nfs://nas.lab/", "needs a path"));
 	CHECK(bad("imager.repo=nfs:///export", "bad host"));
 	CHECK(bad("imager.repo=nfs://-nas/export", "bad host"));
@@ -265,7 +271,9 @@ static void test_repo_smb(void)
 	CHECK_STR(P.repo.share, "images");
 	CHECK_STR(P.repo.path, "/");
 
-	CHECK(bad("imager.repo=smb://fs.lab:445/share", "no port"));
+	CHECK(ok("imager.repo=smb://fs.lab:4450/share"));
+	CHECK_EQ_U(P.repo.port, 4450);
+	CHECK(bad("imager.repo=smb://fs.lab:x/share", "bad port"));
 	CHECK(bad("imager.repo=smb://fs.lab", "needs a share"));
 	CHECK(bad("imager.repo=smb://fs.lab/", "needs a share"));
 	CHECK(bad("imager.repo=smb://fs.lab//sub", "needs a share"));
@@ -331,6 +339,7 @@ static void test_server_key(void)
 	 * is a mistake, not something to ignore. */
 	CHECK(bad("imager.key=dev:/dev/sdb1:/keys/id", "imager.key"));
 	CHECK(bad("imager.repo=nfs://nas/x imager.key=dev:/dev/sdb1:/keys/id", "imager.key"));
+	CHECK(ok("imager.repo=smb://nas/images imager.key=dev:LABEL=KEYS:/smb.cred imager.run=info"));
 	CHECK(bad("imager.server=h imager.key=/dev/sdb1:/keys/id", "imager.key"));
 	CHECK(bad("imager.server=h imager.key=dev:/dev/sdb1", "imager.key"));
 	CHECK(bad("imager.server=h imager.key=dev::/keys/id", "imager.key"));
