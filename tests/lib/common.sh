@@ -38,7 +38,7 @@ trap 'exit 143' TERM
 
 # ---- outcomes ----
 # Steps are announced so that a log reads as a story.
-step() { printf '== %s\n' "$*"; }
+step() { printf '== %s (at %ss)\n' "$*" "$SECONDS"; }
 note() { printf '   %s\n' "$*"; }
 fail() { printf 'FAIL: %s\n' "$*"; exit 1; }
 # Skipping always says why; the harness shows the last "skip:" line.
