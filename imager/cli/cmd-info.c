@@ -8,6 +8,101 @@
 #include <sys/stat.h>
 
 #include "commands.h"
+#include "imager/clonezilla.h"
+#include "imager/partclone.h"
+
+/* A Clonezilla image folder: its disk and each partition's stream, with
+ * what the partclone headers say (the streams' headers are read, not the
+ * blocks: imager verify reads those). */
+static int info_clonezilla(const char *dir, bool json)
+{
+	struct cz_image *cz = calloc(1, sizeof(*cz));
+	struct im_err err = { 0 };
+	json_object *root = NULL, *arr = NULL;
+	char size[32];
+	int r;
+
+	if (!cz)
+		return IM_EXIT_INTERNAL;
+	r = cz_read(dir, cz, &err);
+	if (r < 0) {
+		free(cz);
+		return cli_fail("info", &err);
+	}
+	if (json) {
+		root = json_object_new_object();
+		arr = json_object_new_array();
+		json_object_object_add(root, "image", json_object_new_string(dir));
+		json_object_object_add(root, "format", json_object_new_string("clonezilla"));
+		json_object_object_add(root, "disk", json_object_new_string(cz->disk));
+		json_object_object_add(root, "table", json_object_new_string(cz->table));
+		json_object_object_add(root, "disk_size", json_object_new_uint64(cz->disk_size));
+		json_object_object_add(root, "disk_size_recorded", json_object_new_boolean(cz->size_known));
+		json_object_object_add(root, "logical_sector_size", json_object_new_int((int)cz->lss));
+	} else {
+		cli_human(cz->disk_size, size, sizeof(size));
+		printf("image %s: a Clonezilla image of disk %s\n  disk %s (%llu bytes%s), sector %u, table %s\n",
+		       dir, cz->disk, size, (unsigned long long)cz->disk_size,
+		       cz->size_known ? "" : ": not recorded, the last partition's end", cz->lss,
+		       cz->table);
+	}
+	for (size_t i = 0; i < cz->nparts; i++) {
+		const struct cz_part *p = &cz->parts[i];
+		struct pcl_header h = { 0 };
+		char psize[32], used[32] = "?", csum[64] = "";
+
+		if (p->kind == CZ_PTCL && cz_read_stream(dir, p, false, &h, NULL, &err) < 0) {
+			if (root)
+				json_object_put(root);
+			if (arr)
+				json_object_put(arr);
+			free(cz);
+			return cli_fail("info", &err);
+		}
+		if (p->kind == CZ_PTCL) {
+			cli_human(h.used_blocks * h.block_size, used, sizeof(used));
+			if (h.checksum_mode)
+				snprintf(csum, sizeof(csum), ", CRC32 every %u blocks", h.blocks_per_checksum);
+		}
+		cli_human(p->size, psize, sizeof(psize));
+		if (json) {
+			json_object *o = json_object_new_object();
+			json_object_object_add(o, "number", json_object_new_int((int)p->number));
+			json_object_object_add(o, "name", json_object_new_string(p->name));
+			json_object_object_add(o, "start", json_object_new_uint64(p->start));
+			json_object_object_add(o, "size", json_object_new_uint64(p->size));
+			json_object_object_add(o, "filesystem", json_object_new_string(p->fs));
+			json_object_object_add(o, "stream", json_object_new_string(p->stream));
+			if (p->kind == CZ_PTCL) {
+				json_object_object_add(o, "compression", json_object_new_string(p->comp));
+				json_object_object_add(o, "files", json_object_new_int((int)p->nfiles));
+				json_object_object_add(o, "block_size", json_object_new_int((int)h.block_size));
+				json_object_object_add(o, "used_bytes",
+						       json_object_new_uint64(h.used_blocks * h.block_size));
+			} else {
+				json_object_object_add(o, "uuid", json_object_new_string(p->swap_uuid));
+				json_object_object_add(o, "label", json_object_new_string(p->swap_label));
+			}
+			json_object_array_add(arr, o);
+		} else if (p->kind == CZ_PTCL) {
+			printf("  partition %u (%s): %s at %llu, %s, used %s, stored in %s (%s, %u file%s; partclone %s%s)\n",
+			       p->number, p->name, psize, (unsigned long long)p->start, p->fs, used,
+			       p->stream, p->comp, p->nfiles, p->nfiles == 1 ? "" : "s", h.tool_version,
+			       csum);
+		} else {
+			printf("  partition %u (%s): %s at %llu, swap%s%s%s%s (made afresh)\n", p->number,
+			       p->name, psize, (unsigned long long)p->start, p->swap_label[0] ? " label " : "",
+			       p->swap_label, p->swap_uuid[0] ? " uuid " : "", p->swap_uuid);
+		}
+	}
+	if (json) {
+		json_object_object_add(root, "partitions", arr);
+		json_object_object_add(root, "status", json_object_new_string("complete"));
+		cli_print_json(root);
+	}
+	free(cz);
+	return cli_finish_stdout("info", IM_EXIT_OK);
+}
 
 /* "    VG ...", then a line per volume: what it holds, and what was kept. */
 static void print_volumes(const char *container, const struct fs_volume *v, size_t n)
@@ -33,9 +128,12 @@ static int info_image(const char *dir, bool json, struct cli *cli)
 {
 	struct img_manifest m;
 	struct im_err err = { 0 };
-	int r = img_manifest_read(&m, dir, &err);
+	int r;
 
 	(void)cli;
+	if (cz_detect(dir))
+		return info_clonezilla(dir, json);
+	r = img_manifest_read(&m, dir, &err);
 	if (r < 0) {
 		bool unfinished = r == -ENOENT && err.exit_class == IM_EXIT_DAMAGED;
 		if (json) {

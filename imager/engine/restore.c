@@ -16,6 +16,7 @@
 #include <zstd.h>
 
 #include "frames.h"
+#include "imager/clonezilla.h"
 #include "imager/pipeline.h"
 #include "source.h"
 #include "util.h"
@@ -166,6 +167,8 @@ int im_restore(const struct disk_roots *roots, const char *dir, const char *targ
 	int r;
 
 	memset(stats, 0, sizeof(*stats));
+	if (cz_detect(dir))  /* a Clonezilla image folder */
+		return cz_restore(roots, dir, target, opts, stats, err);
 	r = img_manifest_read(&m, dir, err);
 	if (r < 0)
 		return r;

@@ -1,0 +1,822 @@
+/* SPDX-License-Identifier: GPL-2.0-or-later */
+/*
+ * Clonezilla image folders restored through the writer (contract and the
+ * folder's facts in include/imager/clonezilla.h).  Every file of the
+ * folder is hostile input: names, numbers and sizes are checked before use.
+ */
+#include "imager/clonezilla.h"
+
+#include <archive.h>
+#include <ctype.h>
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+#include <zlib.h>
+
+#include "imager/partclone.h"
+#include "source.h"
+#include "util.h"
+
+#define MiB (1ull << 20)
+
+bool cz_detect(const char *dir)
+{
+	char p[4200];
+	struct stat st;
+
+	snprintf(p, sizeof(p), "%s/manifest.json", dir);
+	if (stat(p, &st) == 0)
+		return false;
+	snprintf(p, sizeof(p), "%s/disk", dir);
+	if (stat(p, &st) == 0 && S_ISREG(st.st_mode))
+		return true;
+	snprintf(p, sizeof(p), "%s/parts", dir);
+	return stat(p, &st) == 0 && S_ISREG(st.st_mode);
+}
+
+/* A small file of the folder into buf (NUL-terminated); -ENOENT when absent. */
+static int read_small(const char *dir, const char *name, char *buf, size_t cap, size_t *len,
+		      struct im_err *err)
+{
+	char p[4200];
+	ssize_t n;
+	int fd;
+
+	snprintf(p, sizeof(p), "%s/%s", dir, name);
+	fd = open(p, O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return errno == ENOENT ? -ENOENT
+				       : im_errf(err, IM_EXIT_SOURCE, -errno, "%s: %s", p, strerror(errno));
+	n = read(fd, buf, cap);
+	close(fd);
+	if (n < 0)
+		return im_errf(err, IM_EXIT_SOURCE, -errno, "%s: %s", p, strerror(errno));
+	if ((size_t)n == cap)
+		return im_errf(err, IM_EXIT_DAMAGED, -EFBIG, "%s: larger than %zu bytes", p, cap - 1);
+	buf[n] = '\0';
+	if (len)
+		*len = (size_t)n;
+	return 0;
+}
+
+/* A device or partition name as Clonezilla writes them: letters, digits,
+ * '-' and '_' only (so that it can be part of a file name safely). */
+static bool name_ok(const char *s)
+{
+	if (!*s || strlen(s) >= 64)
+		return false;
+	for (; *s; s++)
+		if (!isalnum((unsigned char)*s) && *s != '-' && *s != '_')
+			return false;
+	return true;
+}
+
+static int parse_u64(const char *s, uint64_t *v)
+{
+	char *end;
+	unsigned long long x;
+	while (*s == ' ')
+		s++;
+	if (!isdigit((unsigned char)*s))
+		return -EINVAL;
+	errno = 0;
+	x = strtoull(s, &end, 10);
+	if (errno || (*end && *end != ',' && *end != ' ' && *end != '\n'))
+		return -EINVAL;
+	*v = x;
+	return 0;
+}
+
+/* The trailing partition number of a name ("sda1" 1, "nvme0n1p12" 12). */
+static unsigned part_number(const char *name)
+{
+	size_t n = strlen(name);
+	while (n && isdigit((unsigned char)name[n - 1]))
+		n--;
+	return (unsigned)strtoul(name + n, NULL, 10);
+}
+
+/* DISK-pt.sf: the label, the sector size, and each partition's place. */
+static int parse_sf(const char *dir, struct cz_image *cz, uint64_t *last_lba, struct im_err *err)
+{
+	static char buf[1 << 16];
+	char name[128], *line, *save = NULL;
+	int r;
+
+	snprintf(name, sizeof(name), "%s-pt.sf", cz->disk);
+	r = read_small(dir, name, buf, sizeof(buf), NULL, err);
+	if (r == -ENOENT)
+		return im_errf(err, IM_EXIT_DAMAGED, -ENOENT,
+			       "%s: no %s: not a complete Clonezilla image", dir, name);
+	if (r < 0)
+		return r;
+	cz->lss = 512;
+	*last_lba = 0;
+	for (line = strtok_r(buf, "\n", &save); line; line = strtok_r(NULL, "\n", &save)) {
+		if (!strncmp(line, "label: ", 7)) {
+			if (!strcmp(line + 7, "gpt"))
+				strcpy(cz->table, "gpt");
+			else if (!strcmp(line + 7, "dos"))
+				strcpy(cz->table, "msdos");
+			else
+				return im_errf(err, IM_EXIT_UNSUPP, -ENOTSUP,
+					       "%s: partition table '%.20s' (dos and gpt are supported)",
+					       name, line + 7);
+		} else if (!strncmp(line, "sector-size: ", 13)) {
+			uint64_t v;
+			if (parse_u64(line + 13, &v) || (v != 512 && v != 4096))
+				return im_errf(err, IM_EXIT_DAMAGED, -EINVAL, "%s: bad sector size",
+					       name);
+			cz->lss = (unsigned)v;
+		} else if (!strncmp(line, "last-lba: ", 10)) {
+			if (parse_u64(line + 10, last_lba))
+				return im_errf(err, IM_EXIT_DAMAGED, -EINVAL, "%s: bad last-lba", name);
+		} else if (!strncmp(line, "/dev/", 5)) {
+			char *colon = strstr(line, " : "), *st, *sz;
+			char pname[128];
+			struct cz_part *p;
+			uint64_t start, size;
+
+			if (!colon || (size_t)(colon - line - 5) >= sizeof(pname))
+				return im_errf(err, IM_EXIT_DAMAGED, -EINVAL, "%s: bad line '%.60s'",
+					       name, line);
+			memcpy(pname, line + 5, (size_t)(colon - line - 5));
+			pname[colon - line - 5] = '\0';
+			st = strstr(colon, "start=");
+			sz = strstr(colon, "size=");
+			if (!name_ok(pname) || !st || !sz || parse_u64(st + 6, &start) ||
+			    parse_u64(sz + 5, &size))
+				return im_errf(err, IM_EXIT_DAMAGED, -EINVAL, "%s: bad line '%.60s'",
+					       name, line);
+			if (cz->nparts == CZ_MAX_PARTS)
+				return im_errf(err, IM_EXIT_UNSUPP, -E2BIG, "%s: more than %d partitions",
+					       name, CZ_MAX_PARTS);
+			if (size == 0)
+				continue;  /* an empty slot */
+			p = &cz->parts[cz->nparts++];
+			snprintf(p->name, sizeof(p->name), "%s", pname);
+			p->number = part_number(pname);
+			if (start > (UINT64_MAX >> 13) || size > (UINT64_MAX >> 13))
+				return im_errf(err, IM_EXIT_DAMAGED, -EINVAL, "%s: %s: out of range",
+					       name, pname);
+			p->start = start * cz->lss;
+			p->size = size * cz->lss;
+		}
+	}
+	if (!cz->table[0])
+		return im_errf(err, IM_EXIT_DAMAGED, -EINVAL, "%s: no label line", name);
+	return 0;
+}
+
+/* Find PART's stream in the folder: PART.FS-ptcl-img.COMP with its split
+ * parts, or swappt-PART.info. */
+static int find_stream(const char *dir, struct cz_part *p, struct im_err *err)
+{
+	char prefix[80], info[100], first[256] = "";
+	size_t plen;
+	unsigned nsplit = 0, nwhole = 0;
+	struct dirent *e;
+	DIR *d = opendir(dir);
+
+	if (!d)
+		return im_errf(err, IM_EXIT_SOURCE, -errno, "%s: %s", dir, strerror(errno));
+	snprintf(prefix, sizeof(prefix), "%s.", p->name);
+	snprintf(info, sizeof(info), "swappt-%s.info", p->name);
+	plen = strlen(prefix);
+	while ((e = readdir(d))) {
+		const char *n = e->d_name, *dash, *comp;
+		if (!strcmp(n, info)) {
+			p->kind = CZ_SWAP;
+			snprintf(p->stream, sizeof(p->stream), "%s", n);
+			continue;
+		}
+		if (strncmp(n, prefix, plen))
+			continue;
+		if (strstr(n, ".ntfs-img") || strstr(n, ".dd-img") || strstr(n, ".aufs"))
+			return closedir(d), im_errf(err, IM_EXIT_UNSUPP, -ENOTSUP,
+						    "%s: %s: this older Clonezilla stream format is not supported (partclone images are)",
+						    dir, n);
+		dash = strstr(n + plen, "-ptcl-img.");
+		if (!dash || strlen(n) >= sizeof(first))
+			continue;
+		comp = dash + 10;
+		{
+			size_t fl = (size_t)(dash - n - plen), cl = strcspn(comp, ".");
+			if (fl == 0 || fl >= sizeof(p->fs) || cl == 0 || cl >= sizeof(p->comp))
+				continue;
+			memcpy(p->fs, n + plen, fl);
+			p->fs[fl] = '\0';
+			memcpy(p->comp, comp, cl);
+			p->comp[cl] = '\0';
+			if (comp[cl] == '.')
+				nsplit++;
+			else
+				nwhole++;
+			if (!first[0] || strcmp(n, first) < 0)
+				snprintf(first, sizeof(first), "%s", n);
+		}
+	}
+	closedir(d);
+	if (nwhole + nsplit == 0)
+		return 0;
+	if (nwhole > 1 || (nwhole && nsplit))
+		return im_errf(err, IM_EXIT_DAMAGED, -EINVAL,
+			       "%s: partition %s has more than one image stream", dir, p->name);
+	if (nsplit > CZ_MAX_FILES)
+		return im_errf(err, IM_EXIT_UNSUPP, -E2BIG, "%s: %s: more than %d parts", dir, p->name,
+			       CZ_MAX_FILES);
+	if (strcmp(p->comp, "gz") && strcmp(p->comp, "bz2") && strcmp(p->comp, "xz") &&
+	    strcmp(p->comp, "zst") && strcmp(p->comp, "lz4") && strcmp(p->comp, "lzo") &&
+	    strcmp(p->comp, "uncomp") && strcmp(p->comp, "lzma") && strcmp(p->comp, "lzip"))
+		return im_errf(err, IM_EXIT_UNSUPP, -ENOTSUP, "%s: %s: compression '%s' is not supported",
+			       dir, first, p->comp);
+	p->kind = CZ_PTCL;
+	p->nfiles = nsplit ? nsplit : 1;
+	snprintf(p->stream, sizeof(p->stream), "%s", first);
+	return 0;
+}
+
+/* swappt-PART.info: UUID="..." and LABEL="..." lines. */
+static int read_swap_info(const char *dir, struct cz_part *p, struct im_err *err)
+{
+	char buf[1024], *u, *l;
+	int r = read_small(dir, p->stream, buf, sizeof(buf), NULL, err);
+	if (r < 0)
+		return r;
+	u = strstr(buf, "UUID=\"");
+	l = strstr(buf, "LABEL=\"");
+	if (u) {
+		size_t n = strcspn(u + 6, "\"");
+		if (n != 36 || u[6 + n] != '"')
+			return im_errf(err, IM_EXIT_DAMAGED, -EINVAL, "%s: bad UUID", p->stream);
+		memcpy(p->swap_uuid, u + 6, 36);
+		for (int i = 0; i < 36; i++)
+			if ((i == 8 || i == 13 || i == 18 || i == 23) ? p->swap_uuid[i] != '-'
+								       : !isxdigit((unsigned char)p->swap_uuid[i]))
+				return im_errf(err, IM_EXIT_DAMAGED, -EINVAL, "%s: bad UUID",
+					       p->stream);
+	}
+	if (l) {
+		size_t n = strcspn(l + 7, "\"");
+		if (n > 16)
+			return im_errf(err, IM_EXIT_DAMAGED, -EINVAL, "%s: label too long", p->stream);
+		memcpy(p->swap_label, l + 7, n);
+	}
+	snprintf(p->fs, sizeof(p->fs), "swap");
+	return 0;
+}
+
+int cz_read(const char *dir, struct cz_image *cz, struct im_err *err)
+{
+	char buf[4096], name[128], *tok, *save = NULL;
+	uint64_t last_lba = 0, end = 0;
+	struct stat st;
+	int r;
+
+	memset(cz, 0, sizeof(*cz));
+	snprintf(buf, sizeof(buf), "%s/ecryptfs.info", dir);
+	if (stat(buf, &st) == 0)
+		return im_errf(err, IM_EXIT_UNSUPP, -ENOTSUP,
+			       "%s: an encrypted Clonezilla image (ecryptfs) is not supported: decrypt it with Clonezilla first",
+			       dir);
+	r = read_small(dir, "disk", buf, sizeof(buf), NULL, err);
+	if (r == -ENOENT)
+		return im_errf(err, IM_EXIT_UNSUPP, -ENOTSUP,
+			       "%s: a Clonezilla image of partitions (saveparts) is not supported: only whole disks (savedisk)",
+			       dir);
+	if (r < 0)
+		return r;
+	tok = strtok_r(buf, " \t\n", &save);
+	if (!tok || !name_ok(tok))
+		return im_errf(err, IM_EXIT_DAMAGED, -EINVAL, "%s/disk: no disk name", dir);
+	snprintf(cz->disk, sizeof(cz->disk), "%s", tok);
+	if (strtok_r(NULL, " \t\n", &save))
+		return im_errf(err, IM_EXIT_UNSUPP, -ENOTSUP,
+			       "%s: a Clonezilla image of several disks is not supported", dir);
+	r = parse_sf(dir, cz, &last_lba, err);
+	if (r < 0)
+		return r;
+
+	/* The partitions the image holds, as "parts" lists them. */
+	r = read_small(dir, "parts", buf, sizeof(buf), NULL, err);
+	if (r == -ENOENT)
+		buf[0] = '\0';
+	else if (r < 0)
+		return r;
+	for (size_t i = 0; i < cz->nparts; i++) {
+		struct cz_part *p = &cz->parts[i];
+		if (!strcmp(cz->table, "msdos") && p->number >= 5)
+			return im_errf(err, IM_EXIT_UNSUPP, -ENOTSUP,
+				       "%s: %s is a logical partition: MBR disks with logical partitions are not supported yet",
+				       dir, p->name);
+		if (p->start + p->size > end)
+			end = p->start + p->size;
+	}
+	save = NULL;
+	for (tok = strtok_r(buf, " \t\n", &save); tok; tok = strtok_r(NULL, " \t\n", &save)) {
+		struct cz_part *p = NULL;
+		for (size_t i = 0; i < cz->nparts; i++)
+			if (!strcmp(cz->parts[i].name, tok))
+				p = &cz->parts[i];
+		if (!p)
+			return im_errf(err, IM_EXIT_DAMAGED, -EINVAL,
+				       "%s/parts names %.64s, which the partition table does not have", dir,
+				       tok);
+		r = find_stream(dir, p, err);
+		if (r == 0 && p->kind == CZ_SWAP)
+			r = read_swap_info(dir, p, err);
+		if (r < 0)
+			return r;
+		if (p->kind == CZ_NONE)
+			return im_errf(err, IM_EXIT_DAMAGED, -ENOENT,
+				       "%s: no image of partition %s (a missing %s.*-ptcl-img.* file)",
+				       dir, p->name, p->name);
+	}
+
+	/* The disk's size: the GPT header's; for MBR, the last partition's
+	 * end rounded up to a MiB (Clonezilla does not record it). */
+	if (!strcmp(cz->table, "gpt")) {
+		unsigned char h[512];
+		char p[4200];
+		int fd;
+
+		snprintf(name, sizeof(name), "%s-gpt-1st", cz->disk);
+		snprintf(p, sizeof(p), "%s/%s", dir, name);
+		fd = open(p, O_RDONLY | O_CLOEXEC);
+		if (fd < 0 || fstat(fd, &st) < 0 || pread_full(fd, h, 512, cz->lss) < 0) {
+			if (fd >= 0)
+				close(fd);
+			return im_errf(err, IM_EXIT_DAMAGED, -ENOENT, "%s: no readable %s", dir, name);
+		}
+		close(fd);
+		if ((uint64_t)st.st_size != 34ull * cz->lss || memcmp(h, "EFI PART", 8))
+			return im_errf(err, IM_EXIT_DAMAGED, -EINVAL,
+				       "%s: %s is not a protective MBR, a GPT header and its entries", dir,
+				       name);
+		if (le64(h + 32) != last_lba + 33 || le64(h + 32) > (UINT64_MAX >> 13) ||
+		    (le64(h + 32) + 1) * cz->lss < end)
+			return im_errf(err, IM_EXIT_DAMAGED, -EINVAL,
+				       "%s: %s's backup LBA %llu disagrees with the table's last LBA %llu",
+				       dir, name, (unsigned long long)le64(h + 32),
+				       (unsigned long long)last_lba);
+		cz->disk_size = (le64(h + 32) + 1) * cz->lss;
+		cz->size_known = true;
+	} else {
+		cz->disk_size = (end + MiB - 1) / MiB * MiB;
+		if (cz->disk_size < MiB)
+			cz->disk_size = MiB;
+	}
+	for (size_t i = 0; i < cz->nparts; i++)
+		if (cz->parts[i].start < cz->lss ||
+		    cz->parts[i].start + cz->parts[i].size > cz->disk_size)
+			return im_errf(err, IM_EXIT_DAMAGED, -EINVAL, "%s: partition %s lies outside the disk",
+				       dir, cz->parts[i].name);
+	return 0;
+}
+
+/* ---- one stream: split parts joined, decompressed by libarchive ---- */
+
+struct czs {
+	const char *dir;
+	char first[256];
+	unsigned nfiles, cur;
+	int fd;
+	struct archive *a;
+	unsigned char buf[1 << 17];
+	char why[300];      /* what went wrong below the partclone layer */
+};
+
+/* The name of split part i: the first's name with its last two letters
+ * counted up (aa, ab, ... zz), or the file itself when it is not split. */
+static void part_name(const struct czs *s, unsigned i, char *out, size_t len)
+{
+	size_t n = strlen(s->first);
+	snprintf(out, len, "%s/%s", s->dir, s->first);
+	if (s->nfiles > 1 && n >= 3) {
+		size_t o = strlen(out);
+		out[o - 2] = (char)('a' + i / 26);
+		out[o - 1] = (char)('a' + i % 26);
+	}
+}
+
+static la_ssize_t czs_read_cb(struct archive *a, void *ctx, const void **data)
+{
+	struct czs *s = ctx;
+	char p[4400];
+	(void)a;
+	for (;;) {
+		ssize_t n;
+		if (s->fd < 0) {
+			if (s->cur >= s->nfiles)
+				return 0;
+			part_name(s, s->cur, p, sizeof(p));
+			s->fd = open(p, O_RDONLY | O_CLOEXEC);
+			if (s->fd < 0) {
+				snprintf(s->why, sizeof(s->why), "%s: %s (a missing part)", p,
+					 strerror(errno));
+				archive_set_error(a, errno, "%s", s->why);
+				return -1;
+			}
+			posix_fadvise(s->fd, 0, 0, POSIX_FADV_SEQUENTIAL);
+		}
+		n = read(s->fd, s->buf, sizeof(s->buf));
+		if (n < 0) {
+			snprintf(s->why, sizeof(s->why), "reading part %u: %s", s->cur + 1,
+				 strerror(errno));
+			archive_set_error(a, errno, "%s", s->why);
+			return -1;
+		}
+		if (n > 0) {
+			*data = s->buf;
+			return n;
+		}
+		close(s->fd);
+		s->fd = -1;
+		s->cur++;
+	}
+}
+
+static ssize_t czs_read(void *opaque, void *buf, size_t len)
+{
+	struct czs *s = opaque;
+	la_ssize_t n = archive_read_data(s->a, buf, len);
+	if (n < 0) {
+		if (!s->why[0])
+			snprintf(s->why, sizeof(s->why), "%s", archive_error_string(s->a));
+		return -EBADMSG;
+	}
+	return n;
+}
+
+static int czs_open(struct czs *s, const char *dir, const struct cz_part *p, struct im_err *err)
+{
+	struct archive_entry *e;
+	char path[4400];
+	struct stat st;
+
+	memset(s, 0, sizeof(*s));
+	s->dir = dir;
+	s->fd = -1;
+	snprintf(s->first, sizeof(s->first), "%s", p->stream);
+	s->nfiles = p->nfiles;
+	/* Every part present before a byte is read: a missing one is named. */
+	for (unsigned i = 0; i < s->nfiles; i++) {
+		part_name(s, i, path, sizeof(path));
+		if (stat(path, &st) < 0)
+			return im_errf(err, IM_EXIT_DAMAGED, -ENOENT,
+				       "partition %s: %s is missing (part %u of %u)", p->name, path, i + 1,
+				       s->nfiles);
+	}
+	s->a = archive_read_new();
+	if (!s->a)
+		return im_errf(err, IM_EXIT_INTERNAL, -ENOMEM, "out of memory");
+	archive_read_support_filter_all(s->a);
+	archive_read_support_format_raw(s->a);
+	if (archive_read_open(s->a, s, NULL, czs_read_cb, NULL) != ARCHIVE_OK ||
+	    archive_read_next_header(s->a, &e) != ARCHIVE_OK)
+		return im_errf(err, IM_EXIT_DAMAGED, -EBADMSG, "partition %s: %s: %s", p->name,
+			       p->stream, s->why[0] ? s->why : archive_error_string(s->a));
+	return 0;
+}
+
+static void czs_close(struct czs *s)
+{
+	if (s->a)
+		archive_read_free(s->a);
+	if (s->fd >= 0)
+		close(s->fd);
+	s->a = NULL;
+	s->fd = -1;
+}
+
+/* A failure below the partclone layer (a missing part, a corrupt compressed
+ * stream) replaces the partclone reader's "Bad message". */
+static int stream_failed(struct czs *s, const struct cz_part *p, int r, struct im_err *err)
+{
+	if (!s->why[0])
+		return r;
+	memset(err, 0, sizeof(*err));
+	return im_errf(err, IM_EXIT_DAMAGED, -EBADMSG, "partition %s: %s: %s", p->name, p->stream,
+		       s->why);
+}
+
+/* ---- restore ---- */
+
+/* The first len bytes of a file (it must have them): 0 or negative errno. */
+static int read_whole(const char *path, unsigned char *buf, uint64_t len)
+{
+	int fd = open(path, O_RDONLY | O_CLOEXEC), r;
+	if (fd < 0)
+		return -errno;
+	r = pread_full(fd, buf, len, 0);
+	close(fd);
+	return r;
+}
+
+/* A Linux swap header (version 1) for size bytes with the saved UUID and
+ * label: what mkswap writes in the first 4 KiB. */
+static void swap_header(unsigned char *h, uint64_t size, const struct cz_part *p)
+{
+	uint64_t pages = size / 4096;
+	memset(h, 0, 4096);
+	put_le32(h + 1024, 1);
+	put_le32(h + 1028, (uint32_t)(pages > 0xFFFFFFFFull ? 0xFFFFFFFFull : pages - 1));
+	for (int i = 0, j = 0; p->swap_uuid[0] && i < 16; i++, j += 2) {
+		if (p->swap_uuid[j] == '-')
+			j++;
+		h[1036 + i] = (unsigned char)strtoul((char[3]){ p->swap_uuid[j], p->swap_uuid[j + 1], 0 },
+						     NULL, 16);
+	}
+	memcpy(h + 1052, p->swap_label, strlen(p->swap_label));
+	memcpy(h + 4096 - 10, "SWAPSPACE2", 10);
+}
+
+/* The backup GPT (entries, then the header) made from the primary in
+ * gpt-1st, for a disk of disk_size bytes. */
+static int gpt_backup(const unsigned char *first, unsigned lss, uint64_t disk_size,
+		      unsigned char *out, struct im_err *err)
+{
+	const unsigned char *hdr = first + lss, *ent = first + 2 * lss;
+	uint64_t last = disk_size / lss - 1;
+	uint32_t hsize = le32(hdr + 12), nent = le32(hdr + 80), esz = le32(hdr + 84);
+	unsigned char *bh = out + 32ull * lss;
+
+	if (hsize < 92 || hsize > lss || (uint64_t)nent * esz != 32ull * lss ||
+	    le64(hdr + 72) != 2)
+		return im_errf(err, IM_EXIT_UNSUPP, -ENOTSUP,
+			       "gpt-1st: a GPT whose entries are not 32 sectors right after the header");
+	if ((uint32_t)crc32(0, ent, 32 * lss) != le32(hdr + 88))
+		return im_errf(err, IM_EXIT_DAMAGED, -EBADMSG,
+			       "gpt-1st: the partition entries' checksum does not match: damaged");
+	memcpy(out, ent, 32ull * lss);
+	memset(bh, 0, lss);
+	memcpy(bh, hdr, hsize);
+	put_le64(bh + 24, last);              /* my LBA */
+	put_le64(bh + 32, 1);                 /* the alternate: the primary */
+	put_le64(bh + 72, last - 32);         /* the entries */
+	put_le32(bh + 16, 0);
+	put_le32(bh + 16, (uint32_t)crc32(0, bh, hsize));
+	return 0;
+}
+
+/* The boot areas: the table's sectors and what Clonezilla kept of the
+ * gap before the first partition. */
+static int plan_areas(const char *dir, const struct cz_image *cz, struct disk_plan *pl,
+		      struct im_err *err)
+{
+	char name[128], path[4200];
+	struct stat st;
+	unsigned char *d;
+	uint64_t first = cz->disk_size;
+	int r;
+
+	for (size_t i = 0; i < cz->nparts; i++)
+		if (cz->parts[i].start < first)
+			first = cz->parts[i].start;
+	if (!strcmp(cz->table, "gpt")) {
+		snprintf(path, sizeof(path), "%s/%s-gpt-1st", dir, cz->disk);
+		d = malloc(34ull * cz->lss);
+		if (!d)
+			return im_errf(err, IM_EXIT_INTERNAL, -ENOMEM, "out of memory");
+		pl->area_data[0] = d;
+		r = read_whole(path, d, 34ull * cz->lss);
+		if (r < 0)
+			return im_errf(err, IM_EXIT_DAMAGED, r, "%s: %s", path, strerror(-r));
+		disk_plan_set_area(pl, 0, "head", 0, 34ull * cz->lss);
+		d = malloc(33ull * cz->lss);
+		if (!d)
+			return im_errf(err, IM_EXIT_INTERNAL, -ENOMEM, "out of memory");
+		pl->area_data[1] = d;
+		r = gpt_backup(pl->area_data[0], cz->lss, cz->disk_size, d, err);
+		if (r < 0)
+			return r;
+		disk_plan_set_area(pl, 1, "gpt-backup", cz->disk_size - 33ull * cz->lss,
+				   33ull * cz->lss);
+		return 0;
+	}
+	snprintf(path, sizeof(path), "%s/%s-mbr", dir, cz->disk);
+	d = malloc(512);
+	if (!d)
+		return im_errf(err, IM_EXIT_INTERNAL, -ENOMEM, "out of memory");
+	pl->area_data[0] = d;
+	r = read_whole(path, d, 512);
+	if (r < 0)
+		return im_errf(err, IM_EXIT_DAMAGED, r, "%s: %s", path, strerror(-r));
+	if (d[510] != 0x55 || d[511] != 0xAA)
+		return im_errf(err, IM_EXIT_DAMAGED, -EINVAL, "%s: no MBR signature", path);
+	disk_plan_set_area(pl, 0, "head", 0, 512);
+	snprintf(name, sizeof(name), "%s/%s-hidden-data-after-mbr", dir, cz->disk);
+	if (stat(name, &st) == 0 && st.st_size > 0) {
+		uint64_t len = (uint64_t)st.st_size;
+		if (len > first - 512)
+			len = first - 512;  /* never over the first partition */
+		if (len > PT_HEAD_MAX)
+			return im_errf(err, IM_EXIT_DAMAGED, -EFBIG, "%s: larger than %llu MiB", name,
+				       PT_HEAD_MAX >> 20);
+		d = malloc(len);
+		if (!d)
+			return im_errf(err, IM_EXIT_INTERNAL, -ENOMEM, "out of memory");
+		pl->area_data[1] = d;
+		r = read_whole(name, d, len);
+		if (r < 0)
+			return im_errf(err, IM_EXIT_DAMAGED, r, "%s: %s", name, strerror(-r));
+		disk_plan_set_area(pl, 1, "head-gap", 512, len);
+	} else {
+		pl->nareas = 1;
+	}
+	return 0;
+}
+
+struct cz_job {
+	struct writer *w;
+	uint64_t done, total;
+	const struct restore_opts *opts;
+};
+
+static int restore_ptcl(const char *dir, const struct cz_part *p, size_t i, struct cz_job *j,
+			struct im_err *err)
+{
+	struct czs s;
+	struct pcl_reader r;
+	unsigned char *buf = NULL;
+	uint64_t first;
+	ssize_t n;
+	size_t max;
+	int rc;
+
+	rc = czs_open(&s, dir, p, err);
+	if (rc < 0) {
+		czs_close(&s);
+		return rc;
+	}
+	rc = pcl_open(&r, czs_read, &s, p->stream, err);
+	if (rc < 0) {
+		rc = stream_failed(&s, p, rc, err);
+		czs_close(&s);
+		return rc;
+	}
+	if (r.h.total_blocks * r.h.block_size > p->size + r.h.block_size - 1) {
+		rc = im_errf(err, IM_EXIT_DAMAGED, -EINVAL,
+			     "partition %s: its image holds %llu bytes, more than the partition's %llu",
+			     p->name, (unsigned long long)(r.h.total_blocks * r.h.block_size),
+			     (unsigned long long)p->size);
+		goto out;
+	}
+	max = (4u << 20) / r.h.block_size;
+	if (max == 0)
+		max = 1;
+	buf = malloc(max * r.h.block_size);
+	if (!buf) {
+		rc = im_errf(err, IM_EXIT_INTERNAL, -ENOMEM, "out of memory");
+		goto out;
+	}
+	while ((n = pcl_read_run(&r, &first, buf, max, err)) > 0) {
+		uint64_t off = first * r.h.block_size, len = (uint64_t)n * r.h.block_size;
+		if (off + len > p->size)  /* a partial last block */
+			len = p->size - off;
+		rc = writer_put(j->w, i, off, len, buf, err);
+		if (rc < 0)
+			goto out;
+		j->done += len;
+		if (j->opts->progress.fn)
+			j->opts->progress.fn(j->opts->progress.opaque, "restore", j->done, j->total);
+		if (j->opts->progress.cancel && *j->opts->progress.cancel) {
+			rc = im_errf(err, IM_EXIT_INTERRUPTED, -EINTR, "interrupted");
+			goto out;
+		}
+	}
+	rc = n < 0 ? stream_failed(&s, p, (int)n, err) : 0;
+	if (rc < 0 && !strstr(err->msg, p->name))
+		im_err_prefix(err, "partition %s: ", p->name);
+out:
+	free(buf);
+	pcl_close(&r);
+	czs_close(&s);
+	return rc;
+}
+
+int cz_read_stream(const char *dir, const struct cz_part *p, bool read_all,
+		   struct pcl_header *h, uint64_t *strips, struct im_err *err)
+{
+	struct czs s;
+	struct pcl_reader r;
+	unsigned char *buf = NULL;
+	uint64_t first;
+	ssize_t n = 0;
+	int rc;
+
+	if (p->kind != CZ_PTCL)
+		return im_errf(err, IM_EXIT_INTERNAL, -EINVAL, "partition %s has no stream", p->name);
+	rc = czs_open(&s, dir, p, err);
+	if (rc == 0) {
+		rc = pcl_open(&r, czs_read, &s, p->stream, err);
+		if (rc < 0)
+			rc = stream_failed(&s, p, rc, err);
+	}
+	if (rc < 0) {
+		czs_close(&s);
+		return rc;
+	}
+	*h = r.h;
+	if (read_all) {
+		buf = malloc((size_t)64 * r.h.block_size);
+		if (!buf)
+			rc = im_errf(err, IM_EXIT_INTERNAL, -ENOMEM, "out of memory");
+		while (buf && (n = pcl_read_run(&r, &first, buf, 64, err)) > 0)
+			;
+		if (n < 0)
+			rc = stream_failed(&s, p, (int)n, err);
+		if (strips)
+			*strips = r.h.checksum_mode ? (r.h.used_blocks + r.h.blocks_per_checksum - 1) /
+							      r.h.blocks_per_checksum
+						    : 0;
+	}
+	free(buf);
+	pcl_close(&r);
+	czs_close(&s);
+	return rc;
+}
+
+/* The bytes to write, for progress: each stream's used blocks (headers
+ * only are read here; they are read again while restoring). */
+static int count_used(const char *dir, const struct cz_image *cz, uint64_t *total,
+		      struct im_err *err)
+{
+	for (size_t i = 0; i < cz->nparts; i++) {
+		const struct cz_part *p = &cz->parts[i];
+		struct czs s;
+		struct pcl_reader r;
+		int rc;
+
+		if (p->kind == CZ_SWAP)
+			*total += 4096;
+		if (p->kind != CZ_PTCL)
+			continue;
+		rc = czs_open(&s, dir, p, err);
+		if (rc == 0) {
+			rc = pcl_open(&r, czs_read, &s, p->stream, err);
+			if (rc < 0)
+				rc = stream_failed(&s, p, rc, err);
+			else
+				*total += r.h.used_blocks * r.h.block_size;
+			if (rc == 0)
+				pcl_close(&r);
+		}
+		czs_close(&s);
+		if (rc < 0)
+			return rc;
+	}
+	return 0;
+}
+
+int cz_restore(const struct disk_roots *roots, const char *dir, const char *target,
+	       const struct restore_opts *opts, struct restore_stats *stats, struct im_err *err)
+{
+	struct cz_image *cz = calloc(1, sizeof(*cz));
+	struct disk_plan pl = { 0 };
+	struct writer w = { 0 };
+	struct cz_job j = { .w = &w, .opts = opts };
+	unsigned char swap[4096];
+	int r;
+
+	memset(stats, 0, sizeof(*stats));
+	if (!cz)
+		return im_errf(err, IM_EXIT_INTERNAL, -ENOMEM, "out of memory");
+	r = cz_read(dir, cz, err);
+	if (r == 0)
+		r = disk_plan_alloc(&pl, cz->disk_size, cz->table, cz->lss, cz->nparts, 2, err);
+	for (size_t i = 0; r == 0 && i < cz->nparts; i++) {
+		const struct cz_part *p = &cz->parts[i];
+		disk_plan_set_part(&pl, i, p->number, strcmp(cz->table, "gpt") ? "primary" : "gpt",
+				   p->start, p->size);
+		grow_fs_set(&pl.fs[i], p->fs[0] ? p->fs : NULL, NULL, 0);
+	}
+	if (r == 0)
+		r = plan_areas(dir, cz, &pl, err);
+	if (r == 0)
+		r = count_used(dir, cz, &j.total, err);
+	if (r == 0)
+		r = writer_start(&w, roots, target, &pl, &opts->target, &stats->grow, err);
+	for (size_t i = 0; r == 0 && i < cz->nparts; i++) {
+		const struct cz_part *p = &cz->parts[i];
+		if (p->kind == CZ_PTCL) {
+			r = restore_ptcl(dir, p, i, &j, err);
+		} else if (p->kind == CZ_SWAP && p->size >= 40960) {
+			swap_header(swap, p->size, p);
+			r = writer_put(&w, i, 0, sizeof(swap), swap, err);
+			j.done += sizeof(swap);
+		}
+	}
+	stats->bytes_written = j.done;
+	if (r == 0)
+		r = writer_finish(&w, &pl, err);
+	r = writer_end(&w, r, &opts->target, pl.fs, &stats->grow, &stats->target, err);
+	disk_plan_free(&pl);
+	free(cz);
+	return r;
+}

@@ -1,0 +1,89 @@
+/* SPDX-License-Identifier: GPL-2.0-or-later */
+/*
+ * Clonezilla image folders as a source (ocs-sr savedisk): restored onto a
+ * block device or a new raw or qcow2 file through the same writer as
+ * imager's own folders (the table and every partition's first bytes held
+ * back until the end, a created file removed on failure).  im_restore()
+ * turns to cz_restore() for a folder without manifest.json that has
+ * Clonezilla's "disk" file, so restore, convert DIR and p2v DIR take both.
+ *
+ * What a folder holds (facts from images ocs-sr 5.3 writes):
+ *   disk                  the disk's name ("sda"); one disk is taken
+ *   parts                 its partitions' names, blank-separated
+ *   DISK-pt.sf            sfdisk's dump: label (dos, gpt), sector-size,
+ *                         last-lba, one line per partition (start=, size=)
+ *   DISK-mbr              the first sector
+ *   DISK-hidden-data-after-mbr   what lies between it and the first
+ *                         partition (MBR disks)
+ *   DISK-gpt-1st          the protective MBR, the primary GPT header and
+ *                         its entries (34 sectors); DISK-gpt-2nd is not
+ *                         used: it is the disk's last 32 sectors, which
+ *                         miss the first sector of the backup entries, so
+ *                         the backup is made from the primary instead
+ *   PART.FS-ptcl-img.COMP[.aa .ab ...]   a partclone image (partclone.h),
+ *                         compressed (gz, bz2, xz, zst, lz4, lzo, or
+ *                         uncomp), split into parts or not; read through
+ *                         libarchive's raw reader, the parts in name order
+ *   swappt-PART.info      a swap partition: UUID="..." LABEL="...";
+ *                         written as a fresh swap header with that UUID
+ *                         and label
+ * Refused by name (IM_EXIT_UNSUPP): encrypted images (ecryptfs.info),
+ * images of several disks or of partitions only (saveparts), logical
+ * partitions of an MBR disk, the older ntfsclone and dd streams.  Damage
+ * (a bad checksum, a truncated or missing part, a corrupt compressed
+ * stream, a lying header) is IM_EXIT_DAMAGED with the partition named.
+ */
+#ifndef IMAGER_CLONEZILLA_H
+#define IMAGER_CLONEZILLA_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "imager/job.h"
+
+#define CZ_MAX_PARTS 128
+#define CZ_MAX_FILES 1000  /* split parts of one stream */
+
+enum cz_kind { CZ_NONE, CZ_PTCL, CZ_SWAP };
+
+struct cz_part {
+	char name[64];             /* "sda1" */
+	unsigned number;
+	uint64_t start, size;      /* bytes */
+	char fs[32];               /* Clonezilla's name: "ext4", "vfat", "ntfs", "swap"... */
+	enum cz_kind kind;
+	char stream[256];          /* the first file's name, or the .info file's */
+	char comp[8];              /* gz, bz2, xz, zst, lz4, lzo, uncomp */
+	unsigned nfiles;           /* 1, or the number of split parts */
+	char swap_uuid[37], swap_label[17];
+};
+
+struct cz_image {
+	char disk[64];
+	char table[8];             /* "msdos" or "gpt" */
+	unsigned lss;
+	uint64_t disk_size;        /* gpt: from the header; msdos: the last partition's end, in MiB */
+	bool size_known;           /* false: msdos (the disk's size is not in the folder) */
+	size_t nparts;
+	struct cz_part parts[CZ_MAX_PARTS];
+};
+
+/* A folder that looks like Clonezilla's (a "disk" or "parts" file, no
+ * manifest.json). */
+bool cz_detect(const char *dir);
+
+/* Read and check the folder's description (no stream is read). */
+int cz_read(const char *dir, struct cz_image *cz, struct im_err *err);
+
+/* Partition p's stream: its partclone header (h), and with read_all every
+ * block read and every checksum checked (*strips: the checksum strips
+ * checked).  Returns 0 or a negative errno with the damage in err. */
+struct pcl_header;
+int cz_read_stream(const char *dir, const struct cz_part *p, bool read_all,
+		   struct pcl_header *h, uint64_t *strips, struct im_err *err);
+
+/* Restore the folder onto target (as im_restore()). */
+int cz_restore(const struct disk_roots *roots, const char *dir, const char *target,
+	       const struct restore_opts *opts, struct restore_stats *stats, struct im_err *err);
+
+#endif
