@@ -52,12 +52,12 @@ const struct command commands[] = {
 	  "        [--convert [--block virtio-blk|virtio-scsi] [--rebuild-initramfs]\n"
 	  "                   [--virtio-win PATH]]\n"
 	  "        [--threads N] [--force] [--json] [--no-progress]",
-	  "write an image folder onto a disk or image file" },
+	  "write an image folder (imager's or Clonezilla's) onto a disk or image file" },
 	{ "save", cmd_save, CMD_DEVICES,
 	  "SOURCE DIR [--format raw|qcow2] [--level N] [--threads N] [--force] [--json] [--no-progress]",
 	  "save the used blocks of a disk, partition or image file into a folder" },
 	{ "verify", cmd_verify, 0, "DIR [--threads N] [--json] [--no-progress]",
-	  "check every frame and checksum of an image folder" },
+	  "check every frame and checksum of an image folder (imager's or Clonezilla's)" },
 };
 const size_t ncommands = sizeof(commands) / sizeof(commands[0]);
 

@@ -162,7 +162,10 @@ loop_attach() {
 	dev=$(losetup -f --show "$1") || fail "losetup $1"
 	on_exit "loop_detach $dev"
 	if [ "${2:-}" = --partitions ]; then
-		# The host kernel does not scan tables on loop devices by itself.
+		# The host kernel does not scan tables on loop devices by itself;
+		# partitions a program left on this loop number when it detached
+		# it without partx -d go first (they would keep their old sizes).
+		partx -d "$dev" 2>/dev/null || true
 		partx -a "$dev" 2>/dev/null || true
 		on_exit "partx -d $dev"
 		udev_settle_parts "$dev"

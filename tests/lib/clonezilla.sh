@@ -1,0 +1,107 @@
+# Authentic Clonezilla images for the tests, made by Clonezilla's own
+# ocs-sr in batch mode from loop devices, cached by this script's hash (as
+# the test guest is), so that they are made once per version of this file.
+#
+#   cz_image NAME    sets CZ_DIR (the image folder) and CZ_SRC (the source
+#                    disk it was saved from), building both on first use:
+#     gpt-gz-split   GPT, 160 MiB: ext4 (64 MiB, 24 MiB of files), vfat
+#                    (32 MiB, labelled, files), swap (16 MiB, labelled);
+#                    gzip (-z1p), split at 1 MB (-i 1), MD5SUMS (-gm)
+#     mbr-zst        MBR, 128 MiB: ext4 (48 MiB, files) and NTFS (60 MiB,
+#                    files put with ntfscp), hidden data after the MBR;
+#                    zstd (-z9p), not split
+# The source disks held pseudo-random bytes before mkfs (old data in the
+# free space), so a restore equals its source only on the used blocks: the
+# tests compare tables, checkers and files.
+# Needs root, loop devices with partx, ocs-sr (clonezilla), and the mkfs
+# tools; cz_image skips (77) without them.
+
+CZ_CACHE=${IMAGER_TEST_CACHE:-/var/cache/imager-tests}
+
+_cz_build() { # NAME DIR: the source disk DIR/src.img and the image DIR/image
+	local name=$1 d=$2 dev t files
+	t=$d/work
+	mkdir -p "$t" "$d/repo"
+	case $name in
+	gpt-gz-split)
+		head -c $((160 * MiB)) /dev/urandom >"$d/src.img"
+		sfdisk -q "$d/src.img" <<-EOF || return 1
+			label: gpt
+			start=2048, size=64MiB, type=0FC63DAF-8483-4772-8E79-3D69D8477DE4, name="root"
+			size=32MiB, type=EBD0A0A2-B9E5-4433-87C0-68B6B72699C7, name="data"
+			size=16MiB, type=0657FD6D-A4AB-43C4-84E5-0933C84B4F4F, name="swap"
+		EOF
+		;;
+	mbr-zst)
+		head -c $((128 * MiB)) /dev/urandom >"$d/src.img"
+		sfdisk -q "$d/src.img" <<-EOF || return 1
+			label: dos
+			start=2048, size=48MiB, type=83
+			size=60MiB, type=7
+		EOF
+		;;
+	esac
+	dev=$(losetup -f --show "$d/src.img") || return 1
+	partx -d "$dev" 2>/dev/null
+	partx -a "$dev" 2>/dev/null
+	mkdir -p "$t/files/sub"
+	head -c $((20 * MiB)) /dev/urandom >"$t/files/random.bin"
+	seq 1 200000 >"$t/files/sub/numbers.txt"
+	cp -r /usr/share/doc/util-linux "$t/files/doc" 2>/dev/null || true
+	case $name in
+	gpt-gz-split)
+		mke2fs -q -F -t ext4 -L cz-root -d "$t/files" "${dev}p1" &&
+			mkfs.fat -n CZDATA "${dev}p2" >/dev/null &&
+			MTOOLS_SKIP_CHECK=1 mcopy -s -i "${dev}p2" "$t/files/sub" ::/ &&
+			mkswap -L cz-swap "${dev}p3" >/dev/null
+		;;
+	mbr-zst)
+		# GRUB-like bytes in the gap after the MBR: "hidden data" to keep
+		head -c 4096 /dev/urandom | dd of="$dev" bs=512 seek=1 conv=notrunc status=none
+		head -c 446 /dev/urandom | dd of="$dev" bs=1 conv=notrunc status=none
+		rm -rf "$t/files/random.bin"
+		head -c $((8 * MiB)) /dev/urandom >"$t/files/random.bin"
+		mke2fs -q -F -t ext4 -L cz-boot -d "$t/files" "${dev}p1" &&
+			mkntfs -q -f -L CZNTFS "${dev}p2" &&
+			ntfscp -q "${dev}p2" "$t/files/random.bin" random.bin &&
+			ntfscp -q "${dev}p2" "$t/files/sub/numbers.txt" numbers.txt
+		;;
+	esac || { losetup -d "$dev"; return 1; }
+	sync
+	files=$(basename "$dev")
+	case $name in
+	gpt-gz-split) set -- -z1p -i 1 -gm ;;
+	mbr-zst) set -- -z9p -i 0 ;;
+	esac
+	ocs-sr -b -q2 -j2 "$@" -sfsck -senc -nogui -p true -or "$d/repo" savedisk image "$files" \
+		>"$d/ocs-sr.log" 2>&1
+	local rc=$?
+	partx -d "$dev" 2>/dev/null
+	losetup -d "$dev"
+	[ "$rc" = 0 ] || { tail -n 20 "$d/ocs-sr.log" >&2; return 1; }
+	mv "$d/repo/image" "$d/image" && rm -rf "$d/repo" "$t"
+}
+
+cz_image() { # NAME
+	local key dir lock
+	need_root "for loop devices and ocs-sr"
+	need_cmd ocs-sr partclone.extfs partclone.vfat partclone.ntfs losetup partx sfdisk \
+		mke2fs mkfs.fat mcopy mkswap mkntfs ntfscp
+	key=$(cat "$TESTS_LIB/clonezilla.sh" | sha256sum | cut -c1-16)
+	dir=$CZ_CACHE/clonezilla-$key/$1
+	mkdir -p "$CZ_CACHE"
+	lock=$CZ_CACHE/clonezilla.lock
+	exec {_czfd}>"$lock"
+	flock "$_czfd"
+	if [ ! -d "$dir/image" ]; then
+		rm -rf "$dir"
+		mkdir -p "$dir"
+		note "building the Clonezilla image $1 with ocs-sr (cached in $dir)"
+		_cz_build "$1" "$dir" || { rm -rf "$dir"; exec {_czfd}>&-; fail "ocs-sr could not make $1"; }
+		# old versions of this script's images go
+		find "$CZ_CACHE" -maxdepth 1 -name 'clonezilla-*' ! -name "clonezilla-$key" -exec rm -rf {} +
+	fi
+	exec {_czfd}>&-
+	CZ_DIR=$dir/image
+	CZ_SRC=$dir/src.img
+}
