@@ -371,11 +371,19 @@ int cz_read(const char *dir, struct cz_image *cz, struct im_err *err)
 		if (cz->disk_size < MiB)
 			cz->disk_size = MiB;
 	}
-	for (size_t i = 0; i < cz->nparts; i++)
-		if (cz->parts[i].start < cz->lss ||
-		    cz->parts[i].start + cz->parts[i].size > cz->disk_size)
+	for (size_t i = 0; i < cz->nparts; i++) {
+		const struct cz_part *a = &cz->parts[i];
+		if (a->start < cz->lss || a->start + a->size > cz->disk_size)
 			return im_errf(err, IM_EXIT_DAMAGED, -EINVAL, "%s: partition %s lies outside the disk",
-				       dir, cz->parts[i].name);
+				       dir, a->name);
+		for (size_t k = 0; k < i; k++) {
+			const struct cz_part *b = &cz->parts[k];
+			/* (no logical partitions get here: nothing may overlap) */
+			if (a->start < b->start + b->size && b->start < a->start + a->size)
+				return im_errf(err, IM_EXIT_DAMAGED, -EINVAL,
+					       "%s: partitions %s and %s overlap", dir, b->name, a->name);
+		}
+	}
 	return 0;
 }
 
@@ -546,10 +554,18 @@ static int gpt_backup(const unsigned char *first, unsigned lss, uint64_t disk_si
 	uint32_t hsize = le32(hdr + 12), nent = le32(hdr + 80), esz = le32(hdr + 84);
 	unsigned char *bh = out + 32ull * lss;
 
-	if (hsize < 92 || hsize > lss || (uint64_t)nent * esz != 32ull * lss ||
+	if (hsize < 92 || hsize > 512 || (uint64_t)nent * esz != 32ull * lss ||
 	    le64(hdr + 72) != 2)
 		return im_errf(err, IM_EXIT_UNSUPP, -ENOTSUP,
 			       "gpt-1st: a GPT whose entries are not 32 sectors right after the header");
+	{
+		unsigned char h[512];
+		memcpy(h, hdr, hsize);
+		put_le32(h + 16, 0);
+		if ((uint32_t)crc32(0, h, hsize) != le32(hdr + 16))
+			return im_errf(err, IM_EXIT_DAMAGED, -EBADMSG,
+				       "gpt-1st: the GPT header's checksum does not match: damaged");
+	}
 	if ((uint32_t)crc32(0, ent, 32 * lss) != le32(hdr + 88))
 		return im_errf(err, IM_EXIT_DAMAGED, -EBADMSG,
 			       "gpt-1st: the partition entries' checksum does not match: damaged");
@@ -611,7 +627,7 @@ static int plan_areas(const char *dir, const struct cz_image *cz, struct disk_pl
 		return im_errf(err, IM_EXIT_DAMAGED, -EINVAL, "%s: no MBR signature", path);
 	disk_plan_set_area(pl, 0, "head", 0, 512);
 	snprintf(name, sizeof(name), "%s/%s-hidden-data-after-mbr", dir, cz->disk);
-	if (stat(name, &st) == 0 && st.st_size > 0) {
+	if (stat(name, &st) == 0 && st.st_size > 0 && first > 512) {
 		uint64_t len = (uint64_t)st.st_size;
 		if (len > first - 512)
 			len = first - 512;  /* never over the first partition */

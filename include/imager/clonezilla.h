@@ -42,7 +42,7 @@
 #include "imager/job.h"
 
 #define CZ_MAX_PARTS 128
-#define CZ_MAX_FILES 1000  /* split parts of one stream */
+#define CZ_MAX_FILES 676   /* split parts of one stream: aa to zz */
 
 enum cz_kind { CZ_NONE, CZ_PTCL, CZ_SWAP };
 
