@@ -44,6 +44,8 @@ DEB_BOOT  := busybox-static kmod cpio zstd mtools dosfstools xorriso grub-pc-bin
              shim-helpers-amd64-signed openssh-client sshfs nbdkit dialog linux-image-amd64
 # (the live medium's tests also start servers: an sshd, Samba's smbd, NFS-Ganesha)
 DEB_TEST  += openssh-server samba nfs-ganesha nfs-ganesha-vfs
+# (Clonezilla's ocs-sr makes the authentic images sources/clonezilla reads)
+DEB_TEST  += clonezilla gdisk dmidecode pciutils
 
 CC        ?= gcc
 OPT       ?= -O2 -g
