@@ -19,8 +19,9 @@
 # Environment: IMAGER (default build/imager), BENCH_CACHE, BENCH_WORK
 # (scratch space, default the cache folder), BENCH_DATA_MIB (default 1536),
 # BENCH_RUNS (runs of each measurement, the median is shown; default 1),
-# BENCH_PARTS (which parts run, default all: "imaging convert windows p2v
-# fs"; imaging is the ext4 sample with the virtual disk targets).
+# BENCH_PARTS (which parts run, default all: "imaging clonezilla convert
+# windows p2v fs"; imaging is the ext4 sample with the virtual disk
+# targets, clonezilla an ocs-sr image of it restored into a qcow2).
 set -euo pipefail
 export LC_ALL=C
 
@@ -33,10 +34,10 @@ WORK=${BENCH_WORK:-$CACHE/work}
 DISK=$CACHE/disk-$KEY.img
 NPROC=$(nproc)
 RUNS=${BENCH_RUNS:-1}
-PARTS=" ${BENCH_PARTS:-imaging convert windows p2v fs} "
+PARTS=" ${BENCH_PARTS:-imaging clonezilla convert windows p2v fs} "
 part() { [[ $PARTS == *" $1 "* ]]; }
 for p in $PARTS; do
-	case $p in imaging | convert | windows | p2v | fs) ;; *) echo "bench: unknown part '$p' in BENCH_PARTS" >&2; exit 1 ;; esac
+	case $p in imaging | clonezilla | convert | windows | p2v | fs) ;; *) echo "bench: unknown part '$p' in BENCH_PARTS" >&2; exit 1 ;; esac
 done
 
 die() { echo "bench: $*" >&2; exit 1; }
@@ -243,6 +244,14 @@ else
 	rm -rf "$WORK"
 	mkdir -p "$WORK"
 fi   # imaging
+
+# ---- a Clonezilla image of the sample into a qcow2, against Clonezilla's route ----
+if part clonezilla; then
+[ -f "$DISK" ] || build_disk
+echo
+echo "Clonezilla image into qcow2 (tests/bench/bench-clonezilla.sh):"
+IMAGER=$IMAGER DISK=$DISK WORK=$WORK/clonezilla bash "$ROOT/tests/bench/bench-clonezilla.sh"
+fi
 
 # ---- guest conversion: imager convert against virt-v2v ----
 if part convert; then
