@@ -15,6 +15,7 @@
 
 #include "imager/image.h"
 #include "imager/p2v.h"
+#include "imager/clonezilla.h"
 #include "imager/pools.h"
 #include "imager/volume.h"
 #include "util.h"
@@ -110,7 +111,17 @@ static int probe_source(struct p2v_disk *d, struct im_err *err)
 
 	if (!bk_is_uri(d->source) && stat(d->source, &st) < 0)
 		return im_errf(err, IM_EXIT_SOURCE, -errno, "%s: %s", d->source, strerror(errno));
-	if (!bk_is_uri(d->source) && S_ISDIR(st.st_mode)) {
+	if (!bk_is_uri(d->source) && S_ISDIR(st.st_mode) && cz_detect(d->source)) {
+		struct cz_image *cz = calloc(1, sizeof(*cz));
+		int r;
+
+		RETURN_IF(!cz, err, IM_EXIT_INTERNAL, -ENOMEM, "out of memory");
+		r = cz_read(d->source, cz, err);  /* a Clonezilla image folder */
+		d->folder = true;
+		d->capacity = cz->disk_size;
+		free(cz);
+		FORWARD_ERR(r);
+	} else if (!bk_is_uri(d->source) && S_ISDIR(st.st_mode)) {
 		struct img_manifest m;
 
 		FORWARD_ERR(img_manifest_read(&m, d->source, err));

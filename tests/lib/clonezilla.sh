@@ -10,6 +10,9 @@
 #     mbr-zst        MBR, 128 MiB: ext4 (48 MiB, files) and NTFS (60 MiB,
 #                    files put with ntfscp), hidden data after the MBR;
 #                    zstd (-z9p), not split
+#     debian12       the Debian test guest ($GUEST, from need_guest: MBR,
+#                    GRUB in the gap after the MBR, ext4 root, swap), zstd;
+#                    cached beside that guest's own hash
 # The source disks held pseudo-random bytes before mkfs (old data in the
 # free space), so a restore equals its source only on the used blocks: the
 # tests compare tables, checkers and files.
@@ -23,6 +26,9 @@ _cz_build() { # NAME DIR: the source disk DIR/src.img and the image DIR/image
 	t=$d/work
 	mkdir -p "$t" "$d/repo"
 	case $name in
+	debian12)
+		qemu-img convert -O raw "$GUEST" "$d/src.img" || return 1
+		;;
 	gpt-gz-split)
 		head -c $((160 * MiB)) /dev/urandom >"$d/src.img"
 		sfdisk -q "$d/src.img" <<-EOF || return 1
@@ -45,7 +51,7 @@ _cz_build() { # NAME DIR: the source disk DIR/src.img and the image DIR/image
 	partx -d "$dev" 2>/dev/null
 	partx -a "$dev" 2>/dev/null
 	mkdir -p "$t/files/sub"
-	head -c $((20 * MiB)) /dev/urandom >"$t/files/random.bin"
+	[ "$name" = debian12 ] || head -c $((20 * MiB)) /dev/urandom >"$t/files/random.bin"
 	seq 1 200000 >"$t/files/sub/numbers.txt"
 	cp -r /usr/share/doc/util-linux "$t/files/doc" 2>/dev/null || true
 	case $name in
@@ -71,7 +77,7 @@ _cz_build() { # NAME DIR: the source disk DIR/src.img and the image DIR/image
 	files=$(basename "$dev")
 	case $name in
 	gpt-gz-split) set -- -z1p -i 1 -gm ;;
-	mbr-zst) set -- -z9p -i 0 ;;
+	mbr-zst | debian12) set -- -z9p -i 0 ;;
 	esac
 	ocs-sr -b -q2 -j2 "$@" -sfsck -senc -nogui -p true -or "$d/repo" savedisk image "$files" \
 		>"$d/ocs-sr.log" 2>&1
@@ -80,6 +86,8 @@ _cz_build() { # NAME DIR: the source disk DIR/src.img and the image DIR/image
 	losetup -d "$dev"
 	[ "$rc" = 0 ] || { tail -n 20 "$d/ocs-sr.log" >&2; return 1; }
 	mv "$d/repo/image" "$d/image" && rm -rf "$d/repo" "$t"
+	# (the guest's raw copy is not kept: the guest itself is)
+	[ "$name" != debian12 ] || rm -f "$d/src.img"
 }
 
 cz_image() { # NAME
@@ -89,6 +97,7 @@ cz_image() { # NAME
 		mke2fs mkfs.fat mcopy mkswap mkntfs ntfscp
 	key=$(cat "$TESTS_LIB/clonezilla.sh" | sha256sum | cut -c1-16)
 	dir=$CZ_CACHE/clonezilla-$key/$1
+	[ "$1" = debian12 ] && dir=$dir-$(basename "${GUEST:?need_guest first}" .qcow2)
 	mkdir -p "$CZ_CACHE"
 	lock=$CZ_CACHE/clonezilla.lock
 	exec {_czfd}>"$lock"
@@ -98,8 +107,9 @@ cz_image() { # NAME
 		mkdir -p "$dir"
 		note "building the Clonezilla image $1 with ocs-sr (cached in $dir)"
 		_cz_build "$1" "$dir" || { rm -rf "$dir"; exec {_czfd}>&-; fail "ocs-sr could not make $1"; }
-		# old versions of this script's images go
+		# old versions of this script's images go, and images of older guests
 		find "$CZ_CACHE" -maxdepth 1 -name 'clonezilla-*' ! -name "clonezilla-$key" -exec rm -rf {} +
+		[ "$1" = debian12 ] && find "$(dirname "$dir")" -maxdepth 1 -name 'debian12-*' ! -path "$dir" -exec rm -rf {} +
 	fi
 	exec {_czfd}>&-
 	CZ_DIR=$dir/image
