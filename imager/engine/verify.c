@@ -14,6 +14,7 @@
 #include <zstd.h>
 
 #include "frames.h"
+#include "tool.h"
 #include "util.h"
 #include "imager/pipeline.h"
 
@@ -112,6 +113,30 @@ static int cz_verify(const char *dir, const struct im_progress *progress,
 		rep->frames_checked += strips;
 		if (progress && progress->fn)
 			progress->fn(progress->opaque, "verify", i + 1, cz->nparts);
+	}
+	/* The checksum files ocs-sr -gm, -gs, -gb write, checked by the
+	 * coreutils tool that reads them, in the folder. */
+	static const char *const sums[][2] = {
+		{ "MD5SUMS", "md5sum" }, { "SHA1SUMS", "sha1sum" }, { "B2SUMS", "b2sum" },
+	};
+	for (size_t i = 0; r == 0 && i < sizeof(sums) / sizeof(sums[0]); i++) {
+		char path[4200], out[512];
+		const char *argv[] = { "sh", "-c", "cd -- \"$1\" && exec \"$2\" -c --quiet -- \"$3\"",
+				       "sh", dir, sums[i][1], sums[i][0], NULL };
+		int st;
+
+		snprintf(path, sizeof(path), "%s/%s", dir, sums[i][0]);
+		if (access(path, F_OK) != 0)
+			continue;
+		st = tool_run(argv, out, sizeof(out));
+		if (st != 0) {
+			char *nl;
+			while ((nl = strrchr(out, '\n')) && nl[1] == '\0')
+				*nl = '\0';
+			nl = strrchr(out, '\n');
+			r = add_damage(rep, NULL, sums[i][0], -1, 0, 0,
+				       st < 0 ? "could not be checked" : nl ? nl + 1 : out);
+		}
 	}
 	free(cz);
 	return r;
