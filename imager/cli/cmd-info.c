@@ -79,7 +79,7 @@ static int info_clonezilla(const char *dir, bool json)
 				json_object_object_add(o, "block_size", json_object_new_int((int)h.block_size));
 				json_object_object_add(o, "used_bytes",
 						       json_object_new_uint64(h.used_blocks * h.block_size));
-			} else {
+			} else if (p->kind == CZ_SWAP) {
 				json_object_object_add(o, "uuid", json_object_new_string(p->swap_uuid));
 				json_object_object_add(o, "label", json_object_new_string(p->swap_label));
 			}
@@ -89,6 +89,9 @@ static int info_clonezilla(const char *dir, bool json)
 			       p->number, p->name, psize, (unsigned long long)p->start, p->fs, used,
 			       p->stream, p->comp, p->nfiles, p->nfiles == 1 ? "" : "s", h.tool_version,
 			       csum);
+		} else if (p->kind == CZ_NONE) {
+			printf("  partition %u (%s): %s at %llu, not in the image (restored empty)\n",
+			       p->number, p->name, psize, (unsigned long long)p->start);
 		} else {
 			printf("  partition %u (%s): %s at %llu, swap%s%s%s%s (made afresh)\n", p->number,
 			       p->name, psize, (unsigned long long)p->start, p->swap_label[0] ? " label " : "",

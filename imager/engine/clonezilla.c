@@ -338,6 +338,21 @@ int cz_read(const char *dir, struct cz_image *cz, struct im_err *err)
 				       dir, p->name, p->name);
 	}
 
+	/* Swap partitions are not in "parts": their swappt-PART.info is. */
+	for (size_t i = 0; i < cz->nparts; i++) {
+		struct cz_part *p = &cz->parts[i];
+		char path[4200];
+
+		snprintf(path, sizeof(path), "%s/swappt-%s.info", dir, p->name);
+		if (p->kind != CZ_NONE || stat(path, &st) != 0)
+			continue;
+		p->kind = CZ_SWAP;
+		snprintf(p->stream, sizeof(p->stream), "swappt-%s.info", p->name);
+		r = read_swap_info(dir, p, err);
+		if (r < 0)
+			return r;
+	}
+
 	/* The disk's size: the GPT header's; for MBR, the last partition's
 	 * end rounded up to a MiB (Clonezilla does not record it). */
 	if (!strcmp(cz->table, "gpt")) {
@@ -659,7 +674,7 @@ static int restore_ptcl(const char *dir, const struct cz_part *p, size_t i, stru
 {
 	struct czs s;
 	struct pcl_reader r;
-	unsigned char *buf = NULL;
+	unsigned char *buf = NULL, boot[512] = { 0 };
 	uint64_t first;
 	ssize_t n;
 	size_t max;
@@ -695,6 +710,8 @@ static int restore_ptcl(const char *dir, const struct cz_part *p, size_t i, stru
 		uint64_t off = first * r.h.block_size, len = (uint64_t)n * r.h.block_size;
 		if (off + len > p->size)  /* a partial last block */
 			len = p->size - off;
+		if (first == 0 && len >= 512)
+			memcpy(boot, buf, 512);
 		rc = writer_put(j->w, i, off, len, buf, err);
 		if (rc < 0)
 			goto out;
@@ -709,6 +726,16 @@ static int restore_ptcl(const char *dir, const struct cz_part *p, size_t i, stru
 	rc = n < 0 ? stream_failed(&s, p, (int)n, err) : 0;
 	if (rc < 0 && !strstr(err->msg, p->name))
 		im_err_prefix(err, "partition %s: ", p->name);
+	/* NTFS keeps a copy of its boot sector in the volume's last sector,
+	 * past the last cluster, which partclone.ntfs does not save: written
+	 * from the primary, as ntfsfix would. */
+	if (rc == 0 && !strcmp(p->fs, "ntfs") && !memcmp(boot + 3, "NTFS    ", 8) &&
+	    boot[510] == 0x55 && boot[511] == 0xAA) {
+		uint64_t bps = le16(boot + 11), sectors = le64(boot + 0x28);
+		if ((bps == 512 || bps == 1024 || bps == 2048 || bps == 4096) &&
+		    sectors < p->size / bps && sectors * bps >= r.h.total_blocks * r.h.block_size)
+			rc = writer_put(j->w, i, sectors * bps, 512, boot, err);
+	}
 out:
 	free(buf);
 	pcl_close(&r);
