@@ -7,6 +7,7 @@
 #include "imager/clonezilla.h"
 
 #include <archive.h>
+#include <pthread.h>
 #include <ctype.h>
 #include <dirent.h>
 #include <errno.h>
@@ -669,15 +670,59 @@ struct cz_job {
 	const struct restore_opts *opts;
 };
 
+/* The reader's side of restore_ptcl: runs read into the ring's slots in
+ * turn; a slot with n <= 0 ends it (0: the stream's end, checked; < 0: its
+ * error in q->err). */
+#define RING 3
+struct ring_slot {
+	unsigned char *buf;
+	uint64_t first;
+	ssize_t n;
+	bool full;
+};
+struct ring {
+	struct pcl_reader *r;
+	size_t max;
+	struct ring_slot slot[RING];
+	pthread_mutex_t lock;
+	pthread_cond_t cond;
+	bool stop;
+	struct im_err err;
+};
+
+static void *ring_reader(void *arg)
+{
+	struct ring *q = arg;
+	for (unsigned k = 0;; k = (k + 1) % RING) {
+		struct ring_slot *sl = &q->slot[k];
+		ssize_t n;
+
+		pthread_mutex_lock(&q->lock);
+		while (sl->full && !q->stop)
+			pthread_cond_wait(&q->cond, &q->lock);
+		pthread_mutex_unlock(&q->lock);
+		if (q->stop)
+			return NULL;
+		n = pcl_read_run(q->r, &sl->first, sl->buf, q->max, &q->err);
+		pthread_mutex_lock(&q->lock);
+		sl->n = n;
+		sl->full = true;
+		pthread_cond_broadcast(&q->cond);
+		pthread_mutex_unlock(&q->lock);
+		if (n <= 0)
+			return NULL;
+	}
+}
+
 static int restore_ptcl(const char *dir, const struct cz_part *p, size_t i, struct cz_job *j,
 			struct im_err *err)
 {
 	struct czs s;
 	struct pcl_reader r;
+	struct ring q = { 0 };
+	pthread_t reader;
 	unsigned char *buf = NULL, boot[512] = { 0 };
-	uint64_t first;
-	ssize_t n;
-	size_t max;
+	ssize_t n = 0;
 	int rc;
 
 	rc = czs_open(&s, dir, p, err);
@@ -698,34 +743,68 @@ static int restore_ptcl(const char *dir, const struct cz_part *p, size_t i, stru
 			     (unsigned long long)p->size);
 		goto out;
 	}
-	max = (4u << 20) / r.h.block_size;
-	if (max == 0)
-		max = 1;
-	buf = malloc(max * r.h.block_size);
+	/* A reader thread decompresses and checks the runs into a ring of
+	 * buffers while this one writes them: the two overlap. */
+	q.r = &r;
+	q.max = (4u << 20) / r.h.block_size;
+	if (q.max == 0)
+		q.max = 1;
+	buf = malloc(RING * q.max * r.h.block_size);
 	if (!buf) {
 		rc = im_errf(err, IM_EXIT_INTERNAL, -ENOMEM, "out of memory");
 		goto out;
 	}
-	while ((n = pcl_read_run(&r, &first, buf, max, err)) > 0) {
-		uint64_t off = first * r.h.block_size, len = (uint64_t)n * r.h.block_size;
+	for (int k = 0; k < RING; k++)
+		q.slot[k].buf = buf + (size_t)k * q.max * r.h.block_size;
+	pthread_mutex_init(&q.lock, NULL);
+	pthread_cond_init(&q.cond, NULL);
+	if (pthread_create(&reader, NULL, ring_reader, &q) != 0) {
+		rc = im_errf(err, IM_EXIT_INTERNAL, -EAGAIN, "cannot start a thread");
+		goto out_ring;
+	}
+	for (unsigned k = 0;; k = (k + 1) % RING) {
+		struct ring_slot *sl = &q.slot[k];
+		uint64_t off, len;
+
+		pthread_mutex_lock(&q.lock);
+		while (!sl->full)
+			pthread_cond_wait(&q.cond, &q.lock);
+		pthread_mutex_unlock(&q.lock);
+		n = sl->n;
+		if (n <= 0)
+			break;
+		off = sl->first * r.h.block_size;
+		len = (uint64_t)n * r.h.block_size;
 		if (off + len > p->size)  /* a partial last block */
 			len = p->size - off;
-		if (first == 0 && len >= 512)
-			memcpy(boot, buf, 512);
-		rc = writer_put(j->w, i, off, len, buf, err);
-		if (rc < 0)
-			goto out;
+		if (sl->first == 0 && len >= 512)
+			memcpy(boot, sl->buf, 512);
+		rc = writer_put(j->w, i, off, len, sl->buf, err);
+		if (rc == 0 && j->opts->progress.cancel && *j->opts->progress.cancel)
+			rc = im_errf(err, IM_EXIT_INTERRUPTED, -EINTR, "interrupted");
 		j->done += len;
 		if (j->opts->progress.fn)
 			j->opts->progress.fn(j->opts->progress.opaque, "restore", j->done, j->total);
-		if (j->opts->progress.cancel && *j->opts->progress.cancel) {
-			rc = im_errf(err, IM_EXIT_INTERRUPTED, -EINTR, "interrupted");
-			goto out;
-		}
+		pthread_mutex_lock(&q.lock);
+		sl->full = false;
+		if (rc < 0)
+			q.stop = true;
+		pthread_cond_broadcast(&q.cond);
+		pthread_mutex_unlock(&q.lock);
+		if (rc < 0)
+			break;
 	}
+	pthread_join(reader, NULL);
+	if (rc < 0)
+		goto out_ring;
+	if (n < 0)
+		*err = q.err;
 	rc = n < 0 ? stream_failed(&s, p, (int)n, err) : 0;
 	if (rc < 0 && !strstr(err->msg, p->name))
 		im_err_prefix(err, "partition %s: ", p->name);
+out_ring:
+	pthread_cond_destroy(&q.cond);
+	pthread_mutex_destroy(&q.lock);
 	/* NTFS keeps a copy of its boot sector in the volume's last sector,
 	 * past the last cluster, which partclone.ntfs does not save: written
 	 * from the primary, as ntfsfix would. */

@@ -307,30 +307,41 @@ ssize_t pcl_read_run(struct pcl_reader *r, uint64_t *first, void *buf, size_t ma
 	}
 	if (len > max)
 		len = max;
-	for (i = 0; i < len; i++) {
+	/* As many blocks at a time as the current checksum strip still holds. */
+	for (i = 0; i < len;) {
 		unsigned char *p = (unsigned char *)buf + i * bs;
-		ssize_t n = read_full(r, p, bs);
+		size_t k = len - i;
+		ssize_t n;
+
+		if (r->h.checksum_mode != CSM_NONE &&
+		    k > r->h.blocks_per_checksum - r->strip_count)
+			k = r->h.blocks_per_checksum - r->strip_count;
+		n = read_full(r, p, k * bs);
 		if (n < 0)
 			return im_errf(err, IM_EXIT_IO, (int)n, "%s: %s", r->name, strerror((int)-n));
-		if ((size_t)n < bs)
+		if ((size_t)n < k * bs) {
+			uint64_t at = pos + i + (uint64_t)n / bs;
 			return im_errf(err, IM_EXIT_DAMAGED, -EBADMSG,
 				       "%s: the stream ends at block %llu (used block %llu of %llu; partition byte %llu): truncated",
-				       r->name, (unsigned long long)(pos + i),
-				       (unsigned long long)r->read_blocks + 1,
+				       r->name, (unsigned long long)at,
+				       (unsigned long long)(r->read_blocks + (uint64_t)n / bs + 1),
 				       (unsigned long long)r->h.used_blocks,
-				       (unsigned long long)((pos + i) * bs));
-		r->read_blocks++;
-		r->last = pos + i;
-		if (r->h.checksum_mode == CSM_NONE)
-			continue;
-		if (r->strip_count == 0)
-			r->strip_first = pos + i;
-		r->crc = pcl_crc(r->crc, p, bs);
-		if (++r->strip_count == r->h.blocks_per_checksum) {
-			rc = end_strip(r, pos + i, err);
-			if (rc < 0)
-				return rc;
+				       (unsigned long long)(at * bs));
 		}
+		r->read_blocks += k;
+		r->last = pos + i + k - 1;
+		if (r->h.checksum_mode != CSM_NONE) {
+			if (r->strip_count == 0)
+				r->strip_first = pos + i;
+			r->crc = pcl_crc(r->crc, p, k * bs);
+			r->strip_count += (uint32_t)k;
+			if (r->strip_count == r->h.blocks_per_checksum) {
+				rc = end_strip(r, r->last, err);
+				if (rc < 0)
+					return rc;
+			}
+		}
+		i += k;
 	}
 	*first = pos;
 	r->next = pos + len;

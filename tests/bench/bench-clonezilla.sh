@@ -15,7 +15,7 @@ BENCH_NAME=bench-clonezilla
 : "${IMAGER:?}" "${DISK:?}" "${WORK:?}"
 command -v ocs-sr >/dev/null || { echo "  skipped: needs ocs-sr (clonezilla; make deps)"; exit 0; }
 [ "$(id -u)" = 0 ] || { echo "  skipped: needs root for a loop device"; exit 0; }
-mkdir -p "$WORK"
+mkdir -p "$WORK" "$WORK/repo"
 dev=$(losetup -f --show -r "$DISK")
 trap 'partx -d "$dev" 2>/dev/null; losetup -d "$dev"' EXIT
 partx -d "$dev" 2>/dev/null || true
@@ -29,12 +29,13 @@ drop() { sync; [ -w /proc/sys/vm/drop_caches ] && echo 3 >/proc/sys/vm/drop_cach
 
 drop
 timed imager_restore sh -c "'$IMAGER' restore '$CZ' '$WORK/imager.qcow2' --format qcow2 --preallocation metadata --no-progress && sync"
+start=$(sfdisk --json "$DISK" | jq '.partitiontable.partitions[0].start * 512')
+size=$(sfdisk --json "$DISK" | jq '.partitiontable.partitions[0].size * 512')
+truncate -s "$size" "$WORK/part.raw"  # (partclone restores onto a partition-sized target)
 drop
 timed anchor_partclone sh -c "zstd -dc '$stream' | partclone.extfs -q -r -s - -O '$WORK/part.raw' && sync"
 timed anchor_convert sh -c "qemu-img convert -O qcow2 -o preallocation=metadata '$WORK/part.raw' '$WORK/anchor.qcow2' && sync"
 anchor=$(calc "${T[anchor_partclone]} + ${T[anchor_convert]}")
-start=$(sfdisk --json "$DISK" | jq '.partitiontable.partitions[0].start * 512')
-size=$(sfdisk --json "$DISK" | jq '.partitiontable.partitions[0].size * 512')
 same=identical
 qemu-img compare -q --image-opts \
 	"driver=raw,offset=$start,size=$size,file.driver=qcow2,file.file.driver=file,file.file.filename=$WORK/imager.qcow2" \
