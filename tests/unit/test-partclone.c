@@ -209,41 +209,38 @@ static void test_damage(void)
 	c[PCL_HEADER_SIZE + bm - 10] ^= 0x10;
 	case_bad(c, len, "bitmap flipped", IM_EXIT_DAMAGED, "bitmap's checksum");
 
-	/* Lies with the header's CRC made right. */
-	memcpy(c, p, len);
-	put_le(c + 60, total * 2, 8);
-	fix_header_crc(c);
-	case_bad(c, len, "block count", IM_EXIT_DAMAGED, "do not fit");
-	memcpy(c, p, len);
-	put_le(c + 60, total - 8, 8);
-	fix_header_crc(c);
-	case_bad(c, len, "fewer blocks", IM_EXIT_DAMAGED, "bitmap");
-	memcpy(c, p, len);
-	put_le(c + 84, 512, 4);
-	fix_header_crc(c);
-	case_bad(c, len, "block size", IM_EXIT_DAMAGED, "does not match");
-	memcpy(c, p, len);
-	put_le(c + 84, 0, 4);
-	fix_header_crc(c);
-	case_bad(c, len, "block size 0", IM_EXIT_DAMAGED, "block size 0");
-	memcpy(c, p, len);
-	put_le(c + 84, 2048, 4);
-	put_le(c + 52, total * 2048, 8);
-	fix_header_crc(c);
-	case_bad(c, len, "block size doubled", IM_EXIT_DAMAGED, "");
-	memcpy(c, p, len);
-	put_le(c + 76, get_le(p + 76, 8) + 1, 8);
-	fix_header_crc(c);
-	case_bad(c, len, "used count", IM_EXIT_DAMAGED, "the bitmap holds");
-	memcpy(c, p, len);
-	put_le(c + 60, (uint64_t)1 << 40, 8);
-	put_le(c + 52, (uint64_t)1 << 50, 8);
-	fix_header_crc(c);
-	case_bad(c, len, "huge", IM_EXIT_DAMAGED, "not between 1 and");
-	memcpy(c, p, len);
-	put_le(c + 100, 0, 4);
-	fix_header_crc(c);
-	case_bad(c, len, "no strip length", IM_EXIT_DAMAGED, "CRC32 checksums");
+	/* Lies with the header's CRC made right (up to two fields changed),
+	 * and modes it does not take. */
+	const struct {
+		const char *name;
+		unsigned off, width;
+		uint64_t v;
+		unsigned off2, width2;
+		uint64_t v2;
+		int cls;
+		const char *what;
+	} lies[] = {
+		{ "block count", 60, 8, total * 2, 0, 0, 0, IM_EXIT_DAMAGED, "do not fit" },
+		{ "fewer blocks", 60, 8, total - 8, 0, 0, 0, IM_EXIT_DAMAGED, "bitmap" },
+		{ "block size", 84, 4, 512, 0, 0, 0, IM_EXIT_DAMAGED, "does not match" },
+		{ "block size 0", 84, 4, 0, 0, 0, 0, IM_EXIT_DAMAGED, "block size 0" },
+		{ "block size doubled", 84, 4, 2048, 52, 8, total * 2048, IM_EXIT_DAMAGED, "" },
+		{ "used count", 76, 8, get_le(p + 76, 8) + 1, 0, 0, 0, IM_EXIT_DAMAGED, "the bitmap holds" },
+		{ "huge", 60, 8, (uint64_t)1 << 40, 52, 8, (uint64_t)1 << 50, IM_EXIT_DAMAGED,
+		  "not between 1 and" },
+		{ "no strip length", 100, 4, 0, 0, 0, 0, IM_EXIT_DAMAGED, "CRC32 checksums" },
+		{ "xxh64", 96, 2, 0x30, 98, 2, 8, IM_EXIT_UNSUPP, "XXH64" },
+		{ "byte bitmap", 105, 1, 8, 0, 0, 0, IM_EXIT_UNSUPP, "bitmap mode 8" },
+		{ "big-endian", 34, 2, 0xDEC0, 0, 0, 0, IM_EXIT_UNSUPP, "big-endian" },
+	};
+	for (size_t i = 0; i < sizeof(lies) / sizeof(lies[0]); i++) {
+		memcpy(c, p, len);
+		put_le(c + lies[i].off, lies[i].v, lies[i].width);
+		if (lies[i].width2)
+			put_le(c + lies[i].off2, lies[i].v2, lies[i].width2);
+		fix_header_crc(c);
+		case_bad(c, len, lies[i].name, lies[i].cls, lies[i].what);
+	}
 
 	/* A bit past the last block, the bitmap's CRC made right. */
 	if (total % 8) {
@@ -253,23 +250,10 @@ static void test_damage(void)
 		case_bad(c, len, "bit past the end", IM_EXIT_DAMAGED, "past the last");
 	}
 
-	/* Modes it does not take. */
+	/* Format 0001 (the other modes it does not take are lies above). */
 	memcpy(c, p, len);
 	memcpy(c + 30, "0001", 4);
 	case_bad(c, len, "format 0001", IM_EXIT_UNSUPP, "format 0001");
-	memcpy(c, p, len);
-	put_le(c + 96, 0x30, 2);
-	put_le(c + 98, 8, 2);
-	fix_header_crc(c);
-	case_bad(c, len, "xxh64", IM_EXIT_UNSUPP, "XXH64");
-	memcpy(c, p, len);
-	c[105] = 8;
-	fix_header_crc(c);
-	case_bad(c, len, "byte bitmap", IM_EXIT_UNSUPP, "bitmap mode 8");
-	memcpy(c, p, len);
-	put_le(c + 34, 0xDEC0, 2);
-	fix_header_crc(c);
-	case_bad(c, len, "big-endian", IM_EXIT_UNSUPP, "big-endian");
 
 	/* Data after the last checksum; not partclone at all. */
 	memcpy(c, p, len);
