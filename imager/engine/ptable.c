@@ -69,7 +69,7 @@ static int gpt_header_parse(const unsigned char *h, unsigned lss, uint64_t disk_
 	memcpy(copy, h, g->header_size);
 	memset(copy + 16, 0, 4);
 	if ((uint32_t)crc32(0, copy, g->header_size) != le32(h + 16))
-		return -EINVAL;
+		return -EBADMSG;
 	g->alternate_lba = le64(h + 32);
 	g->first_usable = le64(h + 40);
 	g->last_usable = le64(h + 48);
@@ -319,6 +319,30 @@ int ptable_read(const char *path, uint64_t size, unsigned lss, struct ptable *pt
 	return r;
 }
 
+int ptable_gpt_check(const unsigned char *head, size_t len, unsigned lss, uint64_t disk_size,
+		     struct im_err *err)
+{
+	struct gpt_geom g;
+	int r;
+
+	if (lss < 512 || lss > 4096 || len < 2ull * lss)
+		return im_errf(err, IM_EXIT_DAMAGED, -EINVAL, "no room for a GPT header");
+	r = gpt_header_parse(head + lss, lss, disk_size, &g);
+	if (r == -EBADMSG)
+		return im_errf(err, IM_EXIT_DAMAGED, r,
+			       "the GPT header's checksum does not match: damaged");
+	if (r < 0)
+		return im_errf(err, IM_EXIT_DAMAGED, r, "the GPT header is not valid");
+	if (g.entries_lba * lss + g.entries_sectors * lss > len)
+		return im_errf(err, IM_EXIT_UNSUPP, -ENOTSUP,
+			       "a GPT whose entries lie beyond its first %zu bytes", len);
+	if ((uint32_t)crc32(0, head + g.entries_lba * lss,
+			    (uInt)((uint64_t)g.num_entries * g.entry_size)) != le32(head + lss + 88))
+		return im_errf(err, IM_EXIT_DAMAGED, -EBADMSG,
+			       "the GPT's partition entries do not match their checksum");
+	return 0;
+}
+
 int ptable_gpt_relocate_backup(struct bk *bk, uint64_t new_size, unsigned lss, struct im_err *err)
 {
 	unsigned char hdr[4096], backup[4096], mbr[512];
@@ -335,13 +359,15 @@ int ptable_gpt_relocate_backup(struct bk *bk, uint64_t new_size, unsigned lss, s
 		return r;
 	if (gpt_header_parse(hdr, lss, new_size, &g) < 0)
 		return im_errf(err, IM_EXIT_DAMAGED, -EINVAL, "the restored GPT header is not valid");
-	if (g.alternate_lba == last)
-		return 0;
 	elen = (size_t)(g.entries_sectors * lss);
 	entries = malloc(elen);
 	if (!entries)
 		return im_errf(err, IM_EXIT_INTERNAL, -ENOMEM, "out of memory");
 	r = bk_pread(bk, entries, elen, g.entries_lba * lss, err);
+	if (r == 0 && (uint32_t)crc32(0, entries, (uInt)((uint64_t)g.num_entries * g.entry_size)) !=
+			      le32(hdr + 88))
+		r = im_errf(err, IM_EXIT_DAMAGED, -EBADMSG,
+			    "the restored GPT's partition entries do not match their checksum");
 	if (r < 0) {
 		free(entries);
 		return r;

@@ -238,8 +238,11 @@ int writer_put(struct writer *w, size_t i, uint64_t off, uint64_t len, const voi
 
 int writer_finish(struct writer *w, const struct disk_plan *pl, struct im_err *err)
 {
-	bool larger = w->tgt->size > w->source_size;
+	bool larger = w->tgt->size > w->source_size, backup = false;
 	int r = 0;
+
+	for (size_t i = 0; i < pl->nareas; i++)
+		backup |= !strcmp(pl->area_names[i], "gpt-backup");
 
 	for (size_t i = 0; i < w->nparts && r == 0; i++)
 		r = bk_pwrite(w->tgt, w->heads[i], w->part_head[i], w->part_start[i], err);
@@ -258,7 +261,9 @@ int writer_finish(struct writer *w, const struct disk_plan *pl, struct im_err *e
 	if (r == 0 && moved)
 		r = layout_write_table(w->tgt, w->table, w->lss, w->layout, w->nparts, pl->nareas,
 				       pl->area_offs, pl->area_lens, pl->area_data, err);
-	if (r == 0 && larger && !strcmp(w->table, "gpt"))
+	/* A plan without a backup area (a Clonezilla image) gets one made
+	 * from the primary. */
+	if (r == 0 && (larger || !backup) && !strcmp(w->table, "gpt"))
 		r = ptable_gpt_relocate_backup(w->tgt, w->tgt->size, w->lss, err);
 	if (r == 0)
 		r = bk_flush(w->tgt, err);

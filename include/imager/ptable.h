@@ -53,10 +53,20 @@ struct ptable {
 int ptable_read(const char *path, uint64_t size, unsigned lss, struct ptable *pt,
 		struct im_err *err);
 
-/* After a GPT disk image was written onto a target larger than its source:
- * move the backup header and entries to the target's end, and update the
- * primary header (alternate LBA, last usable LBA, CRCs) and the protective
- * MBR's size.  Partitions stay byte-identical.  Returns 0 or negative errno. */
+/* Check a primary GPT held in head[0, len) (protective MBR, header,
+ * entries) for a disk of disk_size bytes: the header's fields and CRC and
+ * the entries' CRC.  Returns 0 or negative errno (IM_EXIT_DAMAGED;
+ * IM_EXIT_UNSUPP for entries beyond len). */
+int ptable_gpt_check(const unsigned char *head, size_t len, unsigned lss, uint64_t disk_size,
+		     struct im_err *err);
+
+/* Write the backup GPT (entries, then header) at the end of a disk of
+ * new_size bytes from the primary on bk (its header and entries checked
+ * against their CRCs first), and update the primary header (alternate LBA,
+ * last usable LBA, CRCs) and the protective MBR's size: after a disk image
+ * was written onto a larger target, or from a source that kept no usable
+ * backup.  Partitions stay byte-identical.  Returns 0 or negative errno
+ * (IM_EXIT_DAMAGED: a primary that fails its checks). */
 int ptable_gpt_relocate_backup(struct bk *bk, uint64_t new_size, unsigned lss, struct im_err *err);
 
 /* ptable_read() for any container: raw ones are read in place; for others
