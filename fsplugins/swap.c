@@ -14,18 +14,10 @@
  */
 #include "imager/fsplugin.h"
 #include "imager/bytes.h"
+#include "imager/swapfmt.h"
 
 #include <errno.h>
 #include <string.h>
-
-#define SWAP_MAGIC_LEN       10
-#define SWAP_MAGIC_V1        "SWAPSPACE2"
-#define SWAP_MAGIC_V0        "SWAP-SPACE"   /* old format, gone since 2.5 */
-#define SWAP_VERSION_OFF     1024
-#define SWAP_LAST_PAGE_OFF   1028
-#define SWAP_NR_BADPAGES_OFF 1032
-#define SWAP_BADPAGES_OFF    1536           /* after 1024 + 512 header bytes */
-#define SWAP_VERSION         1u
 
 struct swap_priv {
 	uint32_t page_size;
@@ -163,3 +155,18 @@ const struct fs_plugin fs_plugin_swap = {
 	.used_blocks = swap_used_blocks,
 	.close = NULL,
 };
+
+void swap_header_make(unsigned char *h, uint64_t size, const unsigned char *uuid,
+		      const char *label)
+{
+	uint64_t last = size / 4096 - 1;
+
+	memset(h, 0, 4096);
+	put_le32(h + SWAP_VERSION_OFF, SWAP_VERSION);
+	put_le32(h + SWAP_LAST_PAGE_OFF, (uint32_t)(last > 0xFFFFFFFFull ? 0xFFFFFFFFull : last));
+	if (uuid)
+		memcpy(h + SWAP_UUID_OFF, uuid, 16);
+	if (label)
+		memcpy(h + SWAP_LABEL_OFF, label, strnlen(label, SWAP_LABEL_LEN));
+	memcpy(h + 4096 - SWAP_MAGIC_LEN, SWAP_MAGIC_V1, SWAP_MAGIC_LEN);
+}

@@ -51,7 +51,7 @@ static int info_clonezilla(const char *dir, bool json)
 		struct pcl_header h = { 0 };
 		char psize[32], used[32] = "?", csum[64] = "";
 
-		if (p->kind == CZ_PTCL && cz_read_stream(dir, p, false, &h, NULL, &err) < 0) {
+		if (p->kind == CZ_PTCL && cz_read_stream(dir, p, false, NULL, NULL, 0, &h, NULL, &err) < 0) {
 			if (root)
 				json_object_put(root);
 			if (arr)

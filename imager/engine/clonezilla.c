@@ -20,6 +20,7 @@
 #include <zlib.h>
 
 #include "imager/partclone.h"
+#include "imager/swapfmt.h"
 #include "source.h"
 #include "util.h"
 
@@ -40,28 +41,38 @@ bool cz_detect(const char *dir)
 	return stat(p, &st) == 0 && S_ISREG(st.st_mode);
 }
 
-/* A small file of the folder into buf (NUL-terminated); -ENOENT when absent. */
-static int read_small(const char *dir, const char *name, char *buf, size_t cap, size_t *len,
-		      struct im_err *err)
+/* A file of the folder of at most max bytes, malloc'ed and NUL-terminated;
+ * -ENOENT (err untouched) when absent. */
+static int read_file(const char *dir, const char *name, uint64_t max, unsigned char **buf,
+		     size_t *len, struct im_err *err)
 {
 	char p[4200];
-	ssize_t n;
-	int fd;
+	size_t n;
+	int r;
 
-	snprintf(p, sizeof(p), "%s/%s", dir, name);
-	fd = open(p, O_RDONLY | O_CLOEXEC);
-	if (fd < 0)
-		return errno == ENOENT ? -ENOENT
-				       : im_errf(err, IM_EXIT_SOURCE, -errno, "%s: %s", p, strerror(errno));
-	n = read(fd, buf, cap);
-	close(fd);
-	if (n < 0)
-		return im_errf(err, IM_EXIT_SOURCE, -errno, "%s: %s", p, strerror(errno));
-	if ((size_t)n == cap)
-		return im_errf(err, IM_EXIT_DAMAGED, -EFBIG, "%s: larger than %zu bytes", p, cap - 1);
-	buf[n] = '\0';
-	if (len)
-		*len = (size_t)n;
+	if (path_join(p, sizeof(p), dir, name) < 0)
+		return im_errf(err, IM_EXIT_USAGE, -ENAMETOOLONG, "%s/%s: name too long", dir, name);
+	r = read_whole_file(p, buf, len ? len : &n, max);
+	if (r == -EFBIG)
+		return im_errf(err, IM_EXIT_DAMAGED, r, "%s: larger than %llu bytes", p,
+			       (unsigned long long)max);
+	if (r < 0 && r != -ENOENT)
+		return im_errf(err, IM_EXIT_SOURCE, r, "%s: %s", p, strerror(-r));
+	return r;
+}
+
+/* A small text file of the folder into buf (NUL-terminated). */
+static int read_small(const char *dir, const char *name, char *buf, size_t cap,
+		      struct im_err *err)
+{
+	unsigned char *b;
+	size_t n;
+	int r = read_file(dir, name, cap - 1, &b, &n, err);
+
+	if (r < 0)
+		return r;
+	memcpy(buf, b, n + 1);
+	free(b);
 	return 0;
 }
 
@@ -110,7 +121,7 @@ static int parse_sf(const char *dir, struct cz_image *cz, uint64_t *last_lba, st
 	int r;
 
 	snprintf(name, sizeof(name), "%s-pt.sf", cz->disk);
-	r = read_small(dir, name, buf, sizeof(buf), NULL, err);
+	r = read_small(dir, name, buf, sizeof(buf), err);
 	if (r == -ENOENT)
 		return im_errf(err, IM_EXIT_DAMAGED, -ENOENT,
 			       "%s: no %s: not a complete Clonezilla image", dir, name);
@@ -218,6 +229,11 @@ static int find_stream(const char *dir, struct cz_part *p, struct im_err *err)
 				nsplit++;
 			else
 				nwhole++;
+			{
+				struct stat st;
+				if (fstatat(dirfd(d), n, &st, 0) == 0)
+					p->bytes += (uint64_t)st.st_size;
+			}
 			if (!first[0] || strcmp(n, first) < 0)
 				snprintf(first, sizeof(first), "%s", n);
 		}
@@ -246,7 +262,7 @@ static int find_stream(const char *dir, struct cz_part *p, struct im_err *err)
 static int read_swap_info(const char *dir, struct cz_part *p, struct im_err *err)
 {
 	char buf[1024], *u, *l;
-	int r = read_small(dir, p->stream, buf, sizeof(buf), NULL, err);
+	int r = read_small(dir, p->stream, buf, sizeof(buf), err);
 	if (r < 0)
 		return r;
 	u = strstr(buf, "UUID=\"");
@@ -285,7 +301,7 @@ int cz_read(const char *dir, struct cz_image *cz, struct im_err *err)
 		return im_errf(err, IM_EXIT_UNSUPP, -ENOTSUP,
 			       "%s: an encrypted Clonezilla image (ecryptfs) is not supported: decrypt it with Clonezilla first",
 			       dir);
-	r = read_small(dir, "disk", buf, sizeof(buf), NULL, err);
+	r = read_small(dir, "disk", buf, sizeof(buf), err);
 	if (r == -ENOENT)
 		return im_errf(err, IM_EXIT_UNSUPP, -ENOTSUP,
 			       "%s: a Clonezilla image of partitions (saveparts) is not supported: only whole disks (savedisk)",
@@ -304,7 +320,7 @@ int cz_read(const char *dir, struct cz_image *cz, struct im_err *err)
 		return r;
 
 	/* The partitions the image holds, as "parts" lists them. */
-	r = read_small(dir, "parts", buf, sizeof(buf), NULL, err);
+	r = read_small(dir, "parts", buf, sizeof(buf), err);
 	if (r == -ENOENT)
 		buf[0] = '\0';
 	else if (r < 0)
@@ -412,6 +428,7 @@ struct czs {
 	int fd;
 	struct archive *a;
 	unsigned char buf[1 << 17];
+	uint64_t consumed;  /* bytes read from the files */
 	char why[300];      /* what went wrong below the partclone layer */
 };
 
@@ -457,6 +474,7 @@ static la_ssize_t czs_read_cb(struct archive *a, void *ctx, const void **data)
 		}
 		if (n > 0) {
 			*data = s->buf;
+			s->consumed += (uint64_t)n;
 			return n;
 		}
 		close(s->fd);
@@ -529,71 +547,40 @@ static int stream_failed(struct czs *s, const struct cz_part *p, int r, struct i
 		       s->why);
 }
 
+/* A partition's stream opened and its partclone header and bitmap read;
+ * on failure nothing stays open. */
+static int ptcl_open(struct czs *s, struct pcl_reader *r, const char *dir, const struct cz_part *p,
+		     struct im_err *err)
+{
+	int rc = czs_open(s, dir, p, err);
+
+	if (rc == 0) {
+		rc = pcl_open(r, czs_read, s, p->stream, err);
+		if (rc < 0)
+			rc = stream_failed(s, p, rc, err);
+	}
+	if (rc < 0)
+		czs_close(s);
+	return rc;
+}
+
 /* ---- restore ---- */
 
-/* The first len bytes of a file (it must have them): 0 or negative errno. */
-static int read_whole(const char *path, unsigned char *buf, uint64_t len)
+/* A boot area's file, which must hold at least need bytes. */
+static int read_area(const char *dir, const char *name, uint64_t need, unsigned char **buf,
+		     size_t *len, struct im_err *err)
 {
-	int fd = open(path, O_RDONLY | O_CLOEXEC), r;
-	if (fd < 0)
-		return -errno;
-	r = pread_full(fd, buf, len, 0);
-	close(fd);
+	int r = read_file(dir, name, PT_HEAD_MAX, buf, len, err);
+
+	if (r == -ENOENT)
+		return im_errf(err, IM_EXIT_DAMAGED, r, "%s/%s: missing", dir, name);
+	if (r == 0 && *len < need) {
+		free(*buf);
+		*buf = NULL;
+		return im_errf(err, IM_EXIT_DAMAGED, -EINVAL, "%s/%s: shorter than %llu bytes", dir,
+			       name, (unsigned long long)need);
+	}
 	return r;
-}
-
-/* A Linux swap header (version 1) for size bytes with the saved UUID and
- * label: what mkswap writes in the first 4 KiB. */
-static void swap_header(unsigned char *h, uint64_t size, const struct cz_part *p)
-{
-	uint64_t pages = size / 4096;
-	memset(h, 0, 4096);
-	put_le32(h + 1024, 1);
-	put_le32(h + 1028, (uint32_t)(pages > 0xFFFFFFFFull ? 0xFFFFFFFFull : pages - 1));
-	for (int i = 0, j = 0; p->swap_uuid[0] && i < 16; i++, j += 2) {
-		if (p->swap_uuid[j] == '-')
-			j++;
-		h[1036 + i] = (unsigned char)strtoul((char[3]){ p->swap_uuid[j], p->swap_uuid[j + 1], 0 },
-						     NULL, 16);
-	}
-	memcpy(h + 1052, p->swap_label, strlen(p->swap_label));
-	memcpy(h + 4096 - 10, "SWAPSPACE2", 10);
-}
-
-/* The backup GPT (entries, then the header) made from the primary in
- * gpt-1st, for a disk of disk_size bytes. */
-static int gpt_backup(const unsigned char *first, unsigned lss, uint64_t disk_size,
-		      unsigned char *out, struct im_err *err)
-{
-	const unsigned char *hdr = first + lss, *ent = first + 2 * lss;
-	uint64_t last = disk_size / lss - 1;
-	uint32_t hsize = le32(hdr + 12), nent = le32(hdr + 80), esz = le32(hdr + 84);
-	unsigned char *bh = out + 32ull * lss;
-
-	if (hsize < 92 || hsize > 512 || (uint64_t)nent * esz != 32ull * lss ||
-	    le64(hdr + 72) != 2)
-		return im_errf(err, IM_EXIT_UNSUPP, -ENOTSUP,
-			       "gpt-1st: a GPT whose entries are not 32 sectors right after the header");
-	{
-		unsigned char h[512];
-		memcpy(h, hdr, hsize);
-		put_le32(h + 16, 0);
-		if ((uint32_t)crc32(0, h, hsize) != le32(hdr + 16))
-			return im_errf(err, IM_EXIT_DAMAGED, -EBADMSG,
-				       "gpt-1st: the GPT header's checksum does not match: damaged");
-	}
-	if ((uint32_t)crc32(0, ent, 32 * lss) != le32(hdr + 88))
-		return im_errf(err, IM_EXIT_DAMAGED, -EBADMSG,
-			       "gpt-1st: the partition entries' checksum does not match: damaged");
-	memcpy(out, ent, 32ull * lss);
-	memset(bh, 0, lss);
-	memcpy(bh, hdr, hsize);
-	put_le64(bh + 24, last);              /* my LBA */
-	put_le64(bh + 32, 1);                 /* the alternate: the primary */
-	put_le64(bh + 72, last - 32);         /* the entries */
-	put_le32(bh + 16, 0);
-	put_le32(bh + 16, (uint32_t)crc32(0, bh, hsize));
-	return 0;
 }
 
 /* The boot areas: the table's sectors and what Clonezilla kept of the
@@ -601,67 +588,50 @@ static int gpt_backup(const unsigned char *first, unsigned lss, uint64_t disk_si
 static int plan_areas(const char *dir, const struct cz_image *cz, struct disk_plan *pl,
 		      struct im_err *err)
 {
-	char name[128], path[4200];
-	struct stat st;
+	char name[128];
 	unsigned char *d;
 	uint64_t first = cz->disk_size;
+	size_t len;
 	int r;
 
 	for (size_t i = 0; i < cz->nparts; i++)
 		if (cz->parts[i].start < first)
 			first = cz->parts[i].start;
+	pl->nareas = 1;
 	if (!strcmp(cz->table, "gpt")) {
-		snprintf(path, sizeof(path), "%s/%s-gpt-1st", dir, cz->disk);
-		d = malloc(34ull * cz->lss);
-		if (!d)
-			return im_errf(err, IM_EXIT_INTERNAL, -ENOMEM, "out of memory");
-		pl->area_data[0] = d;
-		r = read_whole(path, d, 34ull * cz->lss);
-		if (r < 0)
-			return im_errf(err, IM_EXIT_DAMAGED, r, "%s: %s", path, strerror(-r));
-		disk_plan_set_area(pl, 0, "head", 0, 34ull * cz->lss);
-		d = malloc(33ull * cz->lss);
-		if (!d)
-			return im_errf(err, IM_EXIT_INTERNAL, -ENOMEM, "out of memory");
-		pl->area_data[1] = d;
-		r = gpt_backup(pl->area_data[0], cz->lss, cz->disk_size, d, err);
-		if (r < 0)
+		snprintf(name, sizeof(name), "%s-gpt-1st", cz->disk);
+		r = read_area(dir, name, 34ull * cz->lss, &pl->area_data[0], &len, err);
+		if (r == 0)
+			r = ptable_gpt_check(pl->area_data[0], 34ull * cz->lss, cz->lss, cz->disk_size,
+					     err);
+		if (r < 0) {
+			if (!strstr(err->msg, name))
+				im_err_prefix(err, "%s: ", name);
 			return r;
-		disk_plan_set_area(pl, 1, "gpt-backup", cz->disk_size - 33ull * cz->lss,
-				   33ull * cz->lss);
+		}
+		/* The backup is made from the primary when the table is written
+		 * (Clonezilla's gpt-2nd misses the backup entries' first sector). */
+		disk_plan_set_area(pl, 0, "head", 0, 34ull * cz->lss);
 		return 0;
 	}
-	snprintf(path, sizeof(path), "%s/%s-mbr", dir, cz->disk);
-	d = malloc(512);
-	if (!d)
-		return im_errf(err, IM_EXIT_INTERNAL, -ENOMEM, "out of memory");
-	pl->area_data[0] = d;
-	r = read_whole(path, d, 512);
+	snprintf(name, sizeof(name), "%s-mbr", cz->disk);
+	r = read_area(dir, name, 512, &pl->area_data[0], &len, err);
 	if (r < 0)
-		return im_errf(err, IM_EXIT_DAMAGED, r, "%s: %s", path, strerror(-r));
+		return r;
+	d = pl->area_data[0];
 	if (d[510] != 0x55 || d[511] != 0xAA)
-		return im_errf(err, IM_EXIT_DAMAGED, -EINVAL, "%s: no MBR signature", path);
+		return im_errf(err, IM_EXIT_DAMAGED, -EINVAL, "%s/%s: no MBR signature", dir, name);
 	disk_plan_set_area(pl, 0, "head", 0, 512);
-	snprintf(name, sizeof(name), "%s/%s-hidden-data-after-mbr", dir, cz->disk);
-	if (stat(name, &st) == 0 && st.st_size > 0 && first > 512) {
-		uint64_t len = (uint64_t)st.st_size;
+	snprintf(name, sizeof(name), "%s-hidden-data-after-mbr", cz->disk);
+	r = first > 512 ? read_area(dir, name, 1, &pl->area_data[1], &len, err) : -ENOENT;
+	if (r == 0) {
 		if (len > first - 512)
 			len = first - 512;  /* never over the first partition */
-		if (len > PT_HEAD_MAX)
-			return im_errf(err, IM_EXIT_DAMAGED, -EFBIG, "%s: larger than %llu MiB", name,
-				       PT_HEAD_MAX >> 20);
-		d = malloc(len);
-		if (!d)
-			return im_errf(err, IM_EXIT_INTERNAL, -ENOMEM, "out of memory");
-		pl->area_data[1] = d;
-		r = read_whole(name, d, len);
-		if (r < 0)
-			return im_errf(err, IM_EXIT_DAMAGED, r, "%s: %s", name, strerror(-r));
 		disk_plan_set_area(pl, 1, "head-gap", 512, len);
-	} else {
-		pl->nareas = 1;
+		pl->nareas = 2;
 	}
-	return 0;
+	/* No hidden data: the gap stays as the target has it. */
+	return r == -ENOENT ? 0 : r;
 }
 
 struct cz_job {
@@ -725,17 +695,9 @@ static int restore_ptcl(const char *dir, const struct cz_part *p, size_t i, stru
 	ssize_t n = 0;
 	int rc;
 
-	rc = czs_open(&s, dir, p, err);
-	if (rc < 0) {
-		czs_close(&s);
+	rc = ptcl_open(&s, &r, dir, p, err);
+	if (rc < 0)
 		return rc;
-	}
-	rc = pcl_open(&r, czs_read, &s, p->stream, err);
-	if (rc < 0) {
-		rc = stream_failed(&s, p, rc, err);
-		czs_close(&s);
-		return rc;
-	}
 	if (r.h.total_blocks * r.h.block_size > p->size + r.h.block_size - 1) {
 		rc = im_errf(err, IM_EXIT_DAMAGED, -EINVAL,
 			     "partition %s: its image holds %llu bytes, more than the partition's %llu",
@@ -823,6 +785,7 @@ out:
 }
 
 int cz_read_stream(const char *dir, const struct cz_part *p, bool read_all,
+		   const struct im_progress *progress, uint64_t *done, uint64_t total,
 		   struct pcl_header *h, uint64_t *strips, struct im_err *err)
 {
 	struct czs s;
@@ -834,23 +797,17 @@ int cz_read_stream(const char *dir, const struct cz_part *p, bool read_all,
 
 	if (p->kind != CZ_PTCL)
 		return im_errf(err, IM_EXIT_INTERNAL, -EINVAL, "partition %s has no stream", p->name);
-	rc = czs_open(&s, dir, p, err);
-	if (rc == 0) {
-		rc = pcl_open(&r, czs_read, &s, p->stream, err);
-		if (rc < 0)
-			rc = stream_failed(&s, p, rc, err);
-	}
-	if (rc < 0) {
-		czs_close(&s);
+	rc = ptcl_open(&s, &r, dir, p, err);
+	if (rc < 0)
 		return rc;
-	}
 	*h = r.h;
 	if (read_all) {
 		buf = malloc((size_t)64 * r.h.block_size);
 		if (!buf)
 			rc = im_errf(err, IM_EXIT_INTERNAL, -ENOMEM, "out of memory");
 		while (buf && (n = pcl_read_run(&r, &first, buf, 64, err)) > 0)
-			;
+			if (progress && progress->fn && done)
+				progress->fn(progress->opaque, "verify", *done + s.consumed, total);
 		if (n < 0)
 			rc = stream_failed(&s, p, (int)n, err);
 		if (strips)
@@ -858,14 +815,17 @@ int cz_read_stream(const char *dir, const struct cz_part *p, bool read_all,
 							      r.h.blocks_per_checksum
 						    : 0;
 	}
+	if (done)
+		*done += p->bytes;
 	free(buf);
 	pcl_close(&r);
 	czs_close(&s);
 	return rc;
 }
 
-/* The bytes to write, for progress: each stream's used blocks (headers
- * only are read here; they are read again while restoring). */
+/* The bytes to write, for progress: each stream's used blocks.  Only the
+ * headers and bitmaps are read here (a bitmap is 1/32768 of its partition);
+ * this also finds a damaged header before anything is written. */
 static int count_used(const char *dir, const struct cz_image *cz, uint64_t *total,
 		      struct im_err *err)
 {
@@ -879,19 +839,12 @@ static int count_used(const char *dir, const struct cz_image *cz, uint64_t *tota
 			*total += 4096;
 		if (p->kind != CZ_PTCL)
 			continue;
-		rc = czs_open(&s, dir, p, err);
-		if (rc == 0) {
-			rc = pcl_open(&r, czs_read, &s, p->stream, err);
-			if (rc < 0)
-				rc = stream_failed(&s, p, rc, err);
-			else
-				*total += r.h.used_blocks * r.h.block_size;
-			if (rc == 0)
-				pcl_close(&r);
-		}
-		czs_close(&s);
+		rc = ptcl_open(&s, &r, dir, p, err);
 		if (rc < 0)
 			return rc;
+		*total += r.h.used_blocks * r.h.block_size;
+		pcl_close(&r);
+		czs_close(&s);
 	}
 	return 0;
 }
@@ -929,7 +882,14 @@ int cz_restore(const struct disk_roots *roots, const char *dir, const char *targ
 		if (p->kind == CZ_PTCL) {
 			r = restore_ptcl(dir, p, i, &j, err);
 		} else if (p->kind == CZ_SWAP && p->size >= 40960) {
-			swap_header(swap, p->size, p);
+			unsigned char uuid[16];
+			for (int k = 0, c = 0; p->swap_uuid[0] && k < 16; k++, c += 2) {
+				if (p->swap_uuid[c] == '-')
+					c++;
+				uuid[k] = (unsigned char)strtoul(
+					(char[3]){ p->swap_uuid[c], p->swap_uuid[c + 1], 0 }, NULL, 16);
+			}
+			swap_header_make(swap, p->size, p->swap_uuid[0] ? uuid : NULL, p->swap_label);
 			r = writer_put(&w, i, 0, sizeof(swap), swap, err);
 			j.done += sizeof(swap);
 		}

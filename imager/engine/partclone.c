@@ -348,34 +348,6 @@ ssize_t pcl_read_run(struct pcl_reader *r, uint64_t *first, void *buf, size_t ma
 	return (ssize_t)len;
 }
 
-int pcl_restore_fd(struct pcl_reader *r, int fd, uint64_t offset, struct im_err *err)
-{
-	size_t max = (4u << 20) / r->h.block_size;
-	unsigned char *buf;
-	uint64_t first;
-	ssize_t n;
-	int rc = 0;
-
-	if (max == 0)
-		max = 1;
-	buf = malloc(max * r->h.block_size);
-	if (!buf)
-		return im_errf(err, IM_EXIT_INTERNAL, -ENOMEM, "out of memory");
-	while ((n = pcl_read_run(r, &first, buf, max, err)) > 0) {
-		uint64_t off = offset + first * r->h.block_size;
-		int w = pwrite_full(fd, buf, (size_t)n * r->h.block_size, off);
-		if (w < 0) {
-			rc = im_errf(err, IM_EXIT_IO, w, "writing %s at byte %llu: %s", r->name,
-				     (unsigned long long)off, strerror(-w));
-			break;
-		}
-	}
-	if (n < 0)
-		rc = (int)n;
-	free(buf);
-	return rc;
-}
-
 void pcl_close(struct pcl_reader *r)
 {
 	bitmap_free(&r->used);

@@ -7,18 +7,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "imager/bytes.h"   /* le16/le32/le64, be16/be32/be64 */
-
-static inline void put_le32(unsigned char *p, uint32_t v)
-{
-	p[0] = (unsigned char)v; p[1] = (unsigned char)(v >> 8);
-	p[2] = (unsigned char)(v >> 16); p[3] = (unsigned char)(v >> 24);
-}
-static inline void put_le64(unsigned char *p, uint64_t v)
-{
-	put_le32(p, (uint32_t)v);
-	put_le32(p + 4, (uint32_t)(v >> 32));
-}
+#include "imager/bytes.h"   /* le16/le32/le64, be16/be32/be64, put_le32/64 */
 
 /* pread/pwrite the whole length, retrying short transfers and EINTR.
  * Return 0, -EIO at end of file, or -errno. */

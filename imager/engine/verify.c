@@ -92,11 +92,15 @@ static int cz_verify(const char *dir, const struct im_progress *progress,
 		     struct verify_report *rep, struct im_err *err)
 {
 	struct cz_image *cz = calloc(1, sizeof(*cz));
+	uint64_t done = 0, total = 0;
 	int r;
 
 	if (!cz)
 		return im_errf(err, IM_EXIT_INTERNAL, -ENOMEM, "out of memory");
 	r = cz_read(dir, cz, err);
+	for (size_t i = 0; r == 0 && i < cz->nparts; i++)
+		if (cz->parts[i].kind == CZ_PTCL)
+			total += cz->parts[i].bytes;
 	for (size_t i = 0; r == 0 && i < cz->nparts; i++) {
 		const struct cz_part *p = &cz->parts[i];
 		struct pcl_header h;
@@ -105,14 +109,14 @@ static int cz_verify(const char *dir, const struct im_progress *progress,
 
 		if (p->kind != CZ_PTCL)
 			continue;
-		if (cz_read_stream(dir, p, true, &h, &strips, &e) < 0) {
+		if (cz_read_stream(dir, p, true, progress, &done, total, &h, &strips, &e) < 0) {
 			r = add_damage(rep, NULL, p->stream, -1, p->start, p->size, e.msg);
 			if (r == 0)
 				rep->damage[rep->ndamage - 1].partition = p->number;
 		}
 		rep->frames_checked += strips;
-		if (progress && progress->fn)
-			progress->fn(progress->opaque, "verify", i + 1, cz->nparts);
+		if (progress && progress->cancel && *progress->cancel)
+			r = im_errf(err, IM_EXIT_INTERRUPTED, -EINTR, "interrupted");
 	}
 	/* The checksum files ocs-sr -gm, -gs, -gb write, checked by the
 	 * coreutils tool that reads them, in the folder. */

@@ -36,4 +36,16 @@ static inline uint64_t be64(const unsigned char *p)
 	return (uint64_t)be32(p) << 32 | be32(p + 4);
 }
 
+/* Writers of the same. */
+static inline void put_le32(unsigned char *p, uint32_t v)
+{
+	p[0] = (unsigned char)v; p[1] = (unsigned char)(v >> 8);
+	p[2] = (unsigned char)(v >> 16); p[3] = (unsigned char)(v >> 24);
+}
+static inline void put_le64(unsigned char *p, uint64_t v)
+{
+	put_le32(p, (uint32_t)v);
+	put_le32(p + 4, (uint32_t)(v >> 32));
+}
+
 #endif

@@ -55,6 +55,7 @@ struct cz_part {
 	char stream[256];          /* the first file's name, or the .info file's */
 	char comp[8];              /* gz, bz2, xz, zst, lz4, lzo, uncomp */
 	unsigned nfiles;           /* 1, or the number of split parts */
+	uint64_t bytes;            /* the stream's files' sizes together */
 	char swap_uuid[37], swap_label[17];
 };
 
@@ -77,9 +78,14 @@ int cz_read(const char *dir, struct cz_image *cz, struct im_err *err);
 
 /* Partition p's stream: its partclone header (h), and with read_all every
  * block read and every checksum checked (*strips: the checksum strips
- * checked).  Returns 0 or a negative errno with the damage in err. */
+ * checked).  With a progress function, it is told *done plus the stream's
+ * bytes read so far, out of total (the bytes of the streams to read, from
+ * cz_part.bytes); *done grows by p->bytes at the end.  Returns 0 or a
+ * negative errno with the damage in err. */
 struct pcl_header;
+struct im_progress;
 int cz_read_stream(const char *dir, const struct cz_part *p, bool read_all,
+		   const struct im_progress *progress, uint64_t *done, uint64_t total,
 		   struct pcl_header *h, uint64_t *strips, struct im_err *err);
 
 /* Restore the folder onto target (as im_restore()). */

@@ -102,10 +102,6 @@ int pcl_open(struct pcl_reader *r, pcl_read_fn fn, void *opaque, const char *nam
 ssize_t pcl_read_run(struct pcl_reader *r, uint64_t *first, void *buf, size_t max,
 		     struct im_err *err);
 
-/* Every used block written to fd at offset + block * block_size (blocks
- * the bitmap leaves out are not touched).  Returns 0 or a negative errno. */
-int pcl_restore_fd(struct pcl_reader *r, int fd, uint64_t offset, struct im_err *err);
-
 void pcl_close(struct pcl_reader *r);
 
 #endif
