@@ -95,7 +95,7 @@ cz_image() { # NAME
 	need_root "for loop devices and ocs-sr"
 	need_cmd ocs-sr partclone.extfs partclone.vfat partclone.ntfs losetup partx sfdisk \
 		mke2fs mkfs.fat mcopy mkswap mkntfs ntfscp
-	key=$(cat "$TESTS_LIB/clonezilla.sh" | sha256sum | cut -c1-16)
+	key=$(sha256sum < "$TESTS_LIB/clonezilla.sh" | cut -c1-16)
 	dir=$CZ_CACHE/clonezilla-$key/$1
 	[ "$1" = debian12 ] && dir=$dir-$(basename "${GUEST:?need_guest first}" .qcow2)
 	mkdir -p "$CZ_CACHE"

@@ -104,6 +104,8 @@ static bool have_tools(void)
 			      "ls -d /usr/lib/*/guestfs/supermin.d >/dev/null 2>&1 || "
 			      "{ echo 'SKIP: no libguestfs appliance (supermin.d)'; exit 1; }") == 0;
 	}
+	if (!have)
+		unit_skips++;  /* (the reason was printed above) */
 	return have && setup()[0];
 }
 

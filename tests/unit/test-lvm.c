@@ -183,7 +183,7 @@ static void test_nested_ext4(void)
 	int fd, efd;
 
 	if (system("command -v mke2fs >/dev/null 2>&1") != 0) {
-		printf("SKIP: mke2fs not installed (nested ext4 case)\n");
+		unit_skip("SKIP: mke2fs not installed (nested ext4 case)");
 		free(buf);
 		return;
 	}

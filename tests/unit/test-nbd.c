@@ -42,7 +42,7 @@ static bool have_nbdkit(void)
 		have = system("command -v nbdkit >/dev/null 2>&1 && "
 			      "nbdkit file --version >/dev/null 2>&1") == 0;
 	if (!have)
-		printf("SKIP: nbdkit not installed\n");
+		unit_skip("SKIP: nbdkit not installed");
 	return have;
 }
 

@@ -244,7 +244,7 @@ static void check_image_pc(const char *path, const char *what, bool partclone)
 			}
 	/* partclone.ntfs takes 2 s, mostly asleep: only where it says most. */
 	if (partclone && !same_as_partclone(path, &info, g.cs))
-		printf("SKIP (part): partclone.ntfs not installed, bitmaps not compared\n");
+		unit_skip("SKIP (part): partclone.ntfs not installed, bitmaps not compared");
 	fs_info_free(&info);
 }
 

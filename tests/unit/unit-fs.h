@@ -157,7 +157,7 @@ static inline bool have_or_skip(int *have, const char *tools, const char *skip)
 	if (*have < 0)
 		*have = have_tools(tools);
 	if (!*have)
-		printf("%s\n", skip);
+		unit_skip(skip);
 	return *have;
 }
 
@@ -166,7 +166,7 @@ static inline bool root_and(int *can, const char *cmd, const char *skip)
 	if (*can < 0) {
 		*can = geteuid() == 0 && sh("%s", cmd) == 0;
 		if (!*can)
-			printf("%s\n", skip);
+			unit_skip(skip);
 	}
 	return *can;
 }

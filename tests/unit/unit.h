@@ -1,7 +1,9 @@
 /* SPDX-License-Identifier: GPL-2.0-or-later */
 /* A minimal unit-test harness: CHECK() records failures with their place;
  * UNIT_MAIN() runs the listed test functions and prints one line per test
- * ("ok NAME" / "not ok NAME") and exits 1 when any failed. */
+ * ("ok NAME" / "not ok NAME") and exits 1 when any failed, else 77 when
+ * any part was skipped (unit_skip(): a tool, root or a loop device is
+ * missing; the reason is printed), else 0. */
 #ifndef IMAGER_UNIT_H
 #define IMAGER_UNIT_H
 
@@ -10,6 +12,14 @@
 #include <string.h>
 
 static int unit_failures;
+static int unit_skips;
+
+/* A part of a test that cannot run here: why ("SKIP: ...") is printed. */
+static inline void unit_skip(const char *why)
+{
+	unit_skips++;
+	printf("%s\n", why);
+}
 
 #define CHECK(cond) do { if (!(cond)) { unit_failures++; \
 	fprintf(stderr, "  %s:%d: CHECK(%s) failed\n", __FILE__, __LINE__, #cond); } } while (0)
@@ -34,7 +44,9 @@ static inline int unit_run(const char *prog, const struct unit_case *cases, size
 			failed++;
 		printf("%s %s: %s\n", unit_failures != before ? "not ok" : "ok", prog, cases[i].name);
 	}
-	return failed ? 1 : 0;
+	if (!failed && unit_skips)
+		printf("%s: %d part(s) skipped (see SKIP above)\n", prog, unit_skips);
+	return failed ? 1 : unit_skips ? 77 : 0;
 }
 
 #define UNIT_MAIN(...) int main(int argc, char **argv) { \
