@@ -139,6 +139,8 @@ void cli_progress_job(struct cli_progress *p, bool allowed, const struct cli *cl
 		      struct im_progress *out)
 {
 	cli_progress_init(p, allowed && cli->verbose >= 0);
+	p->notes = cli->verbose >= 0;
+	out->note = cli_progress_note;
 	out->fn = cli_progress_cb;
 	out->opaque = p;
 	out->cancel = cli->interrupted;
@@ -168,6 +170,18 @@ void cli_progress_cb(void *opaque, const char *phase, uint64_t done, uint64_t to
 	}
 	fprintf(stderr, "\r%-8s %10s / %-10s %5.1f%%  %10s/s  ETA %s ", phase, d, t,
 		total ? 100.0 * (double)done / (double)total : 100.0, r, eta);
+}
+
+void cli_progress_note(void *opaque, const char *line)
+{
+	struct cli_progress *p = opaque;
+
+	if (!p->notes)
+		return;
+	if (p->enabled && p->drawn)
+		fputs("\r\033[K", stderr);   /* over the progress line */
+	fprintf(stderr, "imager: %s\n", line);
+	p->drawn = false;
 }
 
 void cli_progress_end(struct cli_progress *p)
@@ -259,6 +273,9 @@ int cli_target_option(const char *cmd, int c, const char *arg, struct cli_target
 		if (t->o.grow != GROW_NONE)
 			return cli_usage(cmd, "--grow-last and --proportional exclude each other"), -1;
 		t->o.grow = c == 'G' ? GROW_LAST : GROW_PROPORTIONAL;
+		return 1;
+	case 'H':
+		t->o.shrink = true;
 		return 1;
 	case 'C':
 		t->convert = true;

@@ -271,7 +271,7 @@ int cmd_p2v(int argc, char **argv, struct cli *cli)
 		l.o.machine = &l.machine;
 	}
 	l.o.roots = &cli->roots;
-	l.o.progress = (struct im_progress){ cli_progress_cb, &s.prog, cli->interrupted };
+	l.o.progress = (struct im_progress){ cli_progress_cb, &s.prog, cli->interrupted, NULL };
 	l.o.phase = show_phase;
 	l.o.opaque = &s;
 	s.json = l.json;

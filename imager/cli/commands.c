@@ -11,7 +11,7 @@ const struct command commands[] = {
 	  "check that libguestfs can start its appliance here, and with KVM or TCG" },
 	{ "clone", cmd_clone, CMD_DEVICES,
 	  "SOURCE TARGET [--format raw|qcow2] [--preallocation off|metadata|falloc|full]\n"
-	  "        [--cluster-size SIZE] [--size SIZE] [--grow-last|--proportional]\n"
+	  "        [--cluster-size SIZE] [--size SIZE] [--grow-last|--proportional|--shrink]\n"
 	  "        [--source-format raw|qcow2] [--verify]\n"
 	  "        [--convert [--block virtio-blk|virtio-scsi] [--rebuild-initramfs]\n"
 	  "                   [--virtio-win PATH]]\n"
@@ -48,7 +48,7 @@ const struct command commands[] = {
 	  "list the host's storage pools, measure fsyncs, rank them for a new disk" },
 	{ "restore", cmd_restore, CMD_DEVICES,
 	  "DIR TARGET [--format raw|qcow2] [--preallocation off|metadata|falloc|full]\n"
-	  "        [--cluster-size SIZE] [--size SIZE] [--grow-last|--proportional]\n"
+	  "        [--cluster-size SIZE] [--size SIZE] [--grow-last|--proportional|--shrink]\n"
 	  "        [--convert [--block virtio-blk|virtio-scsi] [--rebuild-initramfs]\n"
 	  "                   [--virtio-win PATH]]\n"
 	  "        [--threads N] [--force] [--json] [--no-progress]",

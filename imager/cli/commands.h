@@ -107,7 +107,8 @@ struct cli_target {
 	{ "cluster-size", required_argument, NULL, 'c' }, \
 	{ "size", required_argument, NULL, 's' }, \
 	{ "grow-last", no_argument, NULL, 'G' }, \
-	{ "proportional", no_argument, NULL, 'R' }
+	{ "proportional", no_argument, NULL, 'R' }, \
+	{ "shrink", no_argument, NULL, 'H' }
 /* Take one of CLI_TARGET_OPTIONS.  Returns 1 when c was one of them, 0
  * when not, and -1 after reporting a bad value (exit with IM_EXIT_USAGE). */
 int cli_target_option(const char *cmd, int c, const char *arg, struct cli_target *t);
@@ -213,6 +214,7 @@ struct json_object *cli_domain_json(const struct dom_plan *plan);
  * most a few redraws a second, with bytes, rate and ETA. */
 struct cli_progress {
 	bool enabled;
+	bool notes;                /* the job's notes shown on stderr (not -q) */
 	double start, last_draw;
 	bool drawn;
 };
@@ -222,6 +224,8 @@ void cli_progress_init(struct cli_progress *p, bool allowed);
 void cli_progress_job(struct cli_progress *p, bool allowed, const struct cli *cli,
 		      struct im_progress *out);
 void cli_progress_cb(void *opaque, const char *phase, uint64_t done, uint64_t total);
+/* A job's note (im_progress.note): "imager: LINE" on stderr unless -q. */
+void cli_progress_note(void *opaque, const char *line);
 void cli_progress_end(struct cli_progress *p);
 double cli_now(void);
 

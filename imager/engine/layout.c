@@ -100,6 +100,83 @@ int layout_plan(enum grow_mode mode, const char *table, unsigned lss, uint64_t o
 	return 0;
 }
 
+/* Starts packed from the first partition's on (each after the previous
+ * one's end, aligned), sizes as given; the end of the last. */
+static uint64_t pack(struct layout_part *parts, size_t n)
+{
+	uint64_t end = parts[0].old_start;
+
+	for (size_t i = 0; i < n; i++) {
+		parts[i].new_start = i ? align_up(end, MIB) : parts[0].old_start;
+		end = parts[i].new_start + parts[i].new_size;
+	}
+	return end;
+}
+
+int layout_plan_shrink(const char *table, unsigned lss, uint64_t new_disk,
+		       struct layout_part *parts, const uint64_t *min_size, size_t n,
+		       uint64_t *needed, struct im_err *err)
+{
+	uint64_t new_end, end;
+
+	*needed = 0;
+	if (n == 0 || !strcmp(table, "none"))
+		return im_errf(err, IM_EXIT_UNSUPP, -ENOTSUP,
+			       "the source has no partition table: there is no partition to shrink");
+	for (size_t i = 0; i < n; i++) {
+		if (!strcmp(parts[i].kind, "logical"))
+			return im_errf(err, IM_EXIT_UNSUPP, -ENOTSUP,
+				       "partition %u is a logical partition: shrinking MBR disks with logical partitions is not supported yet",
+				       parts[i].number);
+		if (i && parts[i].old_start < parts[i - 1].old_start + parts[i - 1].old_size)
+			return im_errf(err, IM_EXIT_SOURCE, -EINVAL,
+				       "partitions overlap or are out of order");
+		if (min_size[i] > parts[i].old_size || min_size[i] == 0)
+			return im_errf(err, IM_EXIT_INTERNAL, -EINVAL, "partition %u: bad minimum size",
+				       parts[i].number);
+		parts[i].new_size = min_size[i];
+	}
+	new_end = align_down(usable_end(table, lss, new_disk), MIB);
+	end = pack(parts, n);
+	/* The smallest disk that holds the packed layout (and a GPT's backup). */
+	*needed = align_up(end, MIB) + (strcmp(table, "gpt") ? 0 : MIB);
+	if (end > new_end)
+		return im_errf(err, IM_EXIT_TARGET, -ENOSPC,
+			       "the partitions need at least %llu bytes even shrunk; the target has %llu",
+			       (unsigned long long)*needed, (unsigned long long)new_disk);
+	/* Shrink as little as the target needs: start again from the old
+	 * sizes, and take what is missing from the partition with the most
+	 * room to give first, then the next. */
+	for (size_t i = 0; i < n; i++)
+		parts[i].new_size = parts[i].old_size;
+	for (;;) {
+		size_t best = n;
+		uint64_t missing, take;
+
+		end = pack(parts, n);
+		if (end <= new_end)
+			break;
+		missing = align_up(end - new_end, MIB);
+		for (size_t i = 0; i < n; i++)
+			if (parts[i].new_size > min_size[i] &&
+			    (best == n || parts[i].new_size - min_size[i] >
+						  parts[best].new_size - min_size[best]))
+				best = i;
+		if (best == n)
+			break;   /* (cannot happen: the smallest layout fits) */
+		take = parts[best].new_size - min_size[best];
+		if (take > missing)
+			take = missing;
+		parts[best].new_size = align_down(parts[best].new_size - take, MIB);
+		if (parts[best].new_size < min_size[best])
+			parts[best].new_size = min_size[best];
+	}
+	end = pack(parts, n);
+	if (end > new_end)   /* (alignment cannot make it grow past: checked) */
+		return im_errf(err, IM_EXIT_INTERNAL, -ENOSPC, "the shrunk layout does not fit");
+	return 0;
+}
+
 /* ---- tables ---- */
 
 /* Bytes of the source at [off, off+len) from its boot areas, or NULL. */

@@ -357,7 +357,9 @@ int ptable_gpt_relocate_backup(struct bk *bk, uint64_t new_size, unsigned lss, s
 	r = bk_pread(bk, hdr, lss, lss, err);
 	if (r < 0)
 		return r;
-	if (gpt_header_parse(hdr, lss, new_size, &g) < 0)
+	/* (On a smaller disk the alternate still names the old end.) */
+	if (gpt_header_parse(hdr, lss, UINT64_MAX / 2, &g) < 0 ||
+	    g.entries_lba + 2 * g.entries_sectors + 2 > last)
 		return im_errf(err, IM_EXIT_DAMAGED, -EINVAL, "the restored GPT header is not valid");
 	elen = (size_t)(g.entries_sectors * lss);
 	entries = malloc(elen);

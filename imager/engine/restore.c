@@ -155,6 +155,23 @@ static int restore_partition(const char *dir, struct rpart_job *j, unsigned thre
 	return r;
 }
 
+/* --shrink's first step: the image as it is into the temporary file. */
+struct shrink_copy {
+	const struct disk_roots *roots;
+	const char *dir;
+	const struct restore_opts *opts;
+};
+
+static int restore_copy(void *opaque, const char *tmp, struct im_err *err)
+{
+	const struct shrink_copy *c = opaque;
+	struct restore_opts o = { .target = { .format = "raw" }, .threads = c->opts->threads,
+				  .progress = c->opts->progress };
+	struct restore_stats st;
+
+	return im_restore(c->roots, c->dir, tmp, &o, &st, err);
+}
+
 int im_restore(const struct disk_roots *roots, const char *dir, const char *target,
 	       const struct restore_opts *opts, struct restore_stats *stats, struct im_err *err)
 {
@@ -178,6 +195,36 @@ int im_restore(const struct disk_roots *roots, const char *dir, const char *targ
 		r = im_errf(err, IM_EXIT_INTERNAL, -ENOMEM, "out of memory");
 	if (r == 0)
 		r = check_image(dir, &m, ix, &pl, &total, err);
+	if (r == 0 && !opts->target.layout && m.nparts <= PT_MAX_PARTS) {
+		/* A smaller target: refused, or shrunk onto with --shrink. */
+		uint64_t tsize;
+		struct shrink_part sp[PT_MAX_PARTS];
+
+		r = writer_target_size(roots, target, &opts->target, m.disk_size, &tsize, err);
+		for (size_t i = 0; r == 0 && tsize < m.disk_size && i < m.nparts; i++) {
+			sp[i].lp = pl.parts[i];
+			snprintf(sp[i].fs, sizeof(sp[i].fs), "%s", m.parts[i].filesystem);
+			sp[i].used = m.parts[i].used_blocks * m.parts[i].block_size;
+		}
+		if (r == 0 && tsize < m.disk_size) {
+			if (!opts->target.shrink) {
+				r = shrink_refuse(target, tsize, m.disk_size, m.table,
+						  m.logical_sector_size, sp, m.nparts, err);
+			} else {
+				struct shrink_copy c = { roots, dir, opts };
+				struct shrink_job job = {
+					.roots = roots, .table = m.table, .lss = m.logical_sector_size,
+					.new_disk = tsize, .parts = sp, .nparts = m.nparts,
+					.target_spec = target, .target = &opts->target,
+					.threads = opts->threads, .progress = &opts->progress,
+					.copy = restore_copy, .opaque = &c,
+				};
+				r = shrink_job(&job, &stats->grow, &stats->target, &stats->bytes_written,
+					       err);
+			}
+			goto out;
+		}
+	}
 	if (r == 0)
 		r = writer_start(&w, roots, target, &pl, &opts->target, &stats->grow, err);
 	for (size_t i = 0; i < m.nparts && r == 0; i++) {
@@ -191,6 +238,7 @@ int im_restore(const struct disk_roots *roots, const char *dir, const char *targ
 	if (r == 0)
 		r = writer_finish(&w, &pl, err);
 	r = writer_end(&w, r, &opts->target, pl.fs, &stats->grow, &stats->target, err);
+out:
 	for (size_t i = 0; ix && i < m.nparts; i++)
 		img_index_free(&ix[i]);
 	free(ix);

@@ -76,6 +76,7 @@ struct writer {
 	unsigned char **heads;
 	struct layout_part *layout;        /* per partition; NULL: copied as it is */
 	enum grow_mode grow;
+	bool shrunk;                       /* an explicit layout on a smaller disk */
 };
 
 /* What a partition holds, for growing it: its libblkid type, and for an
@@ -156,5 +157,54 @@ void grow_fs_set(struct grow_fs *g, const char *type, const struct fs_volume *v,
 int grow_filesystems(const struct disk_roots *roots, const struct target_info *t,
 		     const struct im_grow_hook *hook, struct grow_report *rep,
 		     const struct grow_fs *fs, struct im_err *err);
+
+/* ---- shrinking (shrink.c) ---- */
+
+/* What the plan knows of a partition: its place, its filesystem (libblkid
+ * type, "" when unknown) and its used bytes. */
+struct shrink_part {
+	struct layout_part lp;
+	char fs[32];
+	uint64_t used;
+};
+
+/* The new layout (out[], by layout_plan_shrink()) for a target of new_disk
+ * bytes, and a line for each partition that shrinks, moves or keeps its
+ * size for a reason (note[i], "" when none; note may be NULL).  Returns 0
+ * or negative errno: IM_EXIT_TARGET with the sizes each partition needs
+ * when it does not fit. */
+int shrink_plan(const char *table, unsigned lss, uint64_t new_disk, const struct shrink_part *in,
+		size_t n, struct layout_part *out, char (*note)[160], struct im_err *err);
+
+/* A shrink: the source copied as it is into a temporary raw file by
+ * copy() (a restore or a clone), its filesystems shrunk there, then that
+ * file cloned onto target_spec with the new layout. */
+struct shrink_job {
+	const struct disk_roots *roots;
+	const char *table;
+	unsigned lss;
+	uint64_t new_disk;
+	const struct shrink_part *parts;
+	size_t nparts;
+	const char *target_spec;
+	const struct target_opts *target;
+	unsigned threads;
+	const struct im_progress *progress;
+	int (*copy)(void *opaque, const char *tmp, struct im_err *err);
+	void *opaque;
+};
+int shrink_job(const struct shrink_job *job, struct grow_report *rep, struct target_info *info,
+	       uint64_t *bytes_written, struct im_err *err);
+
+/* The size the target will have (an existing device or image file's,
+ * --size for a new file, else the source's): 0, or negative errno. */
+int writer_target_size(const struct disk_roots *roots, const char *target,
+		       const struct target_opts *o, uint64_t source_size, uint64_t *size,
+		       struct im_err *err);
+
+/* The refusal of a target smaller than the source without --shrink, saying
+ * whether --shrink would fit it. */
+int shrink_refuse(const char *target, uint64_t tsize, uint64_t source_size, const char *table,
+		  unsigned lss, const struct shrink_part *in, size_t n, struct im_err *err);
 
 #endif

@@ -84,6 +84,35 @@ static int open_target(struct writer *w, const struct disk_roots *roots, const c
 	return r;
 }
 
+int writer_target_size(const struct disk_roots *roots, const char *target,
+		       const struct target_opts *o, uint64_t source_size, uint64_t *size,
+		       struct im_err *err)
+{
+	struct disk_ref ref;
+	struct bk *b;
+	int r;
+
+	*size = source_size;
+	if (o->size) {
+		*size = (o->size + 511) / 512 * 512;
+		return 0;
+	}
+	if (bk_is_uri(target))
+		return 0;   /* the export's size is checked when it is opened */
+	r = disk_resolve(roots, target, &ref, err);
+	if (r < 0 || !ref.exists)
+		return r;
+	if (ref.kind != DISK_KIND_FILE) {
+		*size = ref.size;
+		return 0;
+	}
+	r = bk_open(ref.path, o->format, 0, &b, err);
+	if (r < 0)
+		return r;
+	*size = b->size;
+	return bk_close(b, err);
+}
+
 int disk_plan_alloc(struct disk_plan *pl, uint64_t disk_size, const char *table, unsigned lss,
 		    size_t nparts, size_t nareas, struct im_err *err)
 {
@@ -143,7 +172,8 @@ static int writer_open(struct writer *w, const struct disk_roots *roots, const c
 	int r;
 
 	memset(w, 0, sizeof(*w));
-	w->source_size = pl->disk_size;
+	/* (An explicit layout: the target is checked against its disk.) */
+	w->source_size = o->layout ? o->layout_disk : pl->disk_size;
 	w->lss = pl->lss;
 	w->nparts = pl->nparts;
 	snprintf(w->table, sizeof(w->table), "%s", pl->table);
@@ -155,6 +185,9 @@ static int writer_open(struct writer *w, const struct disk_roots *roots, const c
 	for (size_t i = 0; i < pl->nparts; i++) {
 		uint64_t size = pl->parts[i].old_size;
 		w->part_start[i] = pl->parts[i].old_start;
+		for (size_t k = 0; k < o->nlayout; k++)
+			if (o->layout[k].number == pl->parts[i].number)
+				w->part_start[i] = o->layout[k].new_start;
 		w->part_head[i] = size < HEAD_ZONE ? size : HEAD_ZONE;
 		if (!(w->heads[i] = calloc(1, HEAD_ZONE)))
 			return im_errf(err, IM_EXIT_INTERNAL, -ENOMEM, "out of memory");
@@ -170,20 +203,37 @@ static int writer_open(struct writer *w, const struct disk_roots *roots, const c
 	/* Hide the old table and superblocks while the data goes in. */
 	if (!w->fresh) {
 		for (size_t i = 0; i < pl->nareas && r == 0; i++)
-			r = bk_zero(w->tgt, pl->area_offs[i], pl->area_lens[i], err);
+			if (pl->area_offs[i] + pl->area_lens[i] <= w->tgt->size)
+				r = bk_zero(w->tgt, pl->area_offs[i], pl->area_lens[i], err);
 		for (size_t i = 0; i < pl->nparts && r == 0; i++)
-			r = bk_zero(w->tgt, pl->parts[i].old_start, w->part_head[i], err);
+			r = bk_zero(w->tgt, w->part_start[i], w->part_head[i], err);
 	}
 	return r;
 }
 
 /* parts[] (one per partition, in the writer's order) gets the new starts
  * and sizes. */
-static int writer_set_layout(struct writer *w, enum grow_mode mode, struct layout_part *parts,
-			     struct im_err *err)
+static int writer_set_layout(struct writer *w, const struct target_opts *o,
+			     struct layout_part *parts, struct im_err *err)
 {
+	enum grow_mode mode = o->grow;
 	int r;
 
+	if (o->layout) {
+		for (size_t i = 0; i < w->nparts; i++) {
+			size_t k = 0;
+			while (k < o->nlayout && o->layout[k].number != parts[i].number)
+				k++;
+			if (k == o->nlayout)
+				return im_errf(err, IM_EXIT_INTERNAL, -EINVAL,
+					       "partition %u is not in the new layout", parts[i].number);
+			parts[i].new_start = o->layout[k].new_start;
+			parts[i].new_size = o->layout[k].new_size;
+		}
+		w->layout = parts;
+		w->shrunk = true;
+		return 0;
+	}
 	if (mode == GROW_NONE)
 		return 0;
 	r = layout_plan(mode, w->table, w->lss, w->source_size, w->tgt->size, parts, w->nparts, err);
@@ -210,7 +260,7 @@ int writer_start(struct writer *w, const struct disk_roots *roots, const char *t
 	/* (An image's manifest may list more than a table holds.) */
 	if (pl->nparts > PT_MAX_PARTS)
 		return im_errf(err, IM_EXIT_UNSUPP, -E2BIG, "too many partitions");
-	return writer_set_layout(w, o->grow, rep->parts, err);
+	return writer_set_layout(w, o, rep->parts, err);
 }
 
 int writer_put(struct writer *w, size_t i, uint64_t off, uint64_t len, const void *data,
@@ -218,6 +268,16 @@ int writer_put(struct writer *w, size_t i, uint64_t off, uint64_t len, const voi
 {
 	const unsigned char *d = data;
 
+	if (w->shrunk && off + len > w->layout[i].new_size) {
+		if (!d)
+			len = off < w->layout[i].new_size ? w->layout[i].new_size - off : 0;
+		else
+			return im_errf(err, IM_EXIT_INTERNAL, -ENOSPC,
+				       "partition %u holds data at bytes %llu-%llu, past its new size %llu",
+				       w->layout[i].number, (unsigned long long)off,
+				       (unsigned long long)(off + len),
+				       (unsigned long long)w->layout[i].new_size);
+	}
 	if (off < w->part_head[i]) {
 		uint64_t n = w->part_head[i] - off < len ? w->part_head[i] - off : len;
 		if (d)
@@ -251,7 +311,7 @@ int writer_finish(struct writer *w, const struct disk_plan *pl, struct im_err *e
 	for (size_t i = 0; i < pl->nareas && r == 0; i++) {
 		/* On a larger disk the GPT backup belongs at the new end; EBRs of
 		 * partitions that moved are rebuilt at their new places. */
-		if (larger && !strcmp(pl->area_names[i], "gpt-backup"))
+		if ((larger || w->shrunk) && !strcmp(pl->area_names[i], "gpt-backup"))
 			continue;
 		if (moved && w->grow == GROW_PROPORTIONAL && !strncmp(pl->area_names[i], "ebr", 3))
 			continue;
@@ -263,7 +323,7 @@ int writer_finish(struct writer *w, const struct disk_plan *pl, struct im_err *e
 				       pl->area_offs, pl->area_lens, pl->area_data, err);
 	/* A plan without a backup area (a Clonezilla image) gets one made
 	 * from the primary. */
-	if (r == 0 && (larger || !backup) && !strcmp(w->table, "gpt"))
+	if (r == 0 && (larger || !backup || w->shrunk) && !strcmp(w->table, "gpt"))
 		r = ptable_gpt_relocate_backup(w->tgt, w->tgt->size, w->lss, err);
 	if (r == 0)
 		r = bk_flush(w->tgt, err);

@@ -24,6 +24,9 @@ struct im_progress {
 	/* Set (by a signal handler) to stop the job: it ends between two
 	 * frames with IM_EXIT_INTERRUPTED and cleans up as on any failure. */
 	const volatile sig_atomic_t *cancel;
+	/* A line worth telling before or while the job runs (the plan of a
+	 * shrink, a step begun); NULL: not told. */
+	void (*note)(void *opaque, const char *line);
 };
 
 struct save_opts {
@@ -73,6 +76,13 @@ struct target_opts {
 	enum grow_mode grow;       /* on a larger target: grow the last, or all */
 	bool force;                /* write to a target that is in use */
 	struct im_grow_hook grow_hook;
+	bool shrink;               /* onto a smaller target: shrink filesystems (shrink.c) */
+	/* An explicit new layout (set by the shrink job, not by users): the
+	 * partitions by number with their new starts and sizes, on a disk of
+	 * layout_disk bytes.  The data of each must end within its new size. */
+	const struct layout_part *layout;
+	size_t nlayout;
+	uint64_t layout_disk;
 };
 
 /* The target a job wrote, resolved once (writer_open) and handed to the

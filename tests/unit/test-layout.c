@@ -1,5 +1,6 @@
 /* SPDX-License-Identifier: GPL-2.0-or-later */
 /* Planning layouts on larger targets: bounds, alignment, no overlap, EBR room. */
+#include <errno.h>
 #include <string.h>
 
 #include "imager/layout.h"
@@ -97,5 +98,62 @@ static void test_mbr_limit(void)
 	CHECK(p[0].new_start + p[0].new_size > 2 * tib - 2 * MIB);
 }
 
+/* Shrinking: the partition with the most room gives first and only what
+ * is missing; the small ones after it move down whole; minimums hold. */
+static void test_shrink(void)
+{
+	struct layout_part p[4];
+	struct im_err err = { 0 };
+	uint64_t mins[4], needed;
+
+	/* EFI 100 MiB, a 6 GiB root holding 1 GiB, a 2 GiB data partition
+	 * holding 1.5 GiB, a 500 MiB recovery: 8 GiB onto 5 GiB. */
+	set(&p[0], 1, "gpt", 1 * MIB, 100 * MIB);
+	set(&p[1], 2, "gpt", 101 * MIB, 6144 * MIB);
+	set(&p[2], 3, "gpt", 6245 * MIB, 2048 * MIB);
+	set(&p[3], 4, "gpt", 8293 * MIB, 500 * MIB);
+	mins[0] = 100 * MIB;
+	mins[1] = 1382 * MIB;
+	mins[2] = 1946 * MIB;
+	mins[3] = 500 * MIB;
+	CHECK(layout_plan_shrink("gpt", 512, 5120 * MIB, p, mins, 4, &needed, &err) == 0);
+	CHECK_EQ_U(p[0].new_start, 1 * MIB);
+	CHECK_EQ_U(p[0].new_size, 100 * MIB);
+	CHECK_EQ_U(p[2].new_size, 2048 * MIB);        /* untouched: the root had room */
+	CHECK_EQ_U(p[3].new_size, 500 * MIB);
+	CHECK(p[1].new_size < 6144 * MIB && p[1].new_size >= mins[1]);
+	for (int i = 1; i < 4; i++) {
+		CHECK_EQ_U(p[i].new_start, p[i - 1].new_start + p[i - 1].new_size);
+		CHECK(p[i].new_start % MIB == 0 && p[i].new_size % MIB == 0);
+	}
+	/* Tight: the last MiB before the backup GPT is used, no more. */
+	CHECK(p[3].new_start + p[3].new_size <= 5120 * MIB - 34 * 512);
+	CHECK(p[3].new_start + p[3].new_size > 5118 * MIB);
+	CHECK_EQ_U(needed, (1 + 100 + 1382 + 1946 + 500) * MIB + 1 * MIB);
+
+	/* Too small: refused with the smallest disk named. */
+	set(&p[0], 1, "gpt", 1 * MIB, 100 * MIB);
+	set(&p[1], 2, "gpt", 101 * MIB, 6144 * MIB);
+	set(&p[2], 3, "gpt", 6245 * MIB, 2048 * MIB);
+	set(&p[3], 4, "gpt", 8293 * MIB, 500 * MIB);
+	CHECK(layout_plan_shrink("gpt", 512, 3 * 1024 * MIB, p, mins, 4, &needed, &err) == -ENOSPC);
+	CHECK_EQ_U(err.exit_class, IM_EXIT_TARGET);
+	CHECK_EQ_U(needed, 3930 * MIB);
+
+	/* MBR logical partitions are refused, not moved wrongly. */
+	memset(&err, 0, sizeof(err));
+	set(&p[0], 1, "primary", 1 * MIB, 100 * MIB);
+	set(&p[1], 5, "logical", 102 * MIB, 900 * MIB);
+	mins[1] = 100 * MIB;
+	CHECK(layout_plan_shrink("msdos", 512, 600 * MIB, p, mins, 2, &needed, &err) < 0);
+	CHECK_EQ_U(err.exit_class, IM_EXIT_UNSUPP);
+
+	/* MBR primaries: the end of the disk is usable to the last MiB. */
+	set(&p[0], 1, "primary", 1 * MIB, 100 * MIB);
+	set(&p[1], 2, "primary", 101 * MIB, 900 * MIB);
+	CHECK(layout_plan_shrink("msdos", 512, 600 * MIB, p, mins, 2, &needed, &err) == 0);
+	CHECK_EQ_U(p[1].new_start + p[1].new_size, 600 * MIB);
+}
+
 UNIT_MAIN(UNIT(test_grow_last_gpt), UNIT(test_proportional_mbr_logical), UNIT(test_refusals),
-	  UNIT(test_mbr_limit))
+	  UNIT(test_mbr_limit), UNIT(test_shrink))

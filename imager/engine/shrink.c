@@ -1,0 +1,417 @@
+/* SPDX-License-Identifier: GPL-2.0-or-later */
+/*
+ * Restore and clone onto a target smaller than the source disk (--shrink).
+ *
+ * The layout is planned first from what each partition holds (the image's
+ * manifest, or the source's filesystems): a partition whose filesystem can
+ * shrink needs its used bytes plus a margin (10% of them, at least
+ * 256 MiB), any other keeps its size, and the partitions after a shrunk one
+ * move down (layout_plan_shrink()).  Nothing is written before the plan
+ * fits.  Then:
+ *
+ *   1. the source is restored (or cloned) as it is into a sparse raw file
+ *      under $TMPDIR (default /var/tmp): it costs only the used data, and
+ *      its free space is checked first;
+ *   2. each filesystem that must shrink is shrunk there by its own tool:
+ *      e2fsck -fp and resize2fs for ext2/3/4 (on the file at the
+ *      partition's offset, "FILE?offset=N"), ntfsresize for NTFS (on the
+ *      partition copied out sparsely, then copied back), and swap gets a
+ *      fresh header for its new size with its UUID and label;
+ *   3. that copy is cloned onto the target with the new layout (writer.c:
+ *      the table rebuilt, the GPT backup at the new end, the partition
+ *      heads written last), and the copy is removed.
+ *
+ * NTFS keeps its partition's start in its boot sector (hidden sectors),
+ * which Windows' boot needs: it is set to the new start in both boot
+ * sectors.  UUIDs and labels are kept, so fstab and grub stay valid.  The
+ * first partition keeps its start and the others follow it packed, so on
+ * the usual Windows layouts (System Reserved or EFI first, then C:) the
+ * Windows partition does not move and its BCD entries (disk signature and
+ * partition offset) stay right.
+ */
+#include "imager/job.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/statvfs.h>
+#include <unistd.h>
+
+#include "imager/swapfmt.h"
+#include "source.h"
+#include "tool.h"
+#include "util.h"
+
+#define MIB (1ull << 20)
+#define MARGIN_MIN (256ull << 20)
+
+enum how { KEEP, RESIZE2FS, NTFSRESIZE, SWAP };
+
+static enum how how_to_shrink(const char *fs, const char **why)
+{
+	*why = NULL;
+	if (!fs || !fs[0]) {
+		*why = "no filesystem imager knows: kept whole";
+		return KEEP;
+	}
+	if (!strcmp(fs, "ext2") || !strcmp(fs, "ext3") || !strcmp(fs, "ext4"))
+		return RESIZE2FS;
+	if (!strcmp(fs, "ntfs"))
+		return NTFSRESIZE;
+	if (!strcmp(fs, "swap"))
+		return SWAP;
+	if (!strcmp(fs, "xfs"))
+		*why = "XFS cannot shrink";
+	else
+		*why = "imager does not shrink this filesystem yet";
+	return KEEP;
+}
+
+/* The smallest size partition i may take. */
+static uint64_t min_size(const struct shrink_part *p)
+{
+	const char *why;
+	enum how h = how_to_shrink(p->fs, &why);
+	uint64_t m;
+
+	if (h == KEEP)
+		return p->lp.old_size;
+	if (h == SWAP)
+		m = 64 * MIB;   /* holds nothing across a restore */
+	else
+		m = p->used + (p->used / 10 > MARGIN_MIN ? p->used / 10 : MARGIN_MIN);
+	m = (m + MIB - 1) / MIB * MIB;
+	return m < p->lp.old_size ? m : p->lp.old_size;
+}
+
+/* One line per partition that shrinks or moves, into note[i]. */
+static void describe(const struct shrink_part *in, const struct layout_part *lp, size_t n,
+		     char (*note)[160])
+{
+	for (size_t i = 0; i < n; i++) {
+		char o[32], s[32], u[32];
+		const char *why;
+
+		note[i][0] = '\0';
+		human_size(lp[i].old_size, o, sizeof(o));
+		human_size(lp[i].new_size, s, sizeof(s));
+		human_size(in[i].used, u, sizeof(u));
+		if (lp[i].new_size != lp[i].old_size)
+			snprintf(note[i], sizeof(note[i]), "partition %u %s: %s -> %s (%s used)",
+				 lp[i].number, in[i].fs, o, s, u);
+		else if (how_to_shrink(in[i].fs, &why) == KEEP && why && lp[i].old_size > 64 * MIB)
+			snprintf(note[i], sizeof(note[i]), "partition %u %s: keeps %s (%s)",
+				 lp[i].number, in[i].fs[0] ? in[i].fs : "(unknown)", o, why);
+		else if (lp[i].new_start != lp[i].old_start)
+			snprintf(note[i], sizeof(note[i]), "partition %u %s: %s, moves down by %llu MiB",
+				 lp[i].number, in[i].fs[0] ? in[i].fs : "(unknown)", o,
+				 (unsigned long long)((lp[i].old_start - lp[i].new_start) >> 20));
+	}
+}
+
+int shrink_plan(const char *table, unsigned lss, uint64_t new_disk, const struct shrink_part *in,
+		size_t n, struct layout_part *out, char (*note)[160], struct im_err *err)
+{
+	uint64_t mins[PT_MAX_PARTS], needed;
+	int r;
+
+	if (n > PT_MAX_PARTS)
+		return im_errf(err, IM_EXIT_UNSUPP, -E2BIG, "too many partitions");
+	for (size_t i = 0; i < n; i++) {
+		out[i] = in[i].lp;
+		mins[i] = min_size(&in[i]);
+	}
+	r = layout_plan_shrink(table, lss, new_disk, out, mins, n, &needed, err);
+	if (r == -ENOSPC && err->exit_class == IM_EXIT_TARGET) {
+		/* Say what holds the room. */
+		char need[32], have[32], list[600] = "";
+		size_t len = 0;
+		human_size(needed, need, sizeof(need));
+		human_size(new_disk, have, sizeof(have));
+		for (size_t i = 0; i < n && len < sizeof(list) - 1; i++) {
+			char sz[32], u[32];
+			const char *why;
+			human_size(mins[i], sz, sizeof(sz));
+			human_size(in[i].used, u, sizeof(u));
+			if (how_to_shrink(in[i].fs, &why) == KEEP)
+				len += (size_t)snprintf(list + len, sizeof(list) - len, "; partition %u %s %s%s%s", in[i].lp.number,
+							in[i].fs[0] ? in[i].fs : "(unknown)", sz,
+							why ? ": " : "", why ? why : "");
+			else
+				len += (size_t)snprintf(list + len, sizeof(list) - len, "; partition %u %s at least %s (%s used)",
+							in[i].lp.number, in[i].fs, sz, u);
+		}
+		memset(err, 0, sizeof(*err));
+		return im_errf(err, IM_EXIT_TARGET, -ENOSPC,
+			       "the data does not fit even shrunk: it needs a disk of %s, the target has %s%s",
+			       need, have, list);
+	}
+	if (r == 0 && note)
+		describe(in, out, n, note);
+	return r;
+}
+
+int shrink_refuse(const char *target, uint64_t tsize, uint64_t source_size, const char *table,
+		  unsigned lss, const struct shrink_part *in, size_t n, struct im_err *err)
+{
+	struct layout_part lp[PT_MAX_PARTS];
+	char note[PT_MAX_PARTS][160], t[32], s[32], plan[1200] = "";
+	struct im_err e = { 0 };
+	size_t len = 0;
+	int r = shrink_plan(table, lss, tsize, in, n, lp, note, &e);
+
+	human_size(tsize, t, sizeof(t));
+	human_size(source_size, s, sizeof(s));
+	for (size_t i = 0; r == 0 && i < n && len < sizeof(plan) - 1; i++)
+		if (note[i][0])
+			len += (size_t)snprintf(plan + len, sizeof(plan) - len, "%s%s",
+						len ? "; " : "", note[i]);
+	if (r == 0)
+		return im_errf(err, IM_EXIT_TARGET, -ENOSPC,
+			       "%s is too small: %s (%llu bytes), the source disk has %s; with --shrink it fits: %s",
+			       target, t, (unsigned long long)tsize, s, plan);
+	return im_errf(err, IM_EXIT_TARGET, -ENOSPC,
+		       "%s is too small: %s (%llu bytes), the source disk has %s; --shrink cannot help: %s",
+		       target, t, (unsigned long long)tsize, s, e.msg);
+}
+
+/* ---- the job ---- */
+
+/* Copy [off, off+len) of src to dst at dst_off, data only (holes stay
+ * holes): a sparse copy costs the used bytes. */
+static int sparse_copy(int src, uint64_t off, uint64_t len, int dst, uint64_t dst_off,
+		       struct im_err *err)
+{
+	static unsigned char buf[1 << 20];
+	uint64_t pos = off, end = off + len;
+
+	while (pos < end) {
+		off_t d = lseek(src, (off_t)pos, SEEK_DATA), h;
+		if (d < 0 || (uint64_t)d >= end)
+			break;
+		h = lseek(src, d, SEEK_HOLE);
+		if (h < 0 || (uint64_t)h > end)
+			h = (off_t)end;
+		for (uint64_t p = (uint64_t)d; p < (uint64_t)h;) {
+			size_t n = (uint64_t)h - p < sizeof(buf) ? (size_t)((uint64_t)h - p) : sizeof(buf);
+			int r = pread_full(src, buf, n, p);
+			if (r == 0)
+				r = pwrite_full(dst, buf, n, p - off + dst_off);
+			if (r < 0)
+				return im_errf(err, IM_EXIT_IO, r, "copying a partition: %s",
+					       strerror(-r));
+			p += n;
+		}
+		pos = (uint64_t)h;
+	}
+	return 0;
+}
+
+static int run_tool(const char *what, unsigned number, const char *const argv[], int ok_max,
+		    struct im_err *err)
+{
+	char out[1024];
+	int st = tool_run(argv, out, sizeof(out));
+
+	if (st >= 0 && st <= ok_max)
+		return 0;
+	{
+		char *nl;
+		while ((nl = strrchr(out, '\n')) && nl[1] == '\0')
+			*nl = '\0';
+		nl = strrchr(out, '\n');
+		return im_errf(err, IM_EXIT_IO, -EIO,
+			       "partition %u: %s failed (%s %d): %s", number, what,
+			       st < 0 ? "error" : "exit", st < 0 ? -st : st, nl ? nl + 1 : out);
+	}
+}
+
+/* NTFS's boot sector (and its copy in the volume's last sector) names the
+ * partition's first sector ("hidden sectors", at 0x1C): set it to where the
+ * partition now starts. */
+static int ntfs_set_start(int fd, uint64_t at, uint64_t new_lba, struct im_err *err)
+{
+	unsigned char b[512];
+	uint64_t sectors, bps;
+	int r = pread_full(fd, b, sizeof(b), at);
+
+	if (r < 0 || memcmp(b + 3, "NTFS    ", 8) || b[510] != 0x55 || b[511] != 0xAA)
+		return r < 0 ? im_errf(err, IM_EXIT_IO, r, "reading a boot sector") : 0;
+	bps = le16(b + 11);
+	sectors = le64(b + 0x28);
+	put_le32(b + 0x1C, new_lba > 0xFFFFFFFFull ? 0xFFFFFFFFu : (uint32_t)new_lba);
+	r = pwrite_full(fd, b, sizeof(b), at);
+	if (r == 0 && (bps == 512 || bps == 1024 || bps == 2048 || bps == 4096))
+		r = pwrite_full(fd, b, sizeof(b), at + sectors * bps);
+	return r < 0 ? im_errf(err, IM_EXIT_IO, r, "writing a boot sector: %s", strerror(-r)) : 0;
+}
+
+/* Partition lp copied out of the temporary disk into a sparse file of its
+ * own (resize2fs truncates a regular file it shrinks, which would cut off
+ * the partitions after it), shrunk there by tool, and its new extent copied
+ * back. */
+static int shrink_in_file(int fd, const char *tmpdir, const struct layout_part *lp,
+			  const char *what, const char *const *argv, int ok_max, int path_arg,
+			  struct im_err *err)
+{
+	char path[4200];
+	const char *args[12];
+	int pfd, r, i;
+
+	snprintf(path, sizeof(path), "%s/part%u.raw", tmpdir, lp->number);
+	for (i = 0; argv[i] && i < 11; i++)
+		args[i] = i == path_arg ? path : argv[i];
+	args[i] = NULL;
+	pfd = open(path, O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+	if (pfd < 0)
+		return im_errf(err, IM_EXIT_IO, -errno, "%s: %s", path, strerror(errno));
+	r = ftruncate(pfd, (off_t)lp->old_size) < 0
+		    ? im_errf(err, IM_EXIT_IO, -errno, "%s: %s", path, strerror(errno))
+		    : sparse_copy(fd, lp->old_start, lp->old_size, pfd, 0, err);
+	if (r == 0)
+		r = run_tool(what, lp->number, args, ok_max, err);
+	if (r == 0 && ftruncate(pfd, (off_t)lp->old_size) < 0)   /* (after resize2fs) */
+		r = im_errf(err, IM_EXIT_IO, -errno, "%s: %s", path, strerror(errno));
+	if (r == 0)
+		r = sparse_copy(pfd, 0, lp->new_size, fd, lp->old_start, err);
+	close(pfd);
+	unlink(path);
+	return r;
+}
+
+static int shrink_one(int fd, const char *tmpdir, const struct shrink_part *in,
+		      const struct layout_part *lp, unsigned lss, struct im_err *err)
+{
+	const char *why;
+	enum how h = how_to_shrink(in->fs, &why);
+	char size[32];
+	int r = 0;
+
+	if (lp->new_size >= lp->old_size) {
+		/* only moved */
+	} else if (h == RESIZE2FS) {
+		const char *fsck[] = { "e2fsck", "-fy", "PART", NULL };
+		const char *rs[] = { "resize2fs", "PART", size, NULL };
+		snprintf(size, sizeof(size), "%lluK", (unsigned long long)(lp->new_size >> 10));
+		/* e2fsck first (resize2fs asks for it); its fixes stay on the copy. */
+		r = shrink_in_file(fd, tmpdir, lp, "e2fsck before resize2fs", fsck, 1, 2, err);
+		if (r == 0)
+			r = shrink_in_file(fd, tmpdir, lp, "resize2fs", rs, 0, 1, err);
+	} else if (h == NTFSRESIZE) {
+		/* ntfsresize shrinks to whole clusters below the size given; the
+		 * backup boot sector takes the last sector. */
+		const char *rs[] = { "ntfsresize", "--force", "--no-progress-bar", "-s", size, "PART",
+				     NULL };
+		snprintf(size, sizeof(size), "%llu", (unsigned long long)(lp->new_size - lss));
+		r = shrink_in_file(fd, tmpdir, lp, "ntfsresize", rs, 0, 5, err);
+	} else if (h == SWAP) {
+		unsigned char page[4096], uuid[16];
+		char label[SWAP_LABEL_LEN + 1] = "";
+		r = pread_full(fd, page, sizeof(page), lp->old_start);
+		if (r == 0 && !memcmp(page + 4096 - SWAP_MAGIC_LEN, SWAP_MAGIC_V1, SWAP_MAGIC_LEN)) {
+			memcpy(uuid, page + SWAP_UUID_OFF, 16);
+			memcpy(label, page + SWAP_LABEL_OFF, SWAP_LABEL_LEN);
+			swap_header_make(page, lp->new_size, uuid, label);
+			r = pwrite_full(fd, page, sizeof(page), lp->old_start);
+		}
+		if (r < 0)
+			r = im_errf(err, IM_EXIT_IO, r, "partition %u: swap header: %s", lp->number,
+				    strerror(-r));
+	}
+	if (r == 0 && h == NTFSRESIZE && lp->new_start != lp->old_start)
+		r = ntfs_set_start(fd, lp->old_start, lp->new_start / lss, err);
+	return r;
+}
+
+/* A temporary folder with room for the used data. */
+static int make_tmpdir(char *dir, size_t len, uint64_t need, struct im_err *err)
+{
+	const char *base = getenv("TMPDIR");
+	struct statvfs sv;
+
+	if (!base || !base[0])
+		base = "/var/tmp";
+	snprintf(dir, len, "%s/imager-shrink-XXXXXX", base);
+	if (statvfs(base, &sv) == 0 && (uint64_t)sv.f_bavail * sv.f_frsize < need) {
+		char n[32], h[32];
+		human_size(need, n, sizeof(n));
+		human_size((uint64_t)sv.f_bavail * sv.f_frsize, h, sizeof(h));
+		return im_errf(err, IM_EXIT_IO, -ENOSPC,
+			       "shrinking needs %s of temporary space in %s (set TMPDIR), and it has %s",
+			       n, base, h);
+	}
+	if (!mkdtemp(dir))
+		return im_errf(err, IM_EXIT_IO, -errno, "%s: %s", dir, strerror(errno));
+	return 0;
+}
+
+int shrink_job(const struct shrink_job *job, struct grow_report *rep, struct target_info *info,
+	       uint64_t *bytes_written, struct im_err *err)
+{
+	struct layout_part lp[PT_MAX_PARTS];
+	char note[PT_MAX_PARTS][160], tmpdir[4096], tmp[4200];
+	uint64_t used = 0;
+	int r, fd = -1;
+
+	r = shrink_plan(job->table, job->lss, job->new_disk, job->parts, job->nparts, lp, note, err);
+	if (r < 0)
+		return r;
+	for (size_t i = 0; i < job->nparts && job->progress->note; i++)
+		if (note[i][0])
+			job->progress->note(job->progress->opaque, note[i]);
+	for (size_t i = 0; i < job->nparts; i++)
+		used += job->parts[i].used;
+	r = make_tmpdir(tmpdir, sizeof(tmpdir), used + used / 10 + 64 * MIB, err);
+	if (r < 0)
+		return r;
+	snprintf(tmp, sizeof(tmp), "%s/disk.raw", tmpdir);
+
+	/* 1. The source as it is, into the sparse copy. */
+	r = job->copy(job->opaque, tmp, err);
+	/* 2. Its filesystems shrunk. */
+	if (r == 0 && (fd = open(tmp, O_RDWR | O_CLOEXEC)) < 0)
+		r = im_errf(err, IM_EXIT_IO, -errno, "%s: %s", tmp, strerror(errno));
+	for (size_t i = 0; r == 0 && i < job->nparts; i++) {
+		if (job->progress->note && (lp[i].new_size != lp[i].old_size)) {
+			char line[200];
+			snprintf(line, sizeof(line), "shrinking partition %u (%s)", lp[i].number,
+				 job->parts[i].fs);
+			job->progress->note(job->progress->opaque, line);
+		}
+		r = shrink_one(fd, tmpdir, &job->parts[i], &lp[i], job->lss, err);
+	}
+	if (fd >= 0 && fsync(fd) < 0 && r == 0)
+		r = im_errf(err, IM_EXIT_IO, -errno, "%s: %s", tmp, strerror(errno));
+	if (fd >= 0)
+		close(fd);
+	/* 3. The copy onto the target, laid out anew. */
+	if (r == 0) {
+		struct clone_opts co = { .target = *job->target, .threads = job->threads,
+					 .progress = *job->progress };
+		struct clone_stats cs;
+		co.target.layout = lp;
+		co.target.nlayout = job->nparts;
+		co.target.layout_disk = job->new_disk;
+		co.target.shrink = false;
+		r = im_clone(job->roots, tmp, job->target_spec, &co, &cs, err);
+		*rep = cs.grow;
+		*info = cs.target;
+		*bytes_written = cs.bytes_written;
+		for (size_t i = 0; r == 0 && i < job->nparts && i < PT_MAX_PARTS; i++) {
+			char u[32];
+			human_size(job->parts[i].used, u, sizeof(u));
+			rep->grown_fs[i][0] = '\0';
+			if (lp[i].new_size < lp[i].old_size)
+				snprintf(rep->note[i], sizeof(rep->note[i]), "%s shrunk (%s used)",
+					 job->parts[i].fs, u);
+			else if (lp[i].new_start != lp[i].old_start)
+				snprintf(rep->note[i], sizeof(rep->note[i]), "moved");
+		}
+	}
+	unlink(tmp);
+	rmdir(tmpdir);
+	return r;
+}
