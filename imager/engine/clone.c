@@ -190,38 +190,30 @@ int im_clone(const struct disk_roots *roots, const char *source, const char *tar
 		snprintf(stats->warnings[stats->nwarnings++], sizeof(stats->warnings[0]), "%s",
 			 src.warnings[i]);
 	r = plan_from_source(&src, &pl, &stats->bytes_read, err);
-	if (r == 0 && !opts->target.layout && src.pt->nparts <= PT_MAX_PARTS) {
+	if (r == 0 && src.pt->nparts <= PT_MAX_PARTS) {
 		/* A smaller target: refused, or shrunk onto with --shrink. */
 		const struct ptable *pt = src.pt;
 		struct shrink_part sp[PT_MAX_PARTS];
-		uint64_t tsize;
-
-		r = writer_target_size(roots, target, &opts->target, pt->disk_size, &tsize, err);
-		for (size_t i = 0; r == 0 && tsize < pt->disk_size && i < pt->nparts; i++) {
+		struct shrink_copy c = { roots, source, opts };
+		struct shrink_job job = {
+			.roots = roots, .table = pt->type, .lss = pt->sector_size,
+			.parts = sp, .nparts = pt->nparts, .target_spec = target,
+			.target = &opts->target, .threads = opts->threads,
+			.progress = &opts->progress, .copy = clone_copy, .opaque = &c,
+		};
+		for (size_t i = 0; i < pt->nparts; i++) {
 			sp[i].lp = pl.parts[i];
 			snprintf(sp[i].fs, sizeof(sp[i].fs), "%s", src.fs[i].type);
 			sp[i].used = src.fs[i].used_blocks * src.fs[i].block_size;
 		}
-		if (r == 0 && tsize < pt->disk_size) {
-			if (!opts->target.shrink) {
-				r = shrink_refuse(target, tsize, pt->disk_size, pt->type,
-						  pt->sector_size, sp, pt->nparts, err);
-			} else {
-				struct shrink_copy c = { roots, source, opts };
-				struct shrink_job job = {
-					.roots = roots, .table = pt->type, .lss = pt->sector_size,
-					.new_disk = tsize, .parts = sp, .nparts = pt->nparts,
-					.target_spec = target, .target = &opts->target,
-					.threads = opts->threads, .progress = &opts->progress,
-					.copy = clone_copy, .opaque = &c,
-				};
-				r = shrink_job(&job, &stats->grow, &stats->target, &stats->bytes_written,
-					       err);
-			}
+		r = shrink_if_smaller(&job, pt->disk_size, &stats->grow, &stats->target,
+				      &stats->bytes_written, err);
+		if (r <= 0) {
 			disk_plan_free(&pl);
 			source_close(&src);
 			return r;
 		}
+		r = 0;
 	}
 	if (r == 0)
 		r = writer_start(&w, roots, target, &pl, &opts->target, &stats->grow, err);

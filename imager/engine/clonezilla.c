@@ -827,7 +827,7 @@ int cz_read_stream(const char *dir, const struct cz_part *p, bool read_all,
  * headers and bitmaps are read here (a bitmap is 1/32768 of its partition);
  * this also finds a damaged header before anything is written. */
 static int count_used(const char *dir, const struct cz_image *cz, uint64_t *total,
-		      struct im_err *err)
+		      uint64_t *used, struct im_err *err)
 {
 	for (size_t i = 0; i < cz->nparts; i++) {
 		const struct cz_part *p = &cz->parts[i];
@@ -835,18 +835,36 @@ static int count_used(const char *dir, const struct cz_image *cz, uint64_t *tota
 		struct pcl_reader r;
 		int rc;
 
-		if (p->kind == CZ_SWAP)
-			*total += 4096;
+		used[i] = p->kind == CZ_SWAP ? 4096 : 0;
+		*total += used[i];
 		if (p->kind != CZ_PTCL)
 			continue;
 		rc = ptcl_open(&s, &r, dir, p, err);
 		if (rc < 0)
 			return rc;
-		*total += r.h.used_blocks * r.h.block_size;
+		used[i] = r.h.used_blocks * r.h.block_size;
+		*total += used[i];
 		pcl_close(&r);
 		czs_close(&s);
 	}
 	return 0;
+}
+
+/* --shrink's first step: the folder as it is into the temporary file. */
+struct cz_copy_ctx {
+	const struct disk_roots *roots;
+	const char *dir;
+	const struct restore_opts *opts;
+};
+
+static int cz_copy(void *opaque, const char *tmp, struct im_err *err)
+{
+	const struct cz_copy_ctx *c = opaque;
+	struct restore_opts o = { .target = { .format = "raw" }, .threads = c->opts->threads,
+				  .progress = c->opts->progress };
+	struct restore_stats st;
+
+	return cz_restore(c->roots, c->dir, tmp, &o, &st, err);
 }
 
 int cz_restore(const struct disk_roots *roots, const char *dir, const char *target,
@@ -857,6 +875,7 @@ int cz_restore(const struct disk_roots *roots, const char *dir, const char *targ
 	struct writer w = { 0 };
 	struct cz_job j = { .w = &w, .opts = opts };
 	unsigned char swap[4096];
+	uint64_t used[CZ_MAX_PARTS];
 	int r;
 
 	memset(stats, 0, sizeof(*stats));
@@ -874,7 +893,28 @@ int cz_restore(const struct disk_roots *roots, const char *dir, const char *targ
 	if (r == 0)
 		r = plan_areas(dir, cz, &pl, err);
 	if (r == 0)
-		r = count_used(dir, cz, &j.total, err);
+		r = count_used(dir, cz, &j.total, used, err);
+	if (r == 0 && cz->nparts <= PT_MAX_PARTS) {
+		/* A smaller target: refused, or shrunk onto with --shrink. */
+		struct shrink_part sp[PT_MAX_PARTS];
+		struct shrink_job job = {
+			.roots = roots, .table = cz->table, .lss = cz->lss,
+			.parts = sp, .nparts = cz->nparts, .target_spec = target,
+			.target = &opts->target, .threads = opts->threads,
+			.progress = &opts->progress, .copy = cz_copy,
+			.opaque = &(struct cz_copy_ctx){ roots, dir, opts },
+		};
+		for (size_t i = 0; i < cz->nparts; i++) {
+			sp[i].lp = pl.parts[i];
+			snprintf(sp[i].fs, sizeof(sp[i].fs), "%s", cz->parts[i].fs);
+			sp[i].used = used[i];
+		}
+		r = shrink_if_smaller(&job, cz->disk_size, &stats->grow, &stats->target,
+				      &stats->bytes_written, err);
+		if (r <= 0)
+			goto out;
+		r = 0;
+	}
 	if (r == 0)
 		r = writer_start(&w, roots, target, &pl, &opts->target, &stats->grow, err);
 	for (size_t i = 0; r == 0 && i < cz->nparts; i++) {
@@ -898,6 +938,7 @@ int cz_restore(const struct disk_roots *roots, const char *dir, const char *targ
 	if (r == 0)
 		r = writer_finish(&w, &pl, err);
 	r = writer_end(&w, r, &opts->target, pl.fs, &stats->grow, &stats->target, err);
+out:
 	disk_plan_free(&pl);
 	free(cz);
 	return r;

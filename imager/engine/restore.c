@@ -195,35 +195,26 @@ int im_restore(const struct disk_roots *roots, const char *dir, const char *targ
 		r = im_errf(err, IM_EXIT_INTERNAL, -ENOMEM, "out of memory");
 	if (r == 0)
 		r = check_image(dir, &m, ix, &pl, &total, err);
-	if (r == 0 && !opts->target.layout && m.nparts <= PT_MAX_PARTS) {
+	if (r == 0 && m.nparts <= PT_MAX_PARTS) {
 		/* A smaller target: refused, or shrunk onto with --shrink. */
-		uint64_t tsize;
 		struct shrink_part sp[PT_MAX_PARTS];
-
-		r = writer_target_size(roots, target, &opts->target, m.disk_size, &tsize, err);
-		for (size_t i = 0; r == 0 && tsize < m.disk_size && i < m.nparts; i++) {
+		struct shrink_copy c = { roots, dir, opts };
+		struct shrink_job job = {
+			.roots = roots, .table = m.table, .lss = m.logical_sector_size,
+			.parts = sp, .nparts = m.nparts, .target_spec = target,
+			.target = &opts->target, .threads = opts->threads,
+			.progress = &opts->progress, .copy = restore_copy, .opaque = &c,
+		};
+		for (size_t i = 0; i < m.nparts; i++) {
 			sp[i].lp = pl.parts[i];
 			snprintf(sp[i].fs, sizeof(sp[i].fs), "%s", m.parts[i].filesystem);
 			sp[i].used = m.parts[i].used_blocks * m.parts[i].block_size;
 		}
-		if (r == 0 && tsize < m.disk_size) {
-			if (!opts->target.shrink) {
-				r = shrink_refuse(target, tsize, m.disk_size, m.table,
-						  m.logical_sector_size, sp, m.nparts, err);
-			} else {
-				struct shrink_copy c = { roots, dir, opts };
-				struct shrink_job job = {
-					.roots = roots, .table = m.table, .lss = m.logical_sector_size,
-					.new_disk = tsize, .parts = sp, .nparts = m.nparts,
-					.target_spec = target, .target = &opts->target,
-					.threads = opts->threads, .progress = &opts->progress,
-					.copy = restore_copy, .opaque = &c,
-				};
-				r = shrink_job(&job, &stats->grow, &stats->target, &stats->bytes_written,
-					       err);
-			}
+		r = shrink_if_smaller(&job, m.disk_size, &stats->grow, &stats->target,
+				      &stats->bytes_written, err);
+		if (r <= 0)
 			goto out;
-		}
+		r = 0;
 	}
 	if (r == 0)
 		r = writer_start(&w, roots, target, &pl, &opts->target, &stats->grow, err);

@@ -415,3 +415,22 @@ int shrink_job(const struct shrink_job *job, struct grow_report *rep, struct tar
 	rmdir(tmpdir);
 	return r;
 }
+
+int shrink_if_smaller(struct shrink_job *job, uint64_t source_size, struct grow_report *rep,
+		      struct target_info *info, uint64_t *bytes_written, struct im_err *err)
+{
+	int r;
+
+	if (job->target->layout || job->nparts > PT_MAX_PARTS)
+		return 1;
+	r = writer_target_size(job->roots, job->target_spec, job->target, source_size,
+			       &job->new_disk, err);
+	if (r < 0)
+		return r;
+	if (job->new_disk >= source_size)
+		return 1;
+	if (!job->target->shrink)
+		return shrink_refuse(job->target_spec, job->new_disk, source_size, job->table,
+				     job->lss, job->parts, job->nparts, err);
+	return shrink_job(job, rep, info, bytes_written, err);
+}

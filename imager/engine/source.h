@@ -196,6 +196,14 @@ struct shrink_job {
 int shrink_job(const struct shrink_job *job, struct grow_report *rep, struct target_info *info,
 	       uint64_t *bytes_written, struct im_err *err);
 
+/* Before writing: when the target (job->target_spec, job->target) is
+ * smaller than source_size, refuse it without --shrink (saying whether
+ * --shrink would fit it), or run the shrink (job->new_disk is set here).
+ * Returns 1 when the target is not smaller (write as usual), 0 when the
+ * shrink was done, or negative errno. */
+int shrink_if_smaller(struct shrink_job *job, uint64_t source_size, struct grow_report *rep,
+		      struct target_info *info, uint64_t *bytes_written, struct im_err *err);
+
 /* The size the target will have (an existing device or image file's,
  * --size for a new file, else the source's): 0, or negative errno. */
 int writer_target_size(const struct disk_roots *roots, const char *target,
