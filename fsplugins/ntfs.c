@@ -340,12 +340,16 @@ static int parse_boot(struct fs_ctx *ctx, struct ntfs_priv *np)
 	return 0;
 }
 
-/* The bitmap unit: the cluster up to 4 KiB, so that the partition's last
- * sector (the backup boot sector) falls in a whole block inside the device. */
+/* The bitmap unit: the cluster up to 4 KiB, so that the backup boot sector
+ * falls in a whole block inside the device.  The backup is the sector right
+ * after the volume's (the partition's last one as mkntfs makes it; after
+ * ntfsresize shrank the volume in a partition not yet shrunk, further in). */
 static void choose_blocks(struct fs_ctx *ctx, struct ntfs_priv *np)
 {
 	uint64_t dev = fs_device_size(ctx);
-	uint64_t last = (dev / np->bytes_per_sector - 1) * np->bytes_per_sector;
+	uint64_t last = np->nr_sectors < dev / np->bytes_per_sector
+				? np->nr_sectors * np->bytes_per_sector
+				: (dev / np->bytes_per_sector - 1) * np->bytes_per_sector;
 	uint32_t b = np->cluster_size < NTFS_MAX_BLOCK ? np->cluster_size : NTFS_MAX_BLOCK;
 
 	while (b > np->bytes_per_sector && (last / b + 1) * b > dev)

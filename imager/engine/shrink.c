@@ -229,22 +229,41 @@ static int run_tool(const char *what, unsigned number, const char *const argv[],
 	}
 }
 
-/* NTFS's boot sector (and its copy in the volume's last sector) names the
- * partition's first sector ("hidden sectors", at 0x1C): set it to where the
- * partition now starts. */
-static int ntfs_set_start(int fd, uint64_t at, uint64_t new_lba, struct im_err *err)
+/* NTFS's boot sector names the partition's first sector ("hidden
+ * sectors", at 0x1C), which Windows' boot needs, and the volume's sectors
+ * (0x28); its copy is the sector after the volume, which ntfsfix and Linux
+ * look for in the partition's last sector.  For a partition of new_size
+ * bytes at new_lba: the volume given every sector but the last, as mkntfs
+ * does (the same clusters: ntfsresize shrank it to whole clusters below
+ * that), and both copies written. */
+static int ntfs_fix_boot(int fd, uint64_t at, uint64_t new_size, uint64_t new_lba,
+			 struct im_err *err)
 {
 	unsigned char b[512];
-	uint64_t sectors, bps;
+	uint64_t sectors, bps, spc, want;
 	int r = pread_full(fd, b, sizeof(b), at);
 
-	if (r < 0 || memcmp(b + 3, "NTFS    ", 8) || b[510] != 0x55 || b[511] != 0xAA)
-		return r < 0 ? im_errf(err, IM_EXIT_IO, r, "reading a boot sector") : 0;
+	if (r < 0)
+		return im_errf(err, IM_EXIT_IO, r, "reading a boot sector: %s", strerror(-r));
+	if (memcmp(b + 3, "NTFS    ", 8) || b[510] != 0x55 || b[511] != 0xAA)
+		return 0;
 	bps = le16(b + 11);
+	spc = b[13] <= 0x80 ? b[13] : 1ull << (256 - b[13]);
 	sectors = le64(b + 0x28);
+	if ((bps != 512 && bps != 1024 && bps != 2048 && bps != 4096) || !spc)
+		return im_errf(err, IM_EXIT_DAMAGED, -EINVAL, "an NTFS boot sector with %llu-byte sectors",
+			       (unsigned long long)bps);
+	want = new_size / bps - 1;
+	if (want / spc == sectors / spc)
+		sectors = want;
+	else if (sectors > want)
+		return im_errf(err, IM_EXIT_INTERNAL, -ENOSPC,
+			       "the NTFS volume (%llu sectors) does not fit its new partition",
+			       (unsigned long long)sectors);
+	put_le64(b + 0x28, sectors);
 	put_le32(b + 0x1C, new_lba > 0xFFFFFFFFull ? 0xFFFFFFFFu : (uint32_t)new_lba);
 	r = pwrite_full(fd, b, sizeof(b), at);
-	if (r == 0 && (bps == 512 || bps == 1024 || bps == 2048 || bps == 4096))
+	if (r == 0)
 		r = pwrite_full(fd, b, sizeof(b), at + sectors * bps);
 	return r < 0 ? im_errf(err, IM_EXIT_IO, r, "writing a boot sector: %s", strerror(-r)) : 0;
 }
@@ -321,8 +340,8 @@ static int shrink_one(int fd, const char *tmpdir, const struct shrink_part *in,
 			r = im_errf(err, IM_EXIT_IO, r, "partition %u: swap header: %s", lp->number,
 				    strerror(-r));
 	}
-	if (r == 0 && h == NTFSRESIZE && lp->new_start != lp->old_start)
-		r = ntfs_set_start(fd, lp->old_start, lp->new_start / lss, err);
+	if (r == 0 && h == NTFSRESIZE)
+		r = ntfs_fix_boot(fd, lp->old_start, lp->new_size, lp->new_start / lss, err);
 	return r;
 }
 
@@ -389,8 +408,11 @@ int shrink_job(const struct shrink_job *job, struct grow_report *rep, struct tar
 		close(fd);
 	/* 3. The copy onto the target, laid out anew. */
 	if (r == 0) {
+		/* (The source's filesystems were checked by the copy; ntfsresize
+		 * marks the volume dirty on purpose, so that Windows runs chkdsk
+		 * once at its next boot, and that is kept.) */
 		struct clone_opts co = { .target = *job->target, .threads = job->threads,
-					 .progress = *job->progress };
+					 .progress = *job->progress, .force_fs = true };
 		struct clone_stats cs;
 		co.target.layout = lp;
 		co.target.nlayout = job->nparts;
@@ -405,8 +427,10 @@ int shrink_job(const struct shrink_job *job, struct grow_report *rep, struct tar
 			human_size(job->parts[i].used, u, sizeof(u));
 			rep->grown_fs[i][0] = '\0';
 			if (lp[i].new_size < lp[i].old_size)
-				snprintf(rep->note[i], sizeof(rep->note[i]), "%s shrunk (%s used)",
-					 job->parts[i].fs, u);
+				snprintf(rep->note[i], sizeof(rep->note[i]), "%s shrunk (%s used)%s",
+					 job->parts[i].fs, u,
+					 strcmp(job->parts[i].fs, "ntfs") ? ""
+					 : "; Windows runs chkdsk once at its next boot");
 			else if (lp[i].new_start != lp[i].old_start)
 				snprintf(rep->note[i], sizeof(rep->note[i]), "moved");
 		}
