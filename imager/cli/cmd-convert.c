@@ -182,9 +182,11 @@ int cli_target_done(const char *cmd, const char *target, const struct grow_repor
 /* An image folder, restored on the fly: onto --output (then converted), or
  * with --dry-run onto a temporary sparse qcow2 that is removed afterwards. */
 static int convert_folder(const char *dir, const char *output, const char *format,
-			  const struct conv_opts *o, bool json, struct cli *cli)
+			  uint64_t size, bool shrink, const struct conv_opts *o, bool json,
+			  struct cli *cli)
 {
-	struct restore_opts ro = { .target = { .format = format } };
+	struct restore_opts ro = { .target = { .format = format, .size = size, .shrink = shrink } };
+	struct cli_progress prog;
 	struct conv_opts oo = *o;
 	struct conv_step step = { .opts = &oo };
 	struct restore_stats st;
@@ -196,6 +198,10 @@ static int convert_folder(const char *dir, const char *output, const char *forma
 	if (!output && !o->dry_run)
 		return cli_usage("convert", "an image folder needs --output DISK (or --dry-run)");
 	ro.progress.cancel = cli->interrupted;
+	cli_progress_init(&prog, false);
+	prog.notes = cli->verbose >= 0;
+	ro.progress.note = cli_progress_note;
+	ro.progress.opaque = &prog;
 	oo.phase = phase_cb;
 	oo.opaque = cli;
 	if (cli->verbose >= 1)
@@ -218,13 +224,16 @@ int cmd_convert(int argc, char **argv, struct cli *cli)
 		{ "virtio-win", required_argument, NULL, 'W' },
 		{ "format", required_argument, NULL, 'F' },
 		{ "output", required_argument, NULL, 'o' },
+		{ "size", required_argument, NULL, 's' },
+		{ "shrink", no_argument, NULL, 'H' },
 		{ NULL, 0, NULL, 0 },
 	};
 	const char *output = NULL;
 	struct conv_opts o = { .block = CONV_BLOCK_VIRTIO_BLK };
 	const char *force_format = NULL;
 	const char *formats[16];
-	bool json = false;
+	uint64_t size = 0;
+	bool json = false, shrink = false;
 	int c, rc;
 
 	while ((c = getopt_long(argc, argv, "", opts, NULL)) != -1) {
@@ -243,6 +252,11 @@ int cmd_convert(int argc, char **argv, struct cli *cli)
 			force_format = optarg;
 			break;
 		case 'o': output = optarg; break;
+		case 's':
+			if (cli_parse_size(optarg, &size) < 0 || !size)
+				return cli_usage("convert", "--size takes a size such as 20G or 512MiB");
+			break;
+		case 'H': shrink = true; break;
 		default: return cli_usage("convert", "unknown option");
 		}
 	}
@@ -253,9 +267,10 @@ int cmd_convert(int argc, char **argv, struct cli *cli)
 		return cli_usage("convert", "at most %zu disks", sizeof(formats) / sizeof(formats[0]));
 	struct stat st;
 	if (n == 1 && !stat(argv[optind], &st) && S_ISDIR(st.st_mode))
-		return convert_folder(argv[optind], output, force_format, &o, json, cli);
-	if (output)
-		return cli_usage("convert", "--output is for an image folder");
+		return convert_folder(argv[optind], output, force_format, size, shrink, &o, json,
+				      cli);
+	if (output || size || shrink)
+		return cli_usage("convert", "--output, --size and --shrink are for an image folder");
 	for (size_t i = 0; i < n; i++) {
 		struct im_err err = { 0 };
 		if (force_format)

@@ -19,7 +19,7 @@ const struct command commands[] = {
 	  "copy a disk or image onto a disk or image in one pass, used blocks only" },
 	{ "convert", cmd_convert, CMD_DEVICES,
 	  "DISK... | DIR --output DISK [--block virtio-blk|virtio-scsi] [--rebuild-initramfs]\n"
-	  "        [--virtio-win PATH] [--format raw|qcow2] [--dry-run] [--json]",
+	  "        [--virtio-win PATH] [--format raw|qcow2] [--size SIZE [--shrink]] [--dry-run] [--json]",
 	  "make the Linux or Windows guest on a disk or image boot on virtio" },
 	{ "define", cmd_define, 0,
 	  "DISK... --name NAME [--memory SIZE] [--vcpus N]\n"
