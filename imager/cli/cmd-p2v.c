@@ -27,7 +27,7 @@
 enum {
 	OPT_CONNECT = 400, OPT_POOL, OPT_FORMAT, OPT_PREALLOC, OPT_OUTPUT, OPT_START, OPT_FORCE,
 	OPT_PROBE, OPT_NO_CONVERT, OPT_REBUILD, OPT_VIRTIO_WIN, OPT_JSON, OPT_NO_PROGRESS, OPT_UPLOAD,
-	OPT_FACTS,
+	OPT_FACTS, OPT_DISK_SIZE, OPT_SHRINK,
 };
 
 /* What the job's phases are printed with. */
@@ -56,6 +56,7 @@ static void show_phase(void *opaque, enum p2v_phase phase, const char *msg)
 	switch (phase) {
 	case P2V_WRITE:
 		cli_progress_init(&s->prog, s->progress && talk);
+		s->prog.notes = talk;   /* (a shrink's plan) */
 		s->drawing = true;
 		return;
 	case P2V_WRITTEN:
@@ -188,6 +189,11 @@ static int parse_option(int c, const char *arg, struct cmdline *l)
 	case OPT_NO_PROGRESS: l->progress = false; break;
 	case OPT_UPLOAD: o->upload = true; break;
 	case OPT_FACTS: l->facts = arg; break;
+	case OPT_DISK_SIZE:
+		if (cli_parse_size(arg, &o->disk_size) < 0 || !o->disk_size)
+			return cli_usage("p2v", "--disk-size takes a size such as 20G or 512MiB");
+		break;
+	case OPT_SHRINK: o->shrink = true; break;
 	default: return cli_usage("p2v", "unknown option");
 	}
 	return 0;
@@ -237,6 +243,8 @@ static int parse(int argc, char **argv, struct cmdline *l)
 		{ "no-progress", no_argument, NULL, OPT_NO_PROGRESS },
 		{ "upload", no_argument, NULL, OPT_UPLOAD },
 		{ "facts", required_argument, NULL, OPT_FACTS },
+		{ "disk-size", required_argument, NULL, OPT_DISK_SIZE },
+		{ "shrink", no_argument, NULL, OPT_SHRINK },
 		{ NULL, 0, NULL, 0 },
 	};
 	int c, rc;
@@ -271,7 +279,8 @@ int cmd_p2v(int argc, char **argv, struct cli *cli)
 		l.o.machine = &l.machine;
 	}
 	l.o.roots = &cli->roots;
-	l.o.progress = (struct im_progress){ cli_progress_cb, &s.prog, cli->interrupted, NULL };
+	l.o.progress = (struct im_progress){ cli_progress_cb, &s.prog, cli->interrupted,
+					     cli_progress_note };
 	l.o.phase = show_phase;
 	l.o.opaque = &s;
 	s.json = l.json;

@@ -37,7 +37,7 @@ const struct command commands[] = {
 	  "SOURCE... --name NAME [--connect URI]... [--pool auto|NAME] [--probe]\n"
 	  "        [--format raw|qcow2] [--preallocation off|metadata|falloc|full]\n"
 	  "        [--output DIR] [--start] [--force] [--no-convert] [--rebuild-initramfs] [--upload]\n"
-	  "        [--virtio-win PATH] [--facts FILE]\n"
+	  "        [--virtio-win PATH] [--facts FILE] [--disk-size SIZE [--shrink]]\n"
 	  "        [--memory SIZE] [--vcpus N] [--cpu MODE|MODEL] [--machine q35|pc]\n"
 	  "        [--bus virtio-blk|virtio-scsi|sata|ide] [--nic virtio|e1000] [--mac MAC]\n"
 	  "        [--firmware bios|uefi] [--domain-type kvm|qemu] [--io native|io_uring|threads|auto]\n"

@@ -155,24 +155,6 @@ static int clone_partition(struct source *src, size_t i, struct writer *w,
 	return r;
 }
 
-/* --shrink's first step: the source as it is into the temporary file. */
-struct shrink_copy {
-	const struct disk_roots *roots;
-	const char *source;
-	const struct clone_opts *opts;
-};
-
-static int clone_copy(void *opaque, const char *tmp, struct im_err *err)
-{
-	const struct shrink_copy *c = opaque;
-	struct clone_opts o = { .source_format = c->opts->source_format,
-				.target = { .format = "raw" }, .force_fs = c->opts->force_fs,
-				.threads = c->opts->threads, .progress = c->opts->progress };
-	struct clone_stats st;
-
-	return im_clone(c->roots, c->source, tmp, &o, &st, err);
-}
-
 int im_clone(const struct disk_roots *roots, const char *source, const char *target,
 	     const struct clone_opts *opts, struct clone_stats *stats, struct im_err *err)
 {
@@ -194,12 +176,12 @@ int im_clone(const struct disk_roots *roots, const char *source, const char *tar
 		/* A smaller target: refused, or shrunk onto with --shrink. */
 		const struct ptable *pt = src.pt;
 		struct shrink_part sp[PT_MAX_PARTS];
-		struct shrink_copy c = { roots, source, opts };
 		struct shrink_job job = {
-			.roots = roots, .table = pt->type, .lss = pt->sector_size,
+			.source = source, .source_format = opts->source_format,
+			.force_fs = opts->force_fs, .roots = roots, .table = pt->type, .lss = pt->sector_size,
 			.parts = sp, .nparts = pt->nparts, .target_spec = target,
 			.target = &opts->target, .threads = opts->threads,
-			.progress = &opts->progress, .copy = clone_copy, .opaque = &c,
+			.progress = &opts->progress,
 		};
 		for (size_t i = 0; i < pt->nparts; i++) {
 			sp[i].lp = pl.parts[i];

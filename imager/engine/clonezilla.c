@@ -850,23 +850,6 @@ static int count_used(const char *dir, const struct cz_image *cz, uint64_t *tota
 	return 0;
 }
 
-/* --shrink's first step: the folder as it is into the temporary file. */
-struct cz_copy_ctx {
-	const struct disk_roots *roots;
-	const char *dir;
-	const struct restore_opts *opts;
-};
-
-static int cz_copy(void *opaque, const char *tmp, struct im_err *err)
-{
-	const struct cz_copy_ctx *c = opaque;
-	struct restore_opts o = { .target = { .format = "raw" }, .threads = c->opts->threads,
-				  .progress = c->opts->progress };
-	struct restore_stats st;
-
-	return cz_restore(c->roots, c->dir, tmp, &o, &st, err);
-}
-
 int cz_restore(const struct disk_roots *roots, const char *dir, const char *target,
 	       const struct restore_opts *opts, struct restore_stats *stats, struct im_err *err)
 {
@@ -898,11 +881,10 @@ int cz_restore(const struct disk_roots *roots, const char *dir, const char *targ
 		/* A smaller target: refused, or shrunk onto with --shrink. */
 		struct shrink_part sp[PT_MAX_PARTS];
 		struct shrink_job job = {
-			.roots = roots, .table = cz->table, .lss = cz->lss,
+			.source = dir, .image = true, .roots = roots, .table = cz->table, .lss = cz->lss,
 			.parts = sp, .nparts = cz->nparts, .target_spec = target,
 			.target = &opts->target, .threads = opts->threads,
-			.progress = &opts->progress, .copy = cz_copy,
-			.opaque = &(struct cz_copy_ctx){ roots, dir, opts },
+			.progress = &opts->progress,
 		};
 		for (size_t i = 0; i < cz->nparts; i++) {
 			sp[i].lp = pl.parts[i];

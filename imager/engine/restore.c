@@ -155,23 +155,6 @@ static int restore_partition(const char *dir, struct rpart_job *j, unsigned thre
 	return r;
 }
 
-/* --shrink's first step: the image as it is into the temporary file. */
-struct shrink_copy {
-	const struct disk_roots *roots;
-	const char *dir;
-	const struct restore_opts *opts;
-};
-
-static int restore_copy(void *opaque, const char *tmp, struct im_err *err)
-{
-	const struct shrink_copy *c = opaque;
-	struct restore_opts o = { .target = { .format = "raw" }, .threads = c->opts->threads,
-				  .progress = c->opts->progress };
-	struct restore_stats st;
-
-	return im_restore(c->roots, c->dir, tmp, &o, &st, err);
-}
-
 int im_restore(const struct disk_roots *roots, const char *dir, const char *target,
 	       const struct restore_opts *opts, struct restore_stats *stats, struct im_err *err)
 {
@@ -198,12 +181,11 @@ int im_restore(const struct disk_roots *roots, const char *dir, const char *targ
 	if (r == 0 && m.nparts <= PT_MAX_PARTS) {
 		/* A smaller target: refused, or shrunk onto with --shrink. */
 		struct shrink_part sp[PT_MAX_PARTS];
-		struct shrink_copy c = { roots, dir, opts };
 		struct shrink_job job = {
-			.roots = roots, .table = m.table, .lss = m.logical_sector_size,
+			.source = dir, .image = true, .roots = roots, .table = m.table, .lss = m.logical_sector_size,
 			.parts = sp, .nparts = m.nparts, .target_spec = target,
 			.target = &opts->target, .threads = opts->threads,
-			.progress = &opts->progress, .copy = restore_copy, .opaque = &c,
+			.progress = &opts->progress,
 		};
 		for (size_t i = 0; i < m.nparts; i++) {
 			sp[i].lp = pl.parts[i];

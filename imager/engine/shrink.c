@@ -12,11 +12,12 @@
  *   1. the source is restored (or cloned) as it is into a sparse raw file
  *      under $TMPDIR (default /var/tmp): it costs only the used data, and
  *      its free space is checked first;
- *   2. each filesystem that must shrink is shrunk there by its own tool:
- *      e2fsck -fp and resize2fs for ext2/3/4 (on the file at the
- *      partition's offset, "FILE?offset=N"), ntfsresize for NTFS (on the
- *      partition copied out sparsely, then copied back), and swap gets a
- *      fresh header for its new size with its UUID and label;
+ *   2. each filesystem that must shrink is shrunk there by its own tool,
+ *      on the partition copied out sparsely into a file of its own (resize2fs
+ *      truncates a regular file it shrinks), then copied back: e2fsck -f and
+ *      resize2fs for ext2/3/4, ntfsresize for NTFS, resize.f2fs for F2FS,
+ *      btrfs filesystem resize for btrfs (loop-mounted: root only);
+ *      swap gets a fresh header for its new size with its UUID and label;
  *   3. that copy is cloned onto the target with the new layout (writer.c:
  *      the table rebuilt, the GPT backup at the new end, the partition
  *      heads written last), and the copy is removed.
@@ -48,7 +49,7 @@
 #define MIB (1ull << 20)
 #define MARGIN_MIN (256ull << 20)
 
-enum how { KEEP, RESIZE2FS, NTFSRESIZE, SWAP };
+enum how { KEEP, RESIZE2FS, NTFSRESIZE, RESIZEF2FS, BTRFS, SWAP };
 
 static enum how how_to_shrink(const char *fs, const char **why)
 {
@@ -61,6 +62,14 @@ static enum how how_to_shrink(const char *fs, const char **why)
 		return RESIZE2FS;
 	if (!strcmp(fs, "ntfs"))
 		return NTFSRESIZE;
+	if (!strcmp(fs, "f2fs"))
+		return RESIZEF2FS;
+	if (!strcmp(fs, "btrfs")) {
+		if (geteuid() == 0)
+			return BTRFS;
+		*why = "shrinking btrfs needs root (it shrinks only mounted)";
+		return KEEP;
+	}
 	if (!strcmp(fs, "swap"))
 		return SWAP;
 	if (!strcmp(fs, "xfs"))
@@ -94,8 +103,12 @@ static void describe(const struct shrink_part *in, const struct layout_part *lp,
 	for (size_t i = 0; i < n; i++) {
 		char o[32], s[32], u[32];
 		const char *why;
+		char moved[64] = "";
 
 		note[i][0] = '\0';
+		if (lp[i].new_start != lp[i].old_start)
+			snprintf(moved, sizeof(moved), ", moves down by %llu MiB",
+				 (unsigned long long)((lp[i].old_start - lp[i].new_start) >> 20));
 		human_size(lp[i].old_size, o, sizeof(o));
 		human_size(lp[i].new_size, s, sizeof(s));
 		human_size(in[i].used, u, sizeof(u));
@@ -103,12 +116,11 @@ static void describe(const struct shrink_part *in, const struct layout_part *lp,
 			snprintf(note[i], sizeof(note[i]), "partition %u %s: %s -> %s (%s used)",
 				 lp[i].number, in[i].fs, o, s, u);
 		else if (how_to_shrink(in[i].fs, &why) == KEEP && why && lp[i].old_size > 64 * MIB)
-			snprintf(note[i], sizeof(note[i]), "partition %u %s: keeps %s (%s)",
-				 lp[i].number, in[i].fs[0] ? in[i].fs : "(unknown)", o, why);
-		else if (lp[i].new_start != lp[i].old_start)
-			snprintf(note[i], sizeof(note[i]), "partition %u %s: %s, moves down by %llu MiB",
-				 lp[i].number, in[i].fs[0] ? in[i].fs : "(unknown)", o,
-				 (unsigned long long)((lp[i].old_start - lp[i].new_start) >> 20));
+			snprintf(note[i], sizeof(note[i]), "partition %u %s: keeps %s (%s)%s",
+				 lp[i].number, in[i].fs[0] ? in[i].fs : "(unknown)", o, why, moved);
+		else if (moved[0])
+			snprintf(note[i], sizeof(note[i]), "partition %u %s: %s%s", lp[i].number,
+				 in[i].fs[0] ? in[i].fs : "(unknown)", o, moved);
 	}
 }
 
@@ -326,6 +338,22 @@ static int shrink_one(int fd, const char *tmpdir, const struct shrink_part *in,
 				     NULL };
 		snprintf(size, sizeof(size), "%llu", (unsigned long long)(lp->new_size - lss));
 		r = shrink_in_file(fd, tmpdir, lp, "ntfsresize", rs, 0, 5, err);
+	} else if (h == RESIZEF2FS) {
+		/* -t: the new size in 512-byte sectors; -s: safe (checkpointed) */
+		const char *rs[] = { "resize.f2fs", "-s", "-t", size, "PART", NULL };
+		snprintf(size, sizeof(size), "%llu", (unsigned long long)(lp->new_size >> 9));
+		r = shrink_in_file(fd, tmpdir, lp, "resize.f2fs", rs, 0, 4, err);
+	} else if (h == BTRFS) {
+		/* btrfs shrinks only mounted: a loop mount of the partition's
+		 * file, private to this job. */
+		static const char script[] =
+			"set -e; d=$(mktemp -d); "
+			"trap 'umount \"$d\" 2>/dev/null || true; rmdir \"$d\"' EXIT; "
+			"mount -t btrfs -o loop \"$1\" \"$d\"; btrfs filesystem resize \"$2\" \"$d\"; "
+			"umount \"$d\"";
+		const char *rs[] = { "sh", "-c", script, "sh", "PART", size, NULL };
+		snprintf(size, sizeof(size), "%llu", (unsigned long long)lp->new_size);
+		r = shrink_in_file(fd, tmpdir, lp, "btrfs filesystem resize", rs, 0, 4, err);
 	} else if (h == SWAP) {
 		unsigned char page[4096], uuid[16];
 		char label[SWAP_LABEL_LEN + 1] = "";
@@ -389,7 +417,18 @@ int shrink_job(const struct shrink_job *job, struct grow_report *rep, struct tar
 	snprintf(tmp, sizeof(tmp), "%s/disk.raw", tmpdir);
 
 	/* 1. The source as it is, into the sparse copy. */
-	r = job->copy(job->opaque, tmp, err);
+	if (job->image) {
+		struct restore_opts o = { .target = { .format = "raw" }, .threads = job->threads,
+					  .progress = *job->progress };
+		struct restore_stats st;
+		r = im_restore(job->roots, job->source, tmp, &o, &st, err);
+	} else {
+		struct clone_opts o = { .source_format = job->source_format,
+					.target = { .format = "raw" }, .force_fs = job->force_fs,
+					.threads = job->threads, .progress = *job->progress };
+		struct clone_stats st;
+		r = im_clone(job->roots, job->source, tmp, &o, &st, err);
+	}
 	/* 2. Its filesystems shrunk. */
 	if (r == 0 && (fd = open(tmp, O_RDWR | O_CLOEXEC)) < 0)
 		r = im_errf(err, IM_EXIT_IO, -errno, "%s: %s", tmp, strerror(errno));

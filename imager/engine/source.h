@@ -176,10 +176,16 @@ struct shrink_part {
 int shrink_plan(const char *table, unsigned lss, uint64_t new_disk, const struct shrink_part *in,
 		size_t n, struct layout_part *out, char (*note)[160], struct im_err *err);
 
-/* A shrink: the source copied as it is into a temporary raw file by
- * copy() (a restore or a clone), its filesystems shrunk there, then that
- * file cloned onto target_spec with the new layout. */
+/* A shrink: the source (an image folder, imager's or Clonezilla's, with
+ * image set; else a disk or image file, with source_format and force_fs as
+ * clone takes them) copied as it is into a temporary raw file, its
+ * filesystems shrunk there, then that file cloned onto target_spec with the
+ * new layout. */
 struct shrink_job {
+	const char *source;
+	bool image;
+	const char *source_format;
+	bool force_fs;
 	const struct disk_roots *roots;
 	const char *table;
 	unsigned lss;
@@ -190,8 +196,6 @@ struct shrink_job {
 	const struct target_opts *target;
 	unsigned threads;
 	const struct im_progress *progress;
-	int (*copy)(void *opaque, const char *tmp, struct im_err *err);
-	void *opaque;
 };
 int shrink_job(const struct shrink_job *job, struct grow_report *rep, struct target_info *info,
 	       uint64_t *bytes_written, struct im_err *err);

@@ -147,6 +147,8 @@ static int probe_sources(struct p2v *j)
 
 		d->source = j->o->sources[i];
 		FORWARD_ERR(probe_source(d, j->err));
+		if (j->o->disk_size)
+			d->capacity = (j->o->disk_size + 511) / 512 * 512;
 		j->need += d->capacity;
 	}
 	return 0;
@@ -183,9 +185,13 @@ static int write_disk(struct p2v *j, size_t i)
 {
 	const struct p2v_disk *d = &j->rep->disks[i];
 	const char *path = local_path(j, i);
-	struct target_opts t = { .format = j->format, .prealloc = j->prealloc };
+	struct target_opts t = { .format = j->format, .prealloc = j->prealloc,
+				 .shrink = j->o->shrink };
 	int r;
 
+	/* A file the job creates gets the disk's size (a volume has it). */
+	if (access(path, F_OK) != 0)
+		t.size = d->capacity;
 	event(j, P2V_WRITE);
 	if (d->folder) {
 		struct restore_opts o = { .target = t, .progress = j->o->progress };

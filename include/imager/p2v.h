@@ -103,6 +103,8 @@ struct p2v_opts {
 	bool convert;                /* convert the guest for virtio (see 5. above) */
 	bool rebuild_initramfs;      /* conversion: the guest's own initramfs tool */
 	bool upload;                 /* a local host too gets its data by upload */
+	uint64_t disk_size;          /* each disk this large (--disk-size); 0: the source's */
+	bool shrink;                 /* onto a smaller disk: shrink filesystems (job.h) */
 	const char *virtio_win;      /* conversion: Windows drivers (convert.h) */
 	struct dom_opts dom;         /* the user's wishes (name required); disks are the job's */
 	const struct dom_machine *machine; /* the source machine's facts (p2v --facts: memory,
@@ -116,7 +118,7 @@ struct p2v_opts {
 struct p2v_disk {
 	const char *source;          /* as given (opts->sources[i]) */
 	bool folder, block;          /* the source is an image folder, a block device */
-	uint64_t capacity;           /* the source disk's size */
+	uint64_t capacity;           /* the disk's size: the source's, or --disk-size */
 	char name[256];              /* the volume's or file's name */
 	char path[4096];             /* the volume's path on its host, or the file
 				      * (absolute when the folder could be resolved) */
