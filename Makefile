@@ -13,7 +13,8 @@ PKGS      := libparted blkid libzstd json-c libxxhash zlib libnbd libguestfs lib
 # lists (or from what a bare Debian 12 has).
 #   DEB_BUILD  to build imager
 #   DEB_RUN    what imager runs on the host: e2fsck/resize2fs, ntfsresize,
-#              xfs_growfs and btrfs (growing on partition devices), and
+#              xfs_growfs and btrfs (growing on partition devices; with
+#              resize.f2fs, shrinking with --shrink), and
 #              libguestfs's appliance, which supermin builds from this
 #              machine's kernel (a bare Debian has none: linux-image-amd64)
 #              and qemu runs (libguestfs-xfs: XFS tools inside it, to grow XFS)
@@ -27,7 +28,7 @@ DEB_BUILD := build-essential pkg-config libparted-dev libblkid-dev libzstd-dev \
              libjson-c-dev libxxhash-dev zlib1g-dev libnbd-dev libguestfs-dev \
              libvirt-dev libxml2-dev libhivex-dev libarchive-dev
 DEB_RUN   := e2fsprogs supermin qemu-system-x86 linux-image-amd64 libguestfs-xfs \
-             ntfs-3g xfsprogs btrfs-progs
+             ntfs-3g xfsprogs btrfs-progs f2fs-tools
 DEB_TEST  := parted fdisk dosfstools mtools zstd util-linux time procps file git \
              partclone qemu-utils xxd jq python3 nbdkit libguestfs-tools xxhash \
              cpio debootstrap initramfs-tools-core \
