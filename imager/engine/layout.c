@@ -107,7 +107,12 @@ static uint64_t pack(struct layout_part *parts, size_t n)
 	uint64_t end = parts[0].old_start;
 
 	for (size_t i = 0; i < n; i++) {
-		parts[i].new_start = i ? align_up(end, MIB) : parts[0].old_start;
+		/* A logical partition keeps the gap before it: its EBR (and for
+		 * the first, the extended partition's start) lives there. */
+		uint64_t gap = i && !strcmp(parts[i].kind, "logical")
+				       ? parts[i].old_start - (parts[i - 1].old_start + parts[i - 1].old_size)
+				       : 0;
+		parts[i].new_start = i ? align_up(end + gap, MIB) : parts[0].old_start;
 		end = parts[i].new_start + parts[i].new_size;
 	}
 	return end;
@@ -124,10 +129,6 @@ int layout_plan_shrink(const char *table, unsigned lss, uint64_t new_disk,
 		return im_errf(err, IM_EXIT_UNSUPP, -ENOTSUP,
 			       "the source has no partition table: there is no partition to shrink");
 	for (size_t i = 0; i < n; i++) {
-		if (!strcmp(parts[i].kind, "logical"))
-			return im_errf(err, IM_EXIT_UNSUPP, -ENOTSUP,
-				       "partition %u is a logical partition: shrinking MBR disks with logical partitions is not supported yet",
-				       parts[i].number);
 		if (i && parts[i].old_start < parts[i - 1].old_start + parts[i - 1].old_size)
 			return im_errf(err, IM_EXIT_SOURCE, -EINVAL,
 				       "partitions overlap or are out of order");
@@ -221,7 +222,8 @@ static bool is_ext_type(unsigned char t) { return t == 0x05 || t == 0x0f || t ==
 static bool moved_logical(const struct layout_part *parts, size_t n)
 {
 	for (size_t i = 0; i < n; i++)
-		if (!strcmp(parts[i].kind, "logical") && parts[i].new_start != parts[i].old_start)
+		if (!strcmp(parts[i].kind, "logical") &&
+		    (parts[i].new_start != parts[i].old_start || parts[i].new_size != parts[i].old_size))
 			return true;
 	return false;
 }

@@ -313,7 +313,8 @@ int writer_finish(struct writer *w, const struct disk_plan *pl, struct im_err *e
 		 * partitions that moved are rebuilt at their new places. */
 		if ((larger || w->shrunk) && !strcmp(pl->area_names[i], "gpt-backup"))
 			continue;
-		if (moved && w->grow == GROW_PROPORTIONAL && !strncmp(pl->area_names[i], "ebr", 3))
+		if (moved && (w->grow == GROW_PROPORTIONAL || w->shrunk) &&
+		    !strncmp(pl->area_names[i], "ebr", 3))
 			continue;
 		r = bk_pwrite(w->tgt, pl->area_data[i], pl->area_lens[i], pl->area_offs[i], err);
 	}

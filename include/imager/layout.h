@@ -36,12 +36,13 @@ int layout_plan(enum grow_mode mode, const char *table, unsigned lss, uint64_t o
 /* Lay parts[] (sorted by start) out on a smaller target of new_disk bytes:
  * each partition at least min_size[i] (its old size when it cannot
  * shrink), the first keeping its start, the others packed after it on
- * 1 MiB boundaries.  Partitions shrink only as much as the target needs,
+ * 1 MiB boundaries (a logical partition keeping the gap before it, where
+ * its EBR lives).  Partitions shrink only as much as the target needs,
  * the one with the most room to give first (so a small partition after a
  * large one usually just moves).  *needed: the
  * smallest disk that holds the smallest layout.  Returns 0, or negative
  * errno: IM_EXIT_TARGET (-ENOSPC) when even the smallest layout does not
- * fit, IM_EXIT_UNSUPP for no table or MBR logical partitions. */
+ * fit, IM_EXIT_UNSUPP for no table. */
 int layout_plan_shrink(const char *table, unsigned lss, uint64_t new_disk,
 		       struct layout_part *parts, const uint64_t *min_size, size_t n,
 		       uint64_t *needed, struct im_err *err);

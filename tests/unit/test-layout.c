@@ -140,15 +140,18 @@ static void test_shrink(void)
 	CHECK_EQ_U(err.exit_class, IM_EXIT_TARGET);
 	CHECK_EQ_U(needed, 3930 * MIB);
 
-	/* MBR logical partitions are refused, not moved wrongly. */
+	/* MBR logical partitions keep the gap before them (their EBR). */
 	memset(&err, 0, sizeof(err));
-	set(&p[0], 1, "primary", 1 * MIB, 100 * MIB);
-	set(&p[1], 5, "logical", 102 * MIB, 900 * MIB);
+	set(&p[0], 1, "primary", 1 * MIB, 900 * MIB);
+	set(&p[1], 5, "logical", 902 * MIB, 100 * MIB);
+	mins[0] = 100 * MIB;
 	mins[1] = 100 * MIB;
-	CHECK(layout_plan_shrink("msdos", 512, 600 * MIB, p, mins, 2, &needed, &err) < 0);
-	CHECK_EQ_U(err.exit_class, IM_EXIT_UNSUPP);
+	CHECK(layout_plan_shrink("msdos", 512, 600 * MIB, p, mins, 2, &needed, &err) == 0);
+	CHECK_EQ_U(p[1].new_start - (p[0].new_start + p[0].new_size), 1 * MIB);
+	CHECK_EQ_U(p[1].new_start + p[1].new_size, 600 * MIB);
 
 	/* MBR primaries: the end of the disk is usable to the last MiB. */
+	mins[0] = 100 * MIB;
 	set(&p[0], 1, "primary", 1 * MIB, 100 * MIB);
 	set(&p[1], 2, "primary", 101 * MIB, 900 * MIB);
 	CHECK(layout_plan_shrink("msdos", 512, 600 * MIB, p, mins, 2, &needed, &err) == 0);
