@@ -190,6 +190,7 @@ int im_clone(const struct disk_roots *roots, const char *source, const char *tar
 		}
 		r = shrink_if_smaller(&job, pt->disk_size, &stats->grow, &stats->target,
 				      &stats->bytes_written, err);
+		stats->bytes_read += job.bytes_read;
 		if (r <= 0) {
 			disk_plan_free(&pl);
 			source_close(&src);

@@ -395,7 +395,7 @@ static int make_tmpdir(char *dir, size_t len, uint64_t need, struct im_err *err)
 	return 0;
 }
 
-int shrink_job(const struct shrink_job *job, struct grow_report *rep, struct target_info *info,
+int shrink_job(struct shrink_job *job, struct grow_report *rep, struct target_info *info,
 	       uint64_t *bytes_written, struct im_err *err)
 {
 	struct layout_part lp[PT_MAX_PARTS];
@@ -428,6 +428,7 @@ int shrink_job(const struct shrink_job *job, struct grow_report *rep, struct tar
 					.threads = job->threads, .progress = *job->progress };
 		struct clone_stats st;
 		r = im_clone(job->roots, job->source, tmp, &o, &st, err);
+		job->bytes_read = st.bytes_read;
 	}
 	/* 2. Its filesystems shrunk. */
 	if (r == 0 && (fd = open(tmp, O_RDWR | O_CLOEXEC)) < 0)

@@ -196,8 +196,9 @@ struct shrink_job {
 	const struct target_opts *target;
 	unsigned threads;
 	const struct im_progress *progress;
+	uint64_t bytes_read;        /* out: what the copy read from the source */
 };
-int shrink_job(const struct shrink_job *job, struct grow_report *rep, struct target_info *info,
+int shrink_job(struct shrink_job *job, struct grow_report *rep, struct target_info *info,
 	       uint64_t *bytes_written, struct im_err *err);
 
 /* Before writing: when the target (job->target_spec, job->target) is
