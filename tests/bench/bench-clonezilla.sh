@@ -17,7 +17,9 @@ command -v ocs-sr >/dev/null || { echo "  skipped: needs ocs-sr (clonezilla; mak
 [ "$(id -u)" = 0 ] || { echo "  skipped: needs root for a loop device"; exit 0; }
 mkdir -p "$WORK" "$WORK/repo"
 dev=$(losetup -f --show -r "$DISK")
-trap 'partx -d "$dev" 2>/dev/null; losetup -d "$dev"' EXIT
+# (|| true: under set -e a failing command in the trap would end it before
+# losetup -d, leaking the loop device on every run.)
+trap 'partx -d "$dev" 2>/dev/null || true; losetup -d "$dev" || true' EXIT
 partx -d "$dev" 2>/dev/null || true
 partx -a "$dev"
 timed ocs_sr_save ocs-sr -b -q2 -j2 -z9p -i 0 -sfsck -senc -nogui -p true -or "$WORK/repo" \
