@@ -39,12 +39,25 @@ static int info_clonezilla(const char *dir, bool json)
 		json_object_object_add(root, "disk_size", json_object_new_uint64(cz->disk_size));
 		json_object_object_add(root, "disk_size_recorded", json_object_new_boolean(cz->size_known));
 		json_object_object_add(root, "logical_sector_size", json_object_new_int((int)cz->lss));
+		if (cz->ext_size) {
+			json_object *x = json_object_new_object();
+			json_object_object_add(x, "number", json_object_new_int((int)cz->ext_number));
+			json_object_object_add(x, "name", json_object_new_string(cz->ext_name));
+			json_object_object_add(x, "start", json_object_new_uint64(cz->ext_start));
+			json_object_object_add(x, "size", json_object_new_uint64(cz->ext_size));
+			json_object_object_add(root, "extended", x);
+		}
 	} else {
 		cli_human(cz->disk_size, size, sizeof(size));
 		printf("image %s: a Clonezilla image of disk %s\n  disk %s (%llu bytes%s), sector %u, table %s\n",
 		       dir, cz->disk, size, (unsigned long long)cz->disk_size,
 		       cz->size_known ? "" : ": not recorded, the last partition's end", cz->lss,
 		       cz->table);
+		if (cz->ext_size) {
+			cli_human(cz->ext_size, size, sizeof(size));
+			printf("  extended partition %u (%s): %s at %llu (its EBRs made from the table)\n",
+			       cz->ext_number, cz->ext_name, size, (unsigned long long)cz->ext_start);
+		}
 	}
 	for (size_t i = 0; i < cz->nparts; i++) {
 		const struct cz_part *p = &cz->parts[i];
@@ -69,13 +82,17 @@ static int info_clonezilla(const char *dir, bool json)
 			json_object *o = json_object_new_object();
 			json_object_object_add(o, "number", json_object_new_int((int)p->number));
 			json_object_object_add(o, "name", json_object_new_string(p->name));
+			json_object_object_add(o, "kind", json_object_new_string(
+				!strcmp(cz->table, "gpt") ? "gpt" : p->logical ? "logical" : "primary"));
 			json_object_object_add(o, "start", json_object_new_uint64(p->start));
 			json_object_object_add(o, "size", json_object_new_uint64(p->size));
 			json_object_object_add(o, "filesystem", json_object_new_string(p->fs));
 			json_object_object_add(o, "stream", json_object_new_string(p->stream));
-			if (p->kind == CZ_PTCL) {
+			if (p->kind == CZ_PTCL || p->kind == CZ_DD) {
 				json_object_object_add(o, "compression", json_object_new_string(p->comp));
 				json_object_object_add(o, "files", json_object_new_int((int)p->nfiles));
+			}
+			if (p->kind == CZ_PTCL) {
 				json_object_object_add(o, "block_size", json_object_new_int((int)h.block_size));
 				json_object_object_add(o, "used_bytes",
 						       json_object_new_uint64(h.used_blocks * h.block_size));
@@ -89,6 +106,10 @@ static int info_clonezilla(const char *dir, bool json)
 			       p->number, p->name, psize, (unsigned long long)p->start, p->fs, used,
 			       p->stream, p->comp, p->nfiles, p->nfiles == 1 ? "" : "s", h.tool_version,
 			       csum);
+		} else if (p->kind == CZ_DD) {
+			printf("  partition %u (%s): %s at %llu, every byte stored in %s (%s, %u file%s; partclone.dd)\n",
+			       p->number, p->name, psize, (unsigned long long)p->start, p->stream, p->comp,
+			       p->nfiles, p->nfiles == 1 ? "" : "s");
 		} else if (p->kind == CZ_NONE) {
 			printf("  partition %u (%s): %s at %llu, not in the image (restored empty)\n",
 			       p->number, p->name, psize, (unsigned long long)p->start);

@@ -20,6 +20,7 @@
 #include <zlib.h>
 
 #include "imager/partclone.h"
+#include "imager/ptable.h"
 #include "imager/swapfmt.h"
 #include "source.h"
 #include "util.h"
@@ -149,11 +150,14 @@ static int parse_sf(const char *dir, struct cz_image *cz, uint64_t *last_lba, st
 			if (parse_u64(line + 10, last_lba))
 				return im_errf(err, IM_EXIT_DAMAGED, -EINVAL, "%s: bad last-lba", name);
 		} else if (!strncmp(line, "/dev/", 5)) {
-			char *colon = strstr(line, " : "), *st, *sz;
+			char *colon = strstr(line, " : "), *st, *sz, *ty;
 			char pname[128];
 			struct cz_part *p;
 			uint64_t start, size;
 
+			if (!cz->table[0])
+				return im_errf(err, IM_EXIT_DAMAGED, -EINVAL,
+					       "%s: a partition line before the label line", name);
 			if (!colon || (size_t)(colon - line - 5) >= sizeof(pname))
 				return im_errf(err, IM_EXIT_DAMAGED, -EINVAL, "%s: bad line '%.60s'",
 					       name, line);
@@ -170,12 +174,34 @@ static int parse_sf(const char *dir, struct cz_image *cz, uint64_t *last_lba, st
 					       name, CZ_MAX_PARTS);
 			if (size == 0)
 				continue;  /* an empty slot */
-			p = &cz->parts[cz->nparts++];
-			snprintf(p->name, sizeof(p->name), "%s", pname);
-			p->number = part_number(pname);
 			if (start > (UINT64_MAX >> 13) || size > (UINT64_MAX >> 13))
 				return im_errf(err, IM_EXIT_DAMAGED, -EINVAL, "%s: %s: out of range",
 					       name, pname);
+			ty = strstr(colon, "type=");
+			if (!strcmp(cz->table, "msdos")) {
+				char *end;
+				unsigned long t = ty ? strtoul(ty + 5, &end, 16) : 256;
+				if (t > 255 || end == ty + 5 || (*end && *end != ',' && *end != ' '))
+					return im_errf(err, IM_EXIT_DAMAGED, -EINVAL,
+						       "%s: %s: no MBR type", name, pname);
+				if (t == 0x05 || t == 0x0f || t == 0x85) {
+					if (cz->ext_size)
+						return im_errf(err, IM_EXIT_DAMAGED, -EINVAL,
+							       "%s: two extended partitions", name);
+					snprintf(cz->ext_name, sizeof(cz->ext_name), "%s", pname);
+					cz->ext_number = part_number(pname);
+					cz->ext_type = (unsigned char)t;
+					cz->ext_start = start * cz->lss;
+					cz->ext_size = size * cz->lss;
+					continue;
+				}
+				p = &cz->parts[cz->nparts];
+				p->mbr_type = (unsigned char)t;
+				p->bootable = strstr(colon, "bootable") != NULL;
+			}
+			p = &cz->parts[cz->nparts++];
+			snprintf(p->name, sizeof(p->name), "%s", pname);
+			p->number = part_number(pname);
 			p->start = start * cz->lss;
 			p->size = size * cz->lss;
 		}
@@ -252,7 +278,7 @@ static int find_stream(const char *dir, struct cz_part *p, struct im_err *err)
 	    strcmp(p->comp, "uncomp") && strcmp(p->comp, "lzma") && strcmp(p->comp, "lzip"))
 		return im_errf(err, IM_EXIT_UNSUPP, -ENOTSUP, "%s: %s: compression '%s' is not supported",
 			       dir, first, p->comp);
-	p->kind = CZ_PTCL;
+	p->kind = strcmp(p->fs, "dd") ? CZ_PTCL : CZ_DD;
 	p->nfiles = nsplit ? nsplit : 1;
 	snprintf(p->stream, sizeof(p->stream), "%s", first);
 	return 0;
@@ -285,6 +311,63 @@ static int read_swap_info(const char *dir, struct cz_part *p, struct im_err *err
 		memcpy(p->swap_label, l + 7, n);
 	}
 	snprintf(p->fs, sizeof(p->fs), "swap");
+	return 0;
+}
+
+/* An MBR's numbers: primaries 1 to 4, the extended partition among them;
+ * logical partitions 5 and up inside it, in disk order, each with room for
+ * its EBR before it. */
+static int check_logical(const char *dir, struct cz_image *cz, struct im_err *err)
+{
+	uint64_t prev_end = cz->ext_start;
+	unsigned prev_number = 4;
+	bool primary[5] = { false };
+
+	if (strcmp(cz->table, "msdos"))
+		return 0;
+	if (cz->ext_size) {
+		if (cz->ext_number < 1 || cz->ext_number > 4)
+			return im_errf(err, IM_EXIT_DAMAGED, -EINVAL,
+				       "%s: extended partition %s is not numbered 1 to 4", dir,
+				       cz->ext_name);
+		primary[cz->ext_number] = true;
+	}
+	for (size_t i = 0; i < cz->nparts; i++) {
+		struct cz_part *p = &cz->parts[i];
+		if (p->number >= 1 && p->number <= 4) {
+			if (primary[p->number])
+				return im_errf(err, IM_EXIT_DAMAGED, -EINVAL,
+					       "%s: two partitions numbered %u", dir, p->number);
+			primary[p->number] = true;
+			if (cz->ext_size && p->start < cz->ext_start + cz->ext_size &&
+			    cz->ext_start < p->start + p->size)
+				return im_errf(err, IM_EXIT_DAMAGED, -EINVAL,
+					       "%s: partitions %s and %s overlap", dir, cz->ext_name,
+					       p->name);
+			continue;
+		}
+		if (p->number < 5)
+			return im_errf(err, IM_EXIT_DAMAGED, -EINVAL, "%s: %s has no partition number",
+				       dir, p->name);
+		if (!cz->ext_size)
+			return im_errf(err, IM_EXIT_DAMAGED, -EINVAL,
+				       "%s: logical partition %s but no extended partition", dir, p->name);
+		if (p->start < cz->ext_start || p->start + p->size > cz->ext_start + cz->ext_size)
+			return im_errf(err, IM_EXIT_DAMAGED, -EINVAL,
+				       "%s: logical partition %s lies outside extended partition %s", dir,
+				       p->name, cz->ext_name);
+		if (p->number <= prev_number || p->start <= prev_end)
+			return im_errf(err, IM_EXIT_UNSUPP, -ENOTSUP,
+				       "%s: logical partition %s is out of disk order or has no room for its EBR",
+				       dir, p->name);
+		if (p->number - prev_number != 1)
+			return im_errf(err, IM_EXIT_DAMAGED, -EINVAL,
+				       "%s: logical partitions are numbered with a gap before %s", dir,
+				       p->name);
+		p->logical = true;
+		prev_number = p->number;
+		prev_end = p->start + p->size;
+	}
 	return 0;
 }
 
@@ -325,15 +408,16 @@ int cz_read(const char *dir, struct cz_image *cz, struct im_err *err)
 		buf[0] = '\0';
 	else if (r < 0)
 		return r;
+	r = check_logical(dir, cz, err);
+	if (r < 0)
+		return r;
 	for (size_t i = 0; i < cz->nparts; i++) {
 		struct cz_part *p = &cz->parts[i];
-		if (!strcmp(cz->table, "msdos") && p->number >= 5)
-			return im_errf(err, IM_EXIT_UNSUPP, -ENOTSUP,
-				       "%s: %s is a logical partition: MBR disks with logical partitions are not supported yet",
-				       dir, p->name);
 		if (p->start + p->size > end)
 			end = p->start + p->size;
 	}
+	if (cz->ext_start + cz->ext_size > end)
+		end = cz->ext_start + cz->ext_size;
 	save = NULL;
 	for (tok = strtok_r(buf, " \t\n", &save); tok; tok = strtok_r(NULL, " \t\n", &save)) {
 		struct cz_part *p = NULL;
@@ -410,7 +494,6 @@ int cz_read(const char *dir, struct cz_image *cz, struct im_err *err)
 				       dir, a->name);
 		for (size_t k = 0; k < i; k++) {
 			const struct cz_part *b = &cz->parts[k];
-			/* (no logical partitions get here: nothing may overlap) */
 			if (a->start < b->start + b->size && b->start < a->start + a->size)
 				return im_errf(err, IM_EXIT_DAMAGED, -EINVAL,
 					       "%s: partitions %s and %s overlap", dir, b->name, a->name);
@@ -583,6 +666,76 @@ static int read_area(const char *dir, const char *name, uint64_t need, unsigned 
 	return r;
 }
 
+/* The EBR chain of the logical partitions (facts in clonezilla.h), as
+ * boot areas "ebr-N" after the head. */
+static int plan_ebrs(const char *dir, const struct cz_image *cz, struct disk_plan *pl,
+		     struct im_err *err)
+{
+	char name[128];
+	unsigned char *first = NULL;
+	uint64_t pos[CZ_MAX_PARTS], prev_end = cz->ext_start, lead = 0;
+	size_t nlog = 0, len = 0, log[CZ_MAX_PARTS];
+	int r;
+
+	snprintf(name, sizeof(name), "%s-ebr", cz->ext_name);
+	r = read_file(dir, name, 512, &first, &len, err);
+	if (r < 0 && r != -ENOENT)
+		return r;
+	if (r == 0 && (len != 512 || first[510] != 0x55 || first[511] != 0xAA)) {
+		free(first);
+		return im_errf(err, IM_EXIT_DAMAGED, -EINVAL, "%s/%s: not an EBR", dir, name);
+	}
+	for (size_t i = 0; i < cz->nparts; i++)
+		if (cz->parts[i].logical)
+			log[nlog++] = i;
+	for (size_t k = 0; k < nlog; k++) {
+		const struct cz_part *p = &cz->parts[log[k]];
+		uint64_t at = p->start - lead;
+
+		if (k == 0) {
+			at = cz->ext_start;
+			lead = p->start - at;
+		} else if (k == 1 && first && le32(first + 446 + 16 + 8)) {
+			uint64_t link = cz->ext_start + (uint64_t)le32(first + 446 + 16 + 8) * 512;
+			if (link >= prev_end && link < p->start)
+				at = link;
+		}
+		if (lead > p->start - prev_end)
+			at = prev_end;
+		pos[k] = at;
+		prev_end = p->start + p->size;
+	}
+	for (size_t k = 0; k < nlog; k++) {
+		const struct cz_part *p = &cz->parts[log[k]];
+		unsigned char *sec = calloc(1, 512);
+		size_t a = pl->nareas;
+
+		if (!sec) {
+			free(first);
+			return im_errf(err, IM_EXIT_INTERNAL, -ENOMEM, "out of memory");
+		}
+		if (k == 0 && first)
+			memcpy(sec, first, 446);  /* its boot code, as ocs-restore-ebr puts back */
+		ptable_mbr_entry(sec + 446, p->start / 512, (p->start - pos[k]) / 512, p->size / 512);
+		sec[446 + 4] = p->mbr_type;
+		if (k + 1 < nlog) {
+			const struct cz_part *q = &cz->parts[log[k + 1]];
+			ptable_mbr_entry(sec + 446 + 16, pos[k + 1] / 512,
+					 (pos[k + 1] - cz->ext_start) / 512,
+					 (q->start + q->size - pos[k + 1]) / 512);
+			sec[446 + 16 + 4] = 0x05;
+		}
+		sec[510] = 0x55;
+		sec[511] = 0xAA;
+		snprintf(name, sizeof(name), "ebr-%zu", k);
+		pl->area_data[a] = sec;
+		disk_plan_set_area(pl, a, name, pos[k], 512);
+		pl->nareas++;
+	}
+	free(first);
+	return 0;
+}
+
 /* The boot areas: the table's sectors and what Clonezilla kept of the
  * gap before the first partition. */
 static int plan_areas(const char *dir, const struct cz_image *cz, struct disk_plan *pl,
@@ -597,6 +750,8 @@ static int plan_areas(const char *dir, const struct cz_image *cz, struct disk_pl
 	for (size_t i = 0; i < cz->nparts; i++)
 		if (cz->parts[i].start < first)
 			first = cz->parts[i].start;
+	if (cz->ext_size && cz->ext_start < first)
+		first = cz->ext_start;  /* the first EBR */
 	pl->nareas = 1;
 	if (!strcmp(cz->table, "gpt")) {
 		snprintf(name, sizeof(name), "%s-gpt-1st", cz->disk);
@@ -621,14 +776,34 @@ static int plan_areas(const char *dir, const struct cz_image *cz, struct disk_pl
 	d = pl->area_data[0];
 	if (d[510] != 0x55 || d[511] != 0xAA)
 		return im_errf(err, IM_EXIT_DAMAGED, -EINVAL, "%s/%s: no MBR signature", dir, name);
+	/* The four entries as DISK-pt.sf has them (ocs-sr writes the table
+	 * with sfdisk and puts back only the MBR's first 446 bytes). */
+	memset(d + 446, 0, 64);
+	for (size_t i = 0; i < cz->nparts; i++) {
+		const struct cz_part *p = &cz->parts[i];
+		unsigned char *e = d + 446 + 16 * (p->number - 1);
+		if (p->logical)
+			continue;
+		ptable_mbr_entry(e, p->start / 512, p->start / 512, p->size / 512);
+		e[0] = p->bootable ? 0x80 : 0;
+		e[4] = p->mbr_type;
+	}
+	if (cz->ext_size) {
+		unsigned char *e = d + 446 + 16 * (cz->ext_number - 1);
+		ptable_mbr_entry(e, cz->ext_start / 512, cz->ext_start / 512, cz->ext_size / 512);
+		e[4] = cz->ext_type;
+		r = plan_ebrs(dir, cz, pl, err);
+		if (r < 0)
+			return r;
+	}
 	disk_plan_set_area(pl, 0, "head", 0, 512);
 	snprintf(name, sizeof(name), "%s-hidden-data-after-mbr", cz->disk);
-	r = first > 512 ? read_area(dir, name, 1, &pl->area_data[1], &len, err) : -ENOENT;
+	r = first > 512 ? read_area(dir, name, 1, &pl->area_data[pl->nareas], &len, err) : -ENOENT;
 	if (r == 0) {
 		if (len > first - 512)
 			len = first - 512;  /* never over the first partition */
-		disk_plan_set_area(pl, 1, "head-gap", 512, len);
-		pl->nareas = 2;
+		disk_plan_set_area(pl, pl->nareas, "head-gap", 512, len);
+		pl->nareas++;
 	}
 	/* No hidden data: the gap stays as the target has it. */
 	return r == -ENOENT ? 0 : r;
@@ -784,6 +959,63 @@ out:
 	return rc;
 }
 
+/* partclone.dd's stream: the partition's bytes, exactly its size.  With
+ * j, written to partition i; without, only read (verify). */
+static int read_dd(const char *dir, const struct cz_part *p, size_t i, struct cz_job *j,
+		   const struct im_progress *progress, uint64_t *done, uint64_t total,
+		   struct im_err *err)
+{
+	struct czs s;
+	unsigned char *buf = malloc(4u << 20);
+	uint64_t off = 0;
+	int rc = buf ? czs_open(&s, dir, p, err)
+		     : im_errf(err, IM_EXIT_INTERNAL, -ENOMEM, "out of memory");
+
+	if (rc < 0) {
+		free(buf);
+		return rc;
+	}
+	for (;;) {
+		size_t want = 4u << 20, got = 0;
+		ssize_t n = 0;
+		while (got < want && (n = czs_read(&s, buf + got, want - got)) > 0)
+			got += (size_t)n;
+		if (n < 0) {
+			rc = im_errf(err, IM_EXIT_DAMAGED, -EBADMSG, "partition %s: %s: %s", p->name,
+				     p->stream, s.why);
+			break;
+		}
+		if (got > p->size - off) {
+			rc = im_errf(err, IM_EXIT_DAMAGED, -EINVAL,
+				     "partition %s: %s holds more than the partition's %llu bytes",
+				     p->name, p->stream, (unsigned long long)p->size);
+			break;
+		}
+		if (got && j)
+			rc = writer_put(j->w, i, off, got, buf, err);
+		off += got;
+		if (rc == 0 && j && j->opts->progress.cancel && *j->opts->progress.cancel)
+			rc = im_errf(err, IM_EXIT_INTERRUPTED, -EINTR, "interrupted");
+		if (j) {
+			j->done += got;
+			if (j->opts->progress.fn)
+				j->opts->progress.fn(j->opts->progress.opaque, "restore", j->done,
+						     j->total);
+		} else if (progress && progress->fn && done) {
+			progress->fn(progress->opaque, "verify", *done + s.consumed, total);
+		}
+		if (rc < 0 || got < want)
+			break;
+	}
+	if (rc == 0 && off != p->size)
+		rc = im_errf(err, IM_EXIT_DAMAGED, -EINVAL,
+			     "partition %s: %s ends at byte %llu of the partition's %llu (truncated)",
+			     p->name, p->stream, (unsigned long long)off, (unsigned long long)p->size);
+	czs_close(&s);
+	free(buf);
+	return rc;
+}
+
 int cz_read_stream(const char *dir, const struct cz_part *p, bool read_all,
 		   const struct im_progress *progress, uint64_t *done, uint64_t total,
 		   struct pcl_header *h, uint64_t *strips, struct im_err *err)
@@ -795,6 +1027,13 @@ int cz_read_stream(const char *dir, const struct cz_part *p, bool read_all,
 	ssize_t n = 0;
 	int rc;
 
+	if (p->kind == CZ_DD) {
+		memset(h, 0, sizeof(*h));
+		rc = read_all ? read_dd(dir, p, 0, NULL, progress, done, total, err) : 0;
+		if (done)
+			*done += p->bytes;
+		return rc;
+	}
 	if (p->kind != CZ_PTCL)
 		return im_errf(err, IM_EXIT_INTERNAL, -EINVAL, "partition %s has no stream", p->name);
 	rc = ptcl_open(&s, &r, dir, p, err);
@@ -835,7 +1074,7 @@ static int count_used(const char *dir, const struct cz_image *cz, uint64_t *tota
 		struct pcl_reader r;
 		int rc;
 
-		used[i] = p->kind == CZ_SWAP ? 4096 : 0;
+		used[i] = p->kind == CZ_SWAP ? 4096 : p->kind == CZ_DD ? p->size : 0;
 		*total += used[i];
 		if (p->kind != CZ_PTCL)
 			continue;
@@ -866,10 +1105,12 @@ int cz_restore(const struct disk_roots *roots, const char *dir, const char *targ
 		return im_errf(err, IM_EXIT_INTERNAL, -ENOMEM, "out of memory");
 	r = cz_read(dir, cz, err);
 	if (r == 0)
-		r = disk_plan_alloc(&pl, cz->disk_size, cz->table, cz->lss, cz->nparts, 2, err);
+		r = disk_plan_alloc(&pl, cz->disk_size, cz->table, cz->lss, cz->nparts,
+				    2 + cz->nparts, err);
 	for (size_t i = 0; r == 0 && i < cz->nparts; i++) {
 		const struct cz_part *p = &cz->parts[i];
-		disk_plan_set_part(&pl, i, p->number, strcmp(cz->table, "gpt") ? "primary" : "gpt",
+		disk_plan_set_part(&pl, i, p->number,
+				   !strcmp(cz->table, "gpt") ? "gpt" : p->logical ? "logical" : "primary",
 				   p->start, p->size);
 		grow_fs_set(&pl.fs[i], p->fs[0] ? p->fs : NULL, NULL, 0);
 	}
@@ -903,6 +1144,8 @@ int cz_restore(const struct disk_roots *roots, const char *dir, const char *targ
 		const struct cz_part *p = &cz->parts[i];
 		if (p->kind == CZ_PTCL) {
 			r = restore_ptcl(dir, p, i, &j, err);
+		} else if (p->kind == CZ_DD) {
+			r = read_dd(dir, p, i, &j, NULL, NULL, 0, err);
 		} else if (p->kind == CZ_SWAP && p->size >= 40960) {
 			unsigned char uuid[16];
 			for (int k = 0, c = 0; p->swap_uuid[0] && k < 16; k++, c += 2) {

@@ -190,33 +190,6 @@ static const unsigned char *area_bytes(size_t nareas, const uint64_t *offs, cons
 	return NULL;
 }
 
-static void put_chs(unsigned char *p, uint64_t lba)
-{
-	unsigned c, h, s;
-
-	if (lba >= 1024ull * 255 * 63) {
-		c = 1023;
-		h = 254;
-		s = 63;
-	} else {
-		c = (unsigned)(lba / (255 * 63));
-		h = (unsigned)(lba / 63 % 255);
-		s = (unsigned)(lba % 63 + 1);
-	}
-	p[0] = (unsigned char)h;
-	p[1] = (unsigned char)(s | ((c >> 2) & 0xC0));
-	p[2] = (unsigned char)c;
-}
-
-/* An MBR-style entry: type kept, start (relative to base) and size set. */
-static void set_entry(unsigned char *e, uint64_t start_lba, uint64_t rel_start, uint64_t sectors)
-{
-	put_chs(e + 1, start_lba);
-	put_chs(e + 5, start_lba + sectors - 1);
-	put_le32(e + 8, (uint32_t)rel_start);
-	put_le32(e + 12, (uint32_t)sectors);
-}
-
 static bool is_ext_type(unsigned char t) { return t == 0x05 || t == 0x0f || t == 0x85; }
 
 static bool moved_logical(const struct layout_part *parts, size_t n)
@@ -255,7 +228,7 @@ static int write_mbr(struct bk *tgt, unsigned lss, const struct layout_part *par
 	for (size_t i = 0; i < n; i++) {
 		const struct layout_part *p = &parts[i];
 		if (!strcmp(p->kind, "primary") && p->number >= 1 && p->number <= 4)
-			set_entry(mbr + 446 + 16 * (p->number - 1), p->new_start / 512, p->new_start / 512,
+			ptable_mbr_entry(mbr + 446 + 16 * (p->number - 1), p->new_start / 512, p->new_start / 512,
 				  p->new_size / 512);
 		if (!strcmp(p->kind, "logical"))
 			nlog++;
@@ -298,14 +271,14 @@ static int write_mbr(struct bk *tgt, unsigned lss, const struct layout_part *par
 			gap = p->old_start - ebr_old[li];
 			ebr_new = p->new_start - gap;
 			memcpy(sec, area_bytes(nareas, offs, lens, data, ebr_old[li], 512), 512);
-			set_entry(sec + 446, p->new_start / 512, gap / 512, p->new_size / 512);
+			ptable_mbr_entry(sec + 446, p->new_start / 512, gap / 512, p->new_size / 512);
 			for (size_t m = k + 1; m < n && !q; m++)
 				if (!strcmp(parts[m].kind, "logical"))
 					q = &parts[m];
 			if (q) {
 				uint64_t qgap = q->old_start - ebr_old[li + 1];
 				uint64_t qebr = q->new_start - qgap;
-				set_entry(sec + 446 + 16, qebr / 512, (qebr - ext_start) / 512,
+				ptable_mbr_entry(sec + 446 + 16, qebr / 512, (qebr - ext_start) / 512,
 					  (q->new_start + q->new_size - qebr) / 512);
 			} else {
 				memset(sec + 446 + 16, 0, 16);
@@ -319,7 +292,7 @@ static int write_mbr(struct bk *tgt, unsigned lss, const struct layout_part *par
 		}
 		if (last_end > ext_end || moved_logical(parts, n))
 			ext_end = last_end;
-		set_entry(mbr + 446 + 16 * ext_index, ext_start / 512, ext_start / 512,
+		ptable_mbr_entry(mbr + 446 + 16 * ext_index, ext_start / 512, ext_start / 512,
 			  (ext_end - ext_start) / 512);
 	}
 	return bk_pwrite(tgt, mbr, 512, 0, err);

@@ -489,3 +489,29 @@ int ptable_read_bk(struct bk *bk, struct ptable *pt, struct im_err *err)
 	free(buf);
 	return r;
 }
+
+static void put_chs(unsigned char *p, uint64_t lba)
+{
+	unsigned c, h, s;
+
+	if (lba >= 1024ull * 255 * 63) {
+		c = 1023;
+		h = 254;
+		s = 63;
+	} else {
+		c = (unsigned)(lba / (255 * 63));
+		h = (unsigned)(lba / 63 % 255);
+		s = (unsigned)(lba % 63 + 1);
+	}
+	p[0] = (unsigned char)h;
+	p[1] = (unsigned char)(s | ((c >> 2) & 0xC0));
+	p[2] = (unsigned char)c;
+}
+
+void ptable_mbr_entry(unsigned char *e, uint64_t start_lba, uint64_t rel_start, uint64_t sectors)
+{
+	put_chs(e + 1, start_lba);
+	put_chs(e + 5, start_lba + sectors - 1);
+	put_le32(e + 8, (uint32_t)rel_start);
+	put_le32(e + 12, (uint32_t)sectors);
+}

@@ -24,12 +24,27 @@
  *                         compressed (gz, bz2, xz, zst, lz4, lzo, or
  *                         uncomp), split into parts or not; read through
  *                         libarchive's raw reader, the parts in name order
+ *   PART.dd-ptcl-img.COMP[...]   partclone.dd's stream (a filesystem
+ *                         Clonezilla does not know, LUKS): the partition's
+ *                         raw bytes, exactly its size
  *   swappt-PART.info      a swap partition: UUID="..." LABEL="...";
  *                         written as a fresh swap header with that UUID
  *                         and label
+ *   EXT-ebr               the extended partition's first sector; ocs-sr
+ *                         rebuilds the EBR chain with sfdisk from DISK-pt.sf
+ *                         and puts back only this sector's first 446 bytes.
+ *                         So does cz_restore(): each logical partition's
+ *                         EBR is made from its line (type, start, size), the
+ *                         first at the extended partition's start, the
+ *                         second where EXT-ebr's link points, the others as
+ *                         far before their partition as the first is
+ *                         before its own (within the gap before it).  The
+ *                         MBR's four entries are made from DISK-pt.sf as
+ *                         well (type, bootable); its other bytes are
+ *                         DISK-mbr's.
  * Refused by name (IM_EXIT_UNSUPP): encrypted images (ecryptfs.info),
  * images of several disks or of partitions only (saveparts), logical
- * partitions of an MBR disk, the older ntfsclone and dd streams.  Damage
+ * partitions out of disk order, the older ntfsclone and dd-img streams.  Damage
  * (a bad checksum, a truncated or missing part, a corrupt compressed
  * stream, a lying header) is IM_EXIT_DAMAGED with the partition named.
  */
@@ -44,13 +59,16 @@
 #define CZ_MAX_PARTS 128
 #define CZ_MAX_FILES 676   /* split parts of one stream: aa to zz */
 
-enum cz_kind { CZ_NONE, CZ_PTCL, CZ_SWAP };
+enum cz_kind { CZ_NONE, CZ_PTCL, CZ_DD, CZ_SWAP };
 
 struct cz_part {
 	char name[64];             /* "sda1" */
 	unsigned number;
 	uint64_t start, size;      /* bytes */
-	char fs[32];               /* Clonezilla's name: "ext4", "vfat", "ntfs", "swap"... */
+	unsigned char mbr_type;    /* msdos: the type= of the table's line */
+	bool bootable;             /* msdos: ", bootable" */
+	bool logical;              /* msdos: number 5 and up, in the extended partition */
+	char fs[32];               /* Clonezilla's name: "ext4", "vfat", "ntfs", "swap", "dd"... */
 	enum cz_kind kind;
 	char stream[256];          /* the first file's name, or the .info file's */
 	char comp[8];              /* gz, bz2, xz, zst, lz4, lzo, uncomp */
@@ -66,7 +84,12 @@ struct cz_image {
 	uint64_t disk_size;        /* gpt: from the header; msdos: the last partition's end, in MiB */
 	bool size_known;           /* false: msdos (the disk's size is not in the folder) */
 	size_t nparts;
-	struct cz_part parts[CZ_MAX_PARTS];
+	struct cz_part parts[CZ_MAX_PARTS];  /* in the table's order (logical ones by number) */
+	/* msdos: the extended partition, a container (not in parts) */
+	char ext_name[64];
+	unsigned ext_number;
+	unsigned char ext_type;
+	uint64_t ext_start, ext_size;       /* bytes; 0: none */
 };
 
 /* A folder that looks like Clonezilla's (a "disk" or "parts" file, no

@@ -75,4 +75,10 @@ int ptable_gpt_relocate_backup(struct bk *bk, uint64_t new_size, unsigned lss, s
  * extended partition, followed here with every link checked). */
 int ptable_read_bk(struct bk *bk, struct ptable *pt, struct im_err *err);
 
+/* Fill the 16-byte MBR or EBR entry e (its type and boot flag kept): CHS
+ * from the absolute start_lba (1023/254/63 past the CHS limit), the LBA
+ * start relative to the table's base (rel_start) and the size, in
+ * 512-byte sectors. */
+void ptable_mbr_entry(unsigned char *e, uint64_t start_lba, uint64_t rel_start, uint64_t sectors);
+
 #endif

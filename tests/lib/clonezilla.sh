@@ -10,6 +10,11 @@
 #     mbr-zst        MBR, 128 MiB: ext4 (48 MiB, files) and NTFS (60 MiB,
 #                    files put with ntfscp), hidden data after the MBR;
 #                    zstd (-z9p), not split
+#     mbr-logical-xz MBR, 256 MiB: ext4 (32 MiB, bootable), then an extended
+#                    partition holding swap (16 MiB, labelled), btrfs
+#                    (160 MiB, files put with mkfs.btrfs -r) and 8 MiB of
+#                    bytes no tool knows (ocs-sr saves it with
+#                    partclone.dd); boot code in the first EBR; xz (-z5p)
 #     debian12       the Debian test guest ($GUEST, from need_guest: MBR,
 #                    GRUB in the gap after the MBR, ext4 root, swap), zstd;
 #                    cached beside that guest's own hash
@@ -46,6 +51,17 @@ _cz_build() { # NAME DIR: the source disk DIR/src.img and the image DIR/image
 			size=60MiB, type=7
 		EOF
 		;;
+	mbr-logical-xz)
+		head -c $((256 * MiB)) /dev/urandom >"$d/src.img"
+		sfdisk -q "$d/src.img" <<-EOF || return 1
+			label: dos
+			start=2048, size=32MiB, type=83, bootable
+			size=200MiB, type=5
+			$d/src.img5 : size=16MiB, type=82
+			$d/src.img6 : size=160MiB, type=83
+			$d/src.img7 : size=8MiB, type=da
+		EOF
+		;;
 	esac
 	dev=$(losetup -f --show "$d/src.img") || return 1
 	partx -d "$dev" 2>/dev/null
@@ -72,12 +88,22 @@ _cz_build() { # NAME DIR: the source disk DIR/src.img and the image DIR/image
 			ntfscp -q "${dev}p2" "$t/files/random.bin" random.bin &&
 			ntfscp -q "${dev}p2" "$t/files/sub/numbers.txt" numbers.txt
 		;;
+	mbr-logical-xz)
+		# boot code in the first EBR (ocs-sr keeps its first 446 bytes)
+		head -c 446 /dev/urandom | dd of="${dev}p2" bs=446 count=1 conv=notrunc status=none
+		rm -rf "$t/files/random.bin"
+		head -c $((6 * MiB)) /dev/urandom >"$t/files/random.bin"
+		mke2fs -q -F -t ext4 -L cz-boot -d "$t/files/sub" "${dev}p1" &&
+			mkswap -L cz-lswap "${dev}p5" >/dev/null &&
+			mkfs.btrfs -q -f -L cz-btrfs -r "$t/files" "${dev}p6" >/dev/null
+		;;
 	esac || { losetup -d "$dev"; return 1; }
 	sync
 	files=$(basename "$dev")
 	case $name in
 	gpt-gz-split) set -- -z1p -i 1 -gm ;;
 	mbr-zst | debian12) set -- -z9p -i 0 ;;
+	mbr-logical-xz) set -- -z5p -i 0 ;;
 	esac
 	ocs-sr -b -q2 -j2 "$@" -sfsck -senc -nogui -p true -or "$d/repo" savedisk image "$files" \
 		>"$d/ocs-sr.log" 2>&1
@@ -93,8 +119,8 @@ _cz_build() { # NAME DIR: the source disk DIR/src.img and the image DIR/image
 cz_image() { # NAME
 	local key dir lock
 	need_root "for loop devices and ocs-sr"
-	need_cmd ocs-sr partclone.extfs partclone.vfat partclone.ntfs losetup partx sfdisk \
-		mke2fs mkfs.fat mcopy mkswap mkntfs ntfscp
+	need_cmd ocs-sr partclone.extfs partclone.vfat partclone.ntfs partclone.btrfs partclone.dd \
+		losetup partx sfdisk mke2fs mkfs.fat mcopy mkswap mkntfs ntfscp mkfs.btrfs
 	key=$(sha256sum < "$TESTS_LIB/clonezilla.sh" | cut -c1-16)
 	dir=$CZ_CACHE/clonezilla-$key/$1
 	[ "$1" = debian12 ] && dir=$dir-$(basename "${GUEST:?need_guest first}" .qcow2)
