@@ -64,7 +64,9 @@ static int info_clonezilla(const char *dir, bool json)
 		struct pcl_header h = { 0 };
 		char psize[32], used[32] = "?", csum[64] = "";
 
-		if (p->kind == CZ_PTCL && cz_read_stream(dir, p, false, NULL, NULL, 0, &h, NULL, &err) < 0) {
+		bool headed = p->kind == CZ_PTCL || p->kind == CZ_NTFSCLONE;
+
+		if (headed && cz_read_stream(dir, p, false, NULL, NULL, 0, &h, NULL, &err) < 0) {
 			if (root)
 				json_object_put(root);
 			if (arr)
@@ -72,7 +74,7 @@ static int info_clonezilla(const char *dir, bool json)
 			free(cz);
 			return cli_fail("info", &err);
 		}
-		if (p->kind == CZ_PTCL) {
+		if (headed) {
 			cli_human(h.used_blocks * h.block_size, used, sizeof(used));
 			if (h.checksum_mode)
 				snprintf(csum, sizeof(csum), ", CRC32 every %u blocks", h.blocks_per_checksum);
@@ -88,11 +90,15 @@ static int info_clonezilla(const char *dir, bool json)
 			json_object_object_add(o, "size", json_object_new_uint64(p->size));
 			json_object_object_add(o, "filesystem", json_object_new_string(p->fs));
 			json_object_object_add(o, "stream", json_object_new_string(p->stream));
-			if (p->kind == CZ_PTCL || p->kind == CZ_DD) {
+			if (p->kind == CZ_PTCL || p->kind == CZ_DD || p->kind == CZ_NTFSCLONE) {
+				json_object_object_add(o, "format", json_object_new_string(
+					p->kind == CZ_NTFSCLONE ? "ntfsclone" :
+					p->kind == CZ_PTCL ? "partclone" :
+					strstr(p->stream, "-ptcl-img") ? "partclone.dd" : "dd"));
 				json_object_object_add(o, "compression", json_object_new_string(p->comp));
 				json_object_object_add(o, "files", json_object_new_int((int)p->nfiles));
 			}
-			if (p->kind == CZ_PTCL) {
+			if (headed) {
 				json_object_object_add(o, "block_size", json_object_new_int((int)h.block_size));
 				json_object_object_add(o, "used_bytes",
 						       json_object_new_uint64(h.used_blocks * h.block_size));
@@ -106,14 +112,19 @@ static int info_clonezilla(const char *dir, bool json)
 			       p->number, p->name, psize, (unsigned long long)p->start, p->fs, used,
 			       p->stream, p->comp, p->nfiles, p->nfiles == 1 ? "" : "s", h.tool_version,
 			       csum);
+		} else if (p->kind == CZ_NTFSCLONE) {
+			printf("  partition %u (%s): %s at %llu, ntfs, used %s, stored in %s (%s, %u file%s; ntfsclone image %s)\n",
+			       p->number, p->name, psize, (unsigned long long)p->start, used, p->stream,
+			       p->comp, p->nfiles, p->nfiles == 1 ? "" : "s", h.tool_version);
 		} else if (p->kind == CZ_DD) {
-			printf("  partition %u (%s): %s at %llu, every byte stored in %s (%s, %u file%s; partclone.dd)\n",
+			printf("  partition %u (%s): %s at %llu, every byte stored in %s (%s, %u file%s; %s)\n",
 			       p->number, p->name, psize, (unsigned long long)p->start, p->stream, p->comp,
-			       p->nfiles, p->nfiles == 1 ? "" : "s");
+			       p->nfiles, p->nfiles == 1 ? "" : "s",
+			       strstr(p->stream, "-ptcl-img") ? "partclone.dd" : "dd");
 		} else if (p->kind == CZ_NONE) {
 			printf("  partition %u (%s): %s at %llu, not in the image (restored empty)\n",
 			       p->number, p->name, psize, (unsigned long long)p->start);
-		} else {
+		} else if (p->kind == CZ_SWAP) {
 			printf("  partition %u (%s): %s at %llu, swap%s%s%s%s (made afresh)\n", p->number,
 			       p->name, psize, (unsigned long long)p->start, p->swap_label[0] ? " label " : "",
 			       p->swap_label, p->swap_uuid[0] ? " uuid " : "", p->swap_uuid);

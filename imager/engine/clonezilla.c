@@ -235,22 +235,43 @@ static int find_stream(const char *dir, struct cz_part *p, struct im_err *err)
 		}
 		if (strncmp(n, prefix, plen))
 			continue;
-		if (strstr(n, ".ntfs-img") || strstr(n, ".dd-img") || strstr(n, ".aufs"))
+		if (strstr(n, ".aufs"))
 			return closedir(d), im_errf(err, IM_EXIT_UNSUPP, -ENOTSUP,
-						    "%s: %s: this older Clonezilla stream format is not supported (partclone images are)",
+						    "%s: %s: Clonezilla's aufs streams are not supported",
 						    dir, n);
-		dash = strstr(n + plen, "-ptcl-img.");
-		if (!dash || strlen(n) >= sizeof(first))
+		/* FS-ptcl-img (partclone; dd-ptcl-img: partclone.dd), or the
+		 * older ntfs-img (ntfsclone --save-image) and dd-img (dd). */
+		const char *rest = n + plen, *after;
+		enum cz_kind kind;
+		size_t fl;
+		if ((dash = strstr(rest, "-ptcl-img"))) {
+			fl = (size_t)(dash - rest);
+			after = dash + 9;
+			kind = fl == 2 && !strncmp(rest, "dd", 2) ? CZ_DD : CZ_PTCL;
+		} else if (!strncmp(rest, "ntfs-img", 8)) {
+			fl = 4;
+			after = rest + 8;
+			kind = CZ_NTFSCLONE;
+		} else if (!strncmp(rest, "dd-img", 6)) {
+			fl = 2;
+			after = rest + 6;
+			kind = CZ_DD;
+		} else {
 			continue;
-		comp = dash + 10;
+		}
+		if (strlen(n) >= sizeof(first) || fl == 0 || fl >= sizeof(p->fs) ||
+		    (*after && *after != '.'))
+			continue;
+		comp = *after ? after + 1 : "uncomp";
 		{
-			size_t fl = (size_t)(dash - n - plen), cl = strcspn(comp, ".");
-			if (fl == 0 || fl >= sizeof(p->fs) || cl == 0 || cl >= sizeof(p->comp))
+			size_t cl = strcspn(comp, ".");
+			if (cl == 0 || cl >= sizeof(p->comp))
 				continue;
-			memcpy(p->fs, n + plen, fl);
+			memcpy(p->fs, rest, fl);
 			p->fs[fl] = '\0';
 			memcpy(p->comp, comp, cl);
 			p->comp[cl] = '\0';
+			p->kind = kind;
 			if (comp[cl] == '.')
 				nsplit++;
 			else
@@ -278,7 +299,6 @@ static int find_stream(const char *dir, struct cz_part *p, struct im_err *err)
 	    strcmp(p->comp, "uncomp") && strcmp(p->comp, "lzma") && strcmp(p->comp, "lzip"))
 		return im_errf(err, IM_EXIT_UNSUPP, -ENOTSUP, "%s: %s: compression '%s' is not supported",
 			       dir, first, p->comp);
-	p->kind = strcmp(p->fs, "dd") ? CZ_PTCL : CZ_DD;
 	p->nfiles = nsplit ? nsplit : 1;
 	snprintf(p->stream, sizeof(p->stream), "%s", first);
 	return 0;
@@ -1016,6 +1036,238 @@ static int read_dd(const char *dir, const struct cz_part *p, size_t i, struct cz
 	return rc;
 }
 
+/* ---- ntfsclone --save-image streams (Clonezilla before partclone) ----
+ * Facts (ntfs-3g's ntfsclone, checked on images ntfsclone 2022.10.3
+ * writes): a 50-byte header, "\0ntfsclone-image", u8 major 10, u8 minor
+ * 0 or 1, le32 cluster size, le64 device size, le64 number of clusters,
+ * le64 clusters in use, le32 offset of the data from the header's start;
+ * then commands until the cluster count is reached: 0x00 and a le64 count
+ * (a gap of that many clusters, not stored), 0x01 and one cluster's bytes;
+ * then, when the device is longer than its clusters (NTFS keeps its backup
+ * boot sector there), one more 0x01 and the remaining bytes; then the end. */
+#define NTC_HEADER 50
+
+struct ntc {
+	struct czs s;
+	unsigned char *buf;       /* read-ahead */
+	size_t pos, len;
+	uint32_t cs;
+	uint64_t device_size, clusters, inuse, off;
+	unsigned major, minor;
+	bool eof;                 /* the stream ended cleanly */
+};
+
+/* Exactly n bytes from the stream; -EBADMSG at its end or on damage. */
+static int ntc_get(struct ntc *t, void *out, size_t n)
+{
+	unsigned char *o = out;
+	while (n) {
+		if (t->pos == t->len) {
+			ssize_t r = czs_read(&t->s, t->buf, 1 << 20);
+			if (r <= 0) {
+				t->eof = r == 0 && !t->s.why[0];
+				if (t->eof)
+					snprintf(t->s.why, sizeof(t->s.why),
+						 "the stream ends early (truncated)");
+				return -EBADMSG;
+			}
+			t->pos = 0;
+			t->len = (size_t)r;
+		}
+		size_t k = t->len - t->pos < n ? t->len - t->pos : n;
+		memcpy(o, t->buf + t->pos, k);
+		t->pos += k;
+		o += k;
+		n -= k;
+	}
+	return 0;
+}
+
+static int ntc_fail(struct ntc *t, const struct cz_part *p, struct im_err *err)
+{
+	return im_errf(err, IM_EXIT_DAMAGED, -EBADMSG, "partition %s: %s: %s", p->name, p->stream,
+		       t->s.why);
+}
+
+static void ntc_close(struct ntc *t)
+{
+	czs_close(&t->s);
+	free(t->buf);
+	t->buf = NULL;
+}
+
+/* The stream opened and its header read and checked against the
+ * partition; nothing stays open on failure. */
+static int ntc_open(struct ntc *t, const char *dir, const struct cz_part *p, struct im_err *err)
+{
+	unsigned char h[NTC_HEADER], skip[64];
+	int r;
+
+	memset(t, 0, sizeof(*t));
+	t->buf = malloc(1 << 20);
+	if (!t->buf)
+		return im_errf(err, IM_EXIT_INTERNAL, -ENOMEM, "out of memory");
+	r = czs_open(&t->s, dir, p, err);
+	if (r < 0) {
+		free(t->buf);
+		return r;
+	}
+	if (ntc_get(t, h, sizeof(h)) < 0) {
+		r = ntc_fail(t, p, err);
+		goto fail;
+	}
+	if (memcmp(h, "\0ntfsclone-image", 16)) {
+		r = im_errf(err, IM_EXIT_DAMAGED, -EINVAL, "partition %s: %s is not an ntfsclone image",
+			    p->name, p->stream);
+		goto fail;
+	}
+	t->major = h[16];
+	t->minor = h[17];
+	t->cs = le32(h + 18);
+	t->device_size = le64(h + 22);
+	t->clusters = le64(h + 30);
+	t->inuse = le64(h + 38);
+	t->off = le32(h + 46);
+	if (t->major != 10 || t->minor > 1) {
+		r = im_errf(err, IM_EXIT_UNSUPP, -ENOTSUP,
+			    "partition %s: %s: ntfsclone image version %u.%u (10.0 and 10.1 are read)",
+			    p->name, p->stream, t->major, t->minor);
+		goto fail;
+	}
+	if (t->cs < 256 || t->cs > (2u << 20) || (t->cs & (t->cs - 1)) ||
+	    t->device_size > p->size || t->clusters > t->device_size / t->cs ||
+	    t->device_size - t->clusters * t->cs > t->cs || t->inuse > t->clusters ||
+	    t->off < NTC_HEADER || t->off > NTC_HEADER + sizeof(skip)) {
+		r = im_errf(err, IM_EXIT_DAMAGED, -EINVAL,
+			    "partition %s: %s: the ntfsclone header lies (cluster %u, %llu clusters, %llu in use, device %llu bytes, data at %llu; the partition has %llu bytes)",
+			    p->name, p->stream, t->cs, (unsigned long long)t->clusters,
+			    (unsigned long long)t->inuse, (unsigned long long)t->device_size,
+			    (unsigned long long)t->off, (unsigned long long)p->size);
+		goto fail;
+	}
+	if (ntc_get(t, skip, t->off - NTC_HEADER) < 0) {
+		r = ntc_fail(t, p, err);
+		goto fail;
+	}
+	return 0;
+fail:
+	ntc_close(t);
+	return r;
+}
+
+/* The stream read to its end, every count checked; with j, the used
+ * clusters written to partition i (runs of them at once). */
+static int read_ntfsclone(const char *dir, const struct cz_part *p, size_t i, struct cz_job *j,
+			  const struct im_progress *progress, uint64_t *done, uint64_t total,
+			  struct im_err *err)
+{
+	struct ntc t;
+	unsigned char *run = NULL;
+	size_t run_max, run_n = 0;
+	uint64_t idx = 0, run_first = 0, used = 0;
+	int rc = ntc_open(&t, dir, p, err);
+
+	if (rc < 0)
+		return rc;
+	run_max = (4u << 20) / t.cs ? (4u << 20) / t.cs : 1;
+	run = malloc(run_max * t.cs);
+	if (!run) {
+		ntc_close(&t);
+		return im_errf(err, IM_EXIT_INTERNAL, -ENOMEM, "out of memory");
+	}
+	while (rc == 0 && idx < t.clusters) {
+		unsigned char cmd, c[8];
+		bool flush = false;
+
+		if (ntc_get(&t, &cmd, 1) < 0) {
+			rc = ntc_fail(&t, p, err);
+			break;
+		}
+		if (cmd == 0) {
+			uint64_t count;
+			if (ntc_get(&t, c, 8) < 0) {
+				rc = ntc_fail(&t, p, err);
+				break;
+			}
+			count = le64(c);
+			if (count == 0 || count > t.clusters - idx) {
+				rc = im_errf(err, IM_EXIT_DAMAGED, -EINVAL,
+					     "partition %s: %s: a gap of %llu clusters at cluster %llu of %llu",
+					     p->name, p->stream, (unsigned long long)count,
+					     (unsigned long long)idx, (unsigned long long)t.clusters);
+				break;
+			}
+			flush = true;
+			idx += count;
+		} else if (cmd == 1) {
+			if (++used > t.inuse) {
+				rc = im_errf(err, IM_EXIT_DAMAGED, -EINVAL,
+					     "partition %s: %s: more clusters than the %llu the header says are in use",
+					     p->name, p->stream, (unsigned long long)t.inuse);
+				break;
+			}
+			if (run_n == 0)
+				run_first = idx;
+			if (ntc_get(&t, run + run_n * t.cs, t.cs) < 0) {
+				rc = ntc_fail(&t, p, err);
+				break;
+			}
+			run_n++;
+			idx++;
+			flush = run_n == run_max || idx == t.clusters;
+		} else {
+			rc = im_errf(err, IM_EXIT_DAMAGED, -EINVAL,
+				     "partition %s: %s: an unknown command 0x%02x at cluster %llu",
+				     p->name, p->stream, cmd, (unsigned long long)idx);
+			break;
+		}
+		if (flush && run_n) {
+			if (j) {
+				rc = writer_put(j->w, i, run_first * t.cs, (uint64_t)run_n * t.cs, run, err);
+				j->done += (uint64_t)run_n * t.cs;
+			}
+			run_n = 0;
+			if (rc == 0 && j && j->opts->progress.cancel && *j->opts->progress.cancel)
+				rc = im_errf(err, IM_EXIT_INTERRUPTED, -EINTR, "interrupted");
+			if (j && j->opts->progress.fn)
+				j->opts->progress.fn(j->opts->progress.opaque, "restore", j->done,
+						     j->total);
+			else if (!j && progress && progress->fn && done)
+				progress->fn(progress->opaque, "verify", *done + t.s.consumed, total);
+		}
+	}
+	/* The bytes past the last cluster (the backup boot sector). */
+	if (rc == 0 && t.device_size > t.clusters * t.cs) {
+		size_t n = (size_t)(t.device_size - t.clusters * t.cs);
+		unsigned char cmd;
+		if (ntc_get(&t, &cmd, 1) < 0 || (cmd == 1 && ntc_get(&t, run, n) < 0))
+			rc = ntc_fail(&t, p, err);
+		else if (cmd != 1)
+			rc = im_errf(err, IM_EXIT_DAMAGED, -EINVAL,
+				     "partition %s: %s: no bytes past the last cluster (command 0x%02x)",
+				     p->name, p->stream, cmd);
+		else if (j)
+			rc = writer_put(j->w, i, t.clusters * t.cs, n, run, err);
+		if (rc == 0 && j)
+			j->done += n;
+	}
+	if (rc == 0 && used != t.inuse)
+		rc = im_errf(err, IM_EXIT_DAMAGED, -EINVAL,
+			     "partition %s: %s: %llu clusters stored, the header says %llu",
+			     p->name, p->stream, (unsigned long long)used, (unsigned long long)t.inuse);
+	if (rc == 0) {
+		unsigned char extra;
+		if (ntc_get(&t, &extra, 1) == 0)
+			rc = im_errf(err, IM_EXIT_DAMAGED, -EINVAL,
+				     "partition %s: %s: bytes after the image's end", p->name, p->stream);
+		else if (!t.eof)
+			rc = ntc_fail(&t, p, err);  /* a damaged end, not a clean one */
+	}
+	free(run);
+	ntc_close(&t);
+	return rc;
+}
+
 int cz_read_stream(const char *dir, const struct cz_part *p, bool read_all,
 		   const struct im_progress *progress, uint64_t *done, uint64_t total,
 		   struct pcl_header *h, uint64_t *strips, struct im_err *err)
@@ -1030,6 +1282,25 @@ int cz_read_stream(const char *dir, const struct cz_part *p, bool read_all,
 	if (p->kind == CZ_DD) {
 		memset(h, 0, sizeof(*h));
 		rc = read_all ? read_dd(dir, p, 0, NULL, progress, done, total, err) : 0;
+		if (done)
+			*done += p->bytes;
+		return rc;
+	}
+	if (p->kind == CZ_NTFSCLONE) {
+		struct ntc t;
+		memset(h, 0, sizeof(*h));
+		rc = ntc_open(&t, dir, p, err);
+		if (rc < 0)
+			return rc;
+		snprintf(h->tool_version, sizeof(h->tool_version), "%u.%u", t.major, t.minor);
+		snprintf(h->fs, sizeof(h->fs), "NTFS");
+		h->device_size = t.device_size;
+		h->block_size = t.cs;
+		h->total_blocks = t.clusters;
+		h->used_blocks = t.inuse;
+		ntc_close(&t);
+		if (read_all)
+			rc = read_ntfsclone(dir, p, 0, NULL, progress, done, total, err);
 		if (done)
 			*done += p->bytes;
 		return rc;
@@ -1076,6 +1347,16 @@ static int count_used(const char *dir, const struct cz_image *cz, uint64_t *tota
 
 		used[i] = p->kind == CZ_SWAP ? 4096 : p->kind == CZ_DD ? p->size : 0;
 		*total += used[i];
+		if (p->kind == CZ_NTFSCLONE) {
+			struct ntc t;
+			rc = ntc_open(&t, dir, p, err);
+			if (rc < 0)
+				return rc;
+			used[i] = t.inuse * t.cs + (t.device_size - t.clusters * t.cs);
+			*total += used[i];
+			ntc_close(&t);
+			continue;
+		}
 		if (p->kind != CZ_PTCL)
 			continue;
 		rc = ptcl_open(&s, &r, dir, p, err);
@@ -1146,6 +1427,8 @@ int cz_restore(const struct disk_roots *roots, const char *dir, const char *targ
 			r = restore_ptcl(dir, p, i, &j, err);
 		} else if (p->kind == CZ_DD) {
 			r = read_dd(dir, p, i, &j, NULL, NULL, 0, err);
+		} else if (p->kind == CZ_NTFSCLONE) {
+			r = read_ntfsclone(dir, p, i, &j, NULL, NULL, 0, err);
 		} else if (p->kind == CZ_SWAP && p->size >= 40960) {
 			unsigned char uuid[16];
 			for (int k = 0, c = 0; p->swap_uuid[0] && k < 16; k++, c += 2) {

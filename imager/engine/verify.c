@@ -99,7 +99,7 @@ static int cz_verify(const char *dir, const struct im_progress *progress,
 		return im_errf(err, IM_EXIT_INTERNAL, -ENOMEM, "out of memory");
 	r = cz_read(dir, cz, err);
 	for (size_t i = 0; r == 0 && i < cz->nparts; i++)
-		if (cz->parts[i].kind == CZ_PTCL || cz->parts[i].kind == CZ_DD)
+		if (cz->parts[i].kind != CZ_NONE && cz->parts[i].kind != CZ_SWAP)
 			total += cz->parts[i].bytes;
 	for (size_t i = 0; r == 0 && i < cz->nparts; i++) {
 		const struct cz_part *p = &cz->parts[i];
@@ -107,7 +107,7 @@ static int cz_verify(const char *dir, const struct im_progress *progress,
 		struct im_err e = { 0 };
 		uint64_t strips = 0;
 
-		if (p->kind != CZ_PTCL && p->kind != CZ_DD)
+		if (p->kind == CZ_NONE || p->kind == CZ_SWAP)
 			continue;
 		if (cz_read_stream(dir, p, true, progress, &done, total, &h, &strips, &e) < 0) {
 			r = add_damage(rep, NULL, p->stream, -1, p->start, p->size, e.msg);

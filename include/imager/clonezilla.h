@@ -27,6 +27,10 @@
  *   PART.dd-ptcl-img.COMP[...]   partclone.dd's stream (a filesystem
  *                         Clonezilla does not know, LUKS): the partition's
  *                         raw bytes, exactly its size
+ *   PART.ntfs-img.COMP[...]   older Clonezilla: ntfsclone --save-image's
+ *                         stream (format in clonezilla.c), every count
+ *                         checked against the header and the partition
+ *   PART.dd-img.COMP[...]  older Clonezilla: dd's stream, as dd-ptcl-img
  *   swappt-PART.info      a swap partition: UUID="..." LABEL="...";
  *                         written as a fresh swap header with that UUID
  *                         and label
@@ -44,7 +48,8 @@
  *                         DISK-mbr's.
  * Refused by name (IM_EXIT_UNSUPP): encrypted images (ecryptfs.info),
  * images of several disks or of partitions only (saveparts), logical
- * partitions out of disk order, the older ntfsclone and dd-img streams.  Damage
+ * partitions out of disk order, aufs streams, ntfsclone images other than
+ * version 10.0/10.1.  Damage
  * (a bad checksum, a truncated or missing part, a corrupt compressed
  * stream, a lying header) is IM_EXIT_DAMAGED with the partition named.
  */
@@ -59,7 +64,7 @@
 #define CZ_MAX_PARTS 128
 #define CZ_MAX_FILES 676   /* split parts of one stream: aa to zz */
 
-enum cz_kind { CZ_NONE, CZ_PTCL, CZ_DD, CZ_SWAP };
+enum cz_kind { CZ_NONE, CZ_PTCL, CZ_DD, CZ_NTFSCLONE, CZ_SWAP };
 
 struct cz_part {
 	char name[64];             /* "sda1" */
