@@ -24,11 +24,14 @@
  */
 #include "imager/fsplugin.h"
 #include "imager/bytes.h"
+#include "imager/lvmfmt.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #define SECTOR          512u
 #define LABEL_SCAN      4u            /* the label is in one of sectors 0..3 */
@@ -62,6 +65,7 @@ struct node {
 	const char *name;       /* key or section name (points into the text copy) */
 	size_t name_len;
 	int64_t num;            /* N_INT */
+	uint32_t pos, len;      /* N_INT: where its digits are in the text */
 	const char *str;        /* N_STRING: unescaped, NUL-ended (in the copy) */
 	uint32_t first, next;   /* children (N_SECTION, N_ARRAY) and siblings; 0: none */
 };
@@ -159,6 +163,7 @@ static uint32_t parse_value(struct tree *t)
 	if (t->text[t->pos] == '-' || (t->text[t->pos] >= '0' && t->text[t->pos] <= '9')) {
 		bool neg = t->text[t->pos] == '-';
 		uint64_t v = 0;
+		size_t at = t->pos;
 
 		if (neg)
 			t->pos++;
@@ -180,6 +185,8 @@ static uint32_t parse_value(struct tree *t)
 		if (!(id = new_node(t, N_INT)))
 			return 0;
 		t->nodes[id].num = neg ? -(int64_t)v : (int64_t)v;
+		t->nodes[id].pos = (uint32_t)at;
+		t->nodes[id].len = (uint32_t)(t->pos - at);
 		return id;
 	}
 	if (t->text[t->pos] == '[') {
@@ -327,6 +334,22 @@ struct lvm_priv {
 	uint32_t bs;                     /* the block unit declared */
 };
 
+/* The sector of b (LABEL_SCAN sectors) holding the label, its own CRC
+ * right; -1 when none does. */
+static int label_in(const unsigned char *b)
+{
+	for (unsigned s = 0; s < LABEL_SCAN; s++) {
+		const unsigned char *l = b + s * SECTOR;
+
+		if (memcmp(l, "LABELONE", 8) || memcmp(l + 24, "LVM2 001", 8))
+			continue;
+		if (le64(l + 8) != s || le32(l + 16) != lvm_crc(LVM_CRC_SEED, l + 20, SECTOR - 20))
+			continue;
+		return (int)s;
+	}
+	return -1;
+}
+
 /* The label: in sectors 0..3, its own CRC right. */
 static int find_label(struct fs_ctx *ctx, uint64_t *where)
 {
@@ -335,17 +358,12 @@ static int find_label(struct fs_ctx *ctx, uint64_t *where)
 
 	if (!b)
 		return err ? err : -EIO;
-	for (unsigned s = 0; s < LABEL_SCAN; s++) {
-		const unsigned char *l = b + s * SECTOR;
+	int s = label_in(b);
 
-		if (memcmp(l, "LABELONE", 8) || memcmp(l + 24, "LVM2 001", 8))
-			continue;
-		if (le64(l + 8) != s || le32(l + 16) != lvm_crc(LVM_CRC_SEED, l + 20, SECTOR - 20))
-			continue;
-		*where = (uint64_t)s * SECTOR;
-		return 0;
-	}
-	return 1;
+	if (s < 0)
+		return 1;
+	*where = (uint64_t)s * SECTOR;
+	return 0;
 }
 
 static int lvm_probe(struct fs_ctx *ctx)
@@ -403,6 +421,31 @@ static int parse_label(struct fs_ctx *ctx, struct lvm_priv *p)
 	return 0;
 }
 
+/* A metadata area's header h (at mda, of mda_size bytes) checked, and where
+ * its committed text is; NULL, "ignored" for an ignored copy, or what is
+ * wrong. */
+static const char *mda_check(const unsigned char *h, uint64_t mda, uint64_t mda_size,
+			     uint64_t *roff, uint64_t *rsize, uint32_t *crc)
+{
+	if (memcmp(h + 4, MDA_MAGIC, 16) || le32(h + 20) != 1)
+		return "not an LVM2 text area";
+	if (le32(h) != lvm_crc(LVM_CRC_SEED, h + 4, MDA_HEADER - 4))
+		return "header checksum wrong";
+	if (le64(h + 24) != mda || le64(h + 32) != mda_size)
+		return "header names another place";
+	*roff = le64(h + 40);
+	*rsize = le64(h + 48);
+	*crc = le32(h + 56);
+	if (!*roff && !*rsize)
+		return "it holds no metadata";
+	if (le32(h + 60) & 1u)
+		return "ignored";
+	if (*roff < MDA_HEADER || *roff >= mda_size || !*rsize || *rsize > mda_size - MDA_HEADER ||
+	    *rsize > TEXT_MAX)
+		return "text out of bounds";
+	return NULL;
+}
+
 /* The committed text of one metadata area, checked; malloc'ed. */
 static int read_text(struct fs_ctx *ctx, uint64_t mda, uint64_t mda_size, char **text,
 		     size_t *len)
@@ -414,30 +457,15 @@ static int read_text(struct fs_ctx *ctx, uint64_t mda, uint64_t mda_size, char *
 	char *buf;
 	int r;
 
+	const char *bad;
+
 	if (!h)
 		return fs_error(ctx, err, "reading the metadata area at %llu", (unsigned long long)mda);
-	if (memcmp(h + 4, MDA_MAGIC, 16) || le32(h + 20) != 1)
-		return fs_error(ctx, -EINVAL, "metadata area at %llu: not an LVM2 text area",
-				(unsigned long long)mda);
-	if (le32(h) != lvm_crc(LVM_CRC_SEED, h + 4, MDA_HEADER - 4))
-		return fs_error(ctx, -EINVAL, "metadata area at %llu: header checksum wrong",
-				(unsigned long long)mda);
-	if (le64(h + 24) != mda || le64(h + 32) != mda_size)
-		return fs_error(ctx, -EINVAL, "metadata area at %llu: header names another place",
-				(unsigned long long)mda);
-	roff = le64(h + 40);
-	rsize = le64(h + 48);
-	crc = le32(h + 56);
-	if (!roff && !rsize)
-		return fs_error(ctx, -EINVAL, "metadata area at %llu holds no metadata",
-				(unsigned long long)mda);
-	if (le32(h + 60) & 1u)
+	bad = mda_check(h, mda, mda_size, &roff, &rsize, &crc);
+	if (bad && !strcmp(bad, "ignored"))
 		return 1;   /* ignored copy: another area holds it */
-	if (roff < MDA_HEADER || roff >= mda_size || !rsize || rsize > mda_size - MDA_HEADER ||
-	    rsize > TEXT_MAX)
-		return fs_error(ctx, -EINVAL, "metadata area at %llu: text %llu+%llu out of bounds",
-				(unsigned long long)mda, (unsigned long long)roff,
-				(unsigned long long)rsize);
+	if (bad)
+		return fs_error(ctx, -EINVAL, "metadata area at %llu: %s", (unsigned long long)mda, bad);
 	buf = malloc(rsize + 1);
 	if (!buf)
 		return fs_error(ctx, -ENOMEM, "out of memory");
@@ -737,6 +765,464 @@ static void lvm_close(struct fs_ctx *ctx, void *priv)
 	(void)ctx;
 	free(p->tree.nodes);
 	free(p->tree.text);
+}
+
+/* ---- shrinking a PV (include/imager/lvmfmt.h) ---- */
+
+struct pvw {
+	int fd;
+	uint64_t off, size;
+	unsigned char label[SECTOR];
+	uint64_t label_off;          /* from the PV's start */
+	uint32_t pvh;                /* the pv_header's place in the label sector */
+	uint64_t mda, mda_size, roff, rsize;
+	unsigned char mdah[MDA_HEADER];
+	char *orig;                  /* the committed text as it is */
+	struct tree tree;            /* parsed from a copy */
+	const struct node *vg, *pv;
+	char pv_name[64];
+	uint64_t extent_bytes, pe_start, pe_count;
+};
+
+#define WHY(...) (void)snprintf(why, whylen, __VA_ARGS__)
+
+static int pread_all(int fd, void *buf, size_t len, uint64_t off)
+{
+	for (size_t done = 0; done < len;) {
+		ssize_t n = pread(fd, (char *)buf + done, len - done, (off_t)(off + done));
+		if (n <= 0)
+			return n < 0 ? -errno : -EIO;
+		done += (size_t)n;
+	}
+	return 0;
+}
+
+static int pwrite_all(int fd, const void *buf, size_t len, uint64_t off)
+{
+	for (size_t done = 0; done < len;) {
+		ssize_t n = pwrite(fd, (const char *)buf + done, len - done, (off_t)(off + done));
+		if (n <= 0)
+			return n < 0 ? -errno : -EIO;
+		done += (size_t)n;
+	}
+	return 0;
+}
+
+static void pvw_free(struct pvw *w)
+{
+	free(w->orig);
+	free(w->tree.text);
+	free(w->tree.nodes);
+}
+
+/* The PV read and checked, as far as shrinking it needs. */
+static int pvw_load(struct pvw *w, int fd, uint64_t off, uint64_t size, char *why, size_t whylen)
+{
+	unsigned char b[LABEL_SCAN * SECTOR];
+	uint64_t a, sz, dev_size;
+	uint32_t crc;
+	unsigned list = 0, nmda = 0;
+	char uuid[33];
+	const char *bad;
+	int s, r;
+
+	memset(w, 0, sizeof(*w));
+	w->fd = fd;
+	w->off = off;
+	w->size = size;
+	if (size < (1u << 20) || (r = pread_all(fd, b, sizeof(b), off)) < 0)
+		return WHY("the PV cannot be read"), -EIO;
+	s = label_in(b);
+	if (s < 0)
+		return WHY("no LVM2 label with a right checksum"), -EINVAL;
+	w->label_off = (uint64_t)s * SECTOR;
+	memcpy(w->label, b + w->label_off, SECTOR);
+	w->pvh = le32(w->label + 20);
+	if (w->pvh < 32 || w->pvh > SECTOR - 32 - 16)
+		return WHY("the label's contents lie outside its sector"), -EINVAL;
+	memcpy(uuid, w->label + w->pvh, 32);
+	uuid[32] = '\0';
+	dev_size = le64(w->label + w->pvh + 32);
+	if (dev_size > size)
+		return WHY("the PV says it is larger than its partition"), -EINVAL;
+	for (uint32_t at = w->pvh + 40; list < 2; at += 16) {
+		if (at + 16 > SECTOR)
+			return WHY("the label's area lists run past its sector"), -EINVAL;
+		a = le64(w->label + at);
+		sz = le64(w->label + at + 8);
+		if (!a && !sz) {
+			list++;
+			continue;
+		}
+		if (list == 1) {
+			if (nmda++)
+				return WHY("the PV has two metadata areas"), -ENOTSUP;
+			w->mda = a;
+			w->mda_size = sz;
+		}
+	}
+	if (!nmda || w->mda < w->label_off + SECTOR || w->mda_size < 2 * MDA_HEADER ||
+	    w->mda > size || w->mda_size > size - w->mda)
+		return WHY("the PV has no usable metadata area at its start"), -ENOTSUP;
+	if ((r = pread_all(fd, w->mdah, MDA_HEADER, off + w->mda)) < 0)
+		return WHY("the metadata area cannot be read"), -EIO;
+	bad = mda_check(w->mdah, w->mda, w->mda_size, &w->roff, &w->rsize, &crc);
+	if (bad)
+		return WHY("metadata area: %s", bad), -EINVAL;
+	w->orig = malloc(w->rsize + 1);
+	w->tree.text = malloc(w->rsize + 1);
+	if (!w->orig || !w->tree.text)
+		return WHY("out of memory"), -ENOMEM;
+	{
+		uint64_t first = w->roff + w->rsize > w->mda_size ? w->mda_size - w->roff : w->rsize;
+		r = pread_all(fd, w->orig, first, off + w->mda + w->roff);
+		if (r == 0 && first < w->rsize)
+			r = pread_all(fd, w->orig + first, w->rsize - first, off + w->mda + MDA_HEADER);
+		if (r < 0)
+			return WHY("the metadata text cannot be read"), -EIO;
+	}
+	if (lvm_crc(LVM_CRC_SEED, (unsigned char *)w->orig, w->rsize) != crc)
+		return WHY("the metadata text's checksum is wrong"), -EINVAL;
+	w->orig[w->rsize] = '\0';
+	memcpy(w->tree.text, w->orig, w->rsize + 1);
+	w->tree.len = w->rsize;
+	(void)new_node(&w->tree, N_SECTION);
+	if (!new_node(&w->tree, N_SECTION) || !parse_entries(&w->tree, 1, 0))
+		return WHY("metadata text: %s", w->tree.err ? w->tree.err : "?"), -EINVAL;
+	for (uint32_t i = w->tree.nodes[1].first; i; i = w->tree.nodes[i].next)
+		if (w->tree.nodes[i].kind == N_SECTION &&
+		    child(&w->tree, &w->tree.nodes[i], "physical_volumes")) {
+			w->vg = &w->tree.nodes[i];
+			break;
+		}
+	if (!w->vg)
+		return WHY("the metadata text holds no volume group"), -EINVAL;
+	{
+		const struct node *pvs = child(&w->tree, w->vg, "physical_volumes");
+		unsigned npv = 0;
+		int64_t v;
+
+		for (uint32_t i = pvs->first; i; i = w->tree.nodes[i].next)
+			if (w->tree.nodes[i].kind == N_SECTION && npv++ == 0)
+				w->pv = &w->tree.nodes[i];
+		if (npv != 1)
+			return WHY("the VG has %u PVs (one is shrunk)", npv), -ENOTSUP;
+		{
+			const char *id = get_str(&w->tree, w->pv, "id");
+			char plain[40];
+			size_t k = 0;
+			for (const char *c = id ? id : ""; *c && k < sizeof(plain) - 1; c++)
+				if (*c != '-')
+					plain[k++] = *c;
+			plain[k] = '\0';
+			if (strcmp(plain, uuid))
+				return WHY("the VG's PV is not this one"), -EINVAL;
+		}
+		snprintf(w->pv_name, sizeof(w->pv_name), "%.*s", (int)w->pv->name_len, w->pv->name);
+		if (!get_int(&w->tree, w->vg, "extent_size", &v) || v <= 0 || v > (INT64_C(1) << 35))
+			return WHY("no sane extent_size"), -EINVAL;
+		w->extent_bytes = (uint64_t)v * SECTOR;
+		if (!get_int(&w->tree, w->pv, "pe_start", &v) || v < 0 || (uint64_t)v > size / SECTOR)
+			return WHY("no sane pe_start"), -EINVAL;
+		w->pe_start = (uint64_t)v * SECTOR;
+		if (!get_int(&w->tree, w->pv, "pe_count", &v) || v < 0 ||
+		    (uint64_t)v > (size - w->pe_start) / w->extent_bytes)
+			return WHY("no sane pe_count"), -EINVAL;
+		w->pe_count = (uint64_t)v;
+		if (w->mda + w->mda_size > w->pe_start)
+			return WHY("the metadata area overlaps the extents"), -EINVAL;
+	}
+	return 0;
+}
+
+/* Each segment of each LV: linear on this PV, or refused.  fn sees the
+ * LV's section, the segment's extent_count node and its first PE node. */
+static int pvw_segments(struct pvw *w, int (*fn)(void *, const struct node *lv,
+						  const struct node *count, const struct node *pe),
+			void *arg, char *why, size_t whylen)
+{
+	const struct tree *t = &w->tree;
+	const struct node *lvs = child(t, w->vg, "logical_volumes");
+
+	for (uint32_t i = lvs ? lvs->first : 0; i; i = t->nodes[i].next) {
+		const struct node *lv = &t->nodes[i];
+		if (lv->kind != N_SECTION)
+			continue;
+		for (uint32_t k = lv->first; k; k = t->nodes[k].next) {
+			const struct node *seg = &t->nodes[k], *count, *stripes, *nm, *pe;
+			const char *type;
+			int64_t sc = 0;
+			int r;
+
+			if (seg->kind != N_SECTION || seg->name_len < 8 || memcmp(seg->name, "segment", 7))
+				continue;
+			type = get_str(t, seg, "type");
+			count = child(t, seg, "extent_count");
+			stripes = child(t, seg, "stripes");
+			get_int(t, seg, "stripe_count", &sc);
+			if (!type || strcmp(type, "striped") || sc != 1 || !stripes ||
+			    stripes->kind != N_ARRAY || !stripes->first)
+				return WHY("LV %.*s has %s segments (only linear LVs are moved)",
+					   (int)lv->name_len, lv->name, type ? type : "untyped"), -ENOTSUP;
+			nm = &t->nodes[stripes->first];
+			pe = nm->next ? &t->nodes[nm->next] : NULL;
+			if (nm->kind != N_STRING || strcmp(nm->str, w->pv_name) || !pe || pe->kind != N_INT ||
+			    pe->next || !count || count->kind != N_INT || count->num <= 0 || pe->num < 0 ||
+			    (uint64_t)pe->num > w->pe_count ||
+			    (uint64_t)count->num > w->pe_count - (uint64_t)pe->num)
+				return WHY("LV %.*s: a segment that is not on this PV's extents",
+					   (int)lv->name_len, lv->name), -EINVAL;
+			r = fn(arg, lv, count, pe);
+			if (r)
+				return r;
+		}
+	}
+	return 0;
+}
+
+struct pick {
+	const char *lv;          /* the LV's name in the VG */
+	const struct node *count, *pe;
+	unsigned nsegs;
+	uint64_t used_end;       /* past the last used extent */
+};
+
+static int pick_lv(void *arg, const struct node *lv, const struct node *count,
+		   const struct node *pe)
+{
+	struct pick *k = arg;
+	if (strlen(k->lv) == lv->name_len && !memcmp(lv->name, k->lv, lv->name_len)) {
+		k->nsegs++;
+		k->count = count;
+		k->pe = pe;
+	}
+	if ((uint64_t)(pe->num + count->num) > k->used_end)
+		k->used_end = (uint64_t)(pe->num + count->num);
+	return 0;
+}
+
+/* The LV named, and the extents it gives up for new_size. */
+static int pvw_plan(struct pvw *w, const char *name, uint64_t new_size, struct pick *k,
+		    uint64_t *delta, char *why, size_t whylen)
+{
+	size_t vl = strlen(name);
+	const char *slash = strchr(name, '/');
+	uint64_t keep;
+	int r;
+
+	memset(k, 0, sizeof(*k));
+	if (!slash || (size_t)(slash - name) != w->vg->name_len ||
+	    memcmp(name, w->vg->name, w->vg->name_len) || vl - (size_t)(slash - name) < 2)
+		return WHY("no LV %s in VG %.*s", name, (int)w->vg->name_len, w->vg->name), -EINVAL;
+	k->lv = slash + 1;
+	r = pvw_segments(w, pick_lv, k, why, whylen);
+	if (r)
+		return r;
+	if (k->nsegs != 1)
+		return WHY("LV %s has %u segments (one is shrunk)", name, k->nsegs),
+		       k->nsegs ? -ENOTSUP : -EINVAL;
+	if (!new_size || new_size >= w->size) {
+		*delta = 0;
+		return 0;
+	}
+	if (new_size < w->pe_start + w->extent_bytes)
+		return WHY("%llu bytes cannot hold the PV", (unsigned long long)new_size), -ENOSPC;
+	keep = (new_size - w->pe_start) / w->extent_bytes;
+	*delta = keep < w->pe_count ? w->pe_count - keep : 0;
+	if (*delta >= (uint64_t)k->count->num)
+		return WHY("LV %s cannot give up %llu of its %lld extents", name,
+			   (unsigned long long)*delta, (long long)k->count->num), -ENOSPC;
+	return 0;
+}
+
+int lvm_pv_find_lv(int fd, uint64_t off, uint64_t size, const char *name, uint64_t new_size,
+		   struct lvm_pv_lv *out, char *why, size_t whylen)
+{
+	struct pvw w;
+	struct pick k;
+	uint64_t delta = 0;
+	int r = pvw_load(&w, fd, off, size, why, whylen);
+
+	if (r == 0)
+		r = pvw_plan(&w, name, new_size, &k, &delta, why, whylen);
+	if (r == 0) {
+		out->extent_bytes = w.extent_bytes;
+		out->pe_start = w.pe_start;
+		out->pe_count = w.pe_count;
+		out->offset = w.pe_start + (uint64_t)k.pe->num * w.extent_bytes;
+		out->size = (uint64_t)k.count->num * w.extent_bytes;
+		out->new_size = out->size - delta * w.extent_bytes;
+	}
+	pvw_free(&w);
+	return r;
+}
+
+/* Bytes [src, src+len) of fd moved down to dst (< src), holes kept holes. */
+static int move_down(int fd, uint64_t src, uint64_t dst, uint64_t len)
+{
+	static unsigned char buf[1 << 20];
+
+	for (uint64_t done = 0; done < len;) {
+		size_t n = len - done < sizeof(buf) ? (size_t)(len - done) : sizeof(buf);
+		off_t d = lseek(fd, (off_t)(src + done), SEEK_DATA);
+		int r;
+
+		if (d < 0 || (uint64_t)d >= src + done + n) {
+			r = fallocate(fd, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE,
+				      (off_t)(dst + done), (off_t)n) < 0 ? -errno : 0;
+			if (r == -EOPNOTSUPP) {
+				memset(buf, 0, n);
+				r = pwrite_all(fd, buf, n, dst + done);
+			}
+		} else {
+			r = pread_all(fd, buf, n, src + done);
+			if (r == 0)
+				r = pwrite_all(fd, buf, n, dst + done);
+		}
+		if (r < 0)
+			return r;
+		done += n;
+	}
+	return 0;
+}
+
+struct edit {
+	uint32_t pos, len;
+	int64_t value;
+};
+
+struct mover {
+	struct pvw *w;
+	uint64_t after, delta;    /* segments from PE `after` on move down delta */
+	struct edit *edits;
+	size_t n, cap;
+	int err;
+};
+
+static int add_edit(struct mover *m, const struct node *n, int64_t value)
+{
+	if (m->n == m->cap) {
+		size_t cap = m->cap ? m->cap * 2 : 16;
+		struct edit *e = realloc(m->edits, cap * sizeof(*e));
+		if (!e)
+			return -ENOMEM;
+		m->edits = e;
+		m->cap = cap;
+	}
+	m->edits[m->n++] = (struct edit){ n->pos, n->len, value };
+	return 0;
+}
+
+static int move_segment(void *arg, const struct node *lv, const struct node *count,
+			const struct node *pe)
+{
+	struct mover *m = arg;
+	struct pvw *w = m->w;
+	(void)lv;
+	if ((uint64_t)pe->num < m->after)
+		return 0;
+	m->err = move_down(w->fd, w->off + w->pe_start + (uint64_t)pe->num * w->extent_bytes,
+			   w->off + w->pe_start + ((uint64_t)pe->num - m->delta) * w->extent_bytes,
+			   (uint64_t)count->num * w->extent_bytes);
+	if (m->err)
+		return m->err;
+	return add_edit(m, pe, pe->num - (int64_t)m->delta);
+}
+
+static int cmp_edit(const void *a, const void *b)
+{
+	const struct edit *x = a, *y = b;
+	return x->pos < y->pos ? -1 : x->pos > y->pos;
+}
+
+int lvm_pv_shrink(int fd, uint64_t off, uint64_t size, const char *name, uint64_t new_size,
+		  char *why, size_t whylen)
+{
+	struct pvw w;
+	struct pick k;
+	struct mover m = { 0 };
+	uint64_t delta = 0;
+	char *text = NULL;
+	size_t len = 0;
+	int64_t seqno;
+	const struct node *n;
+	int r = pvw_load(&w, fd, off, size, why, whylen);
+
+	if (r == 0)
+		r = pvw_plan(&w, name, new_size, &k, &delta, why, whylen);
+	if (r)
+		goto out;
+	/* Every segment checked before a byte moves (pvw_plan walked them). */
+	m.w = &w;
+	m.after = (uint64_t)(k.pe->num + k.count->num);
+	m.delta = delta;
+	if (delta) {
+		r = pvw_segments(&w, move_segment, &m, why, whylen);
+		if (r) {
+			if (m.err)
+				snprintf(why, whylen, "moving extents: %s", strerror(-m.err));
+			goto out;
+		}
+	}
+	r = add_edit(&m, k.count, k.count->num - (int64_t)delta);
+	if (r == 0 && (n = child(&w.tree, w.pv, "pe_count")) && n->kind == N_INT)
+		r = add_edit(&m, n, (int64_t)(w.pe_count - delta));
+	if (r == 0 && (n = child(&w.tree, w.pv, "dev_size")) && n->kind == N_INT)
+		r = add_edit(&m, n, (int64_t)(new_size / SECTOR));
+	if (r == 0 && get_int(&w.tree, w.vg, "seqno", &seqno) &&
+	    (n = child(&w.tree, w.vg, "seqno")))
+		r = add_edit(&m, n, seqno + 1);
+	if (r) {
+		WHY("out of memory");
+		r = -ENOMEM;
+		goto out;
+	}
+	/* The text with the numbers replaced. */
+	qsort(m.edits, m.n, sizeof(*m.edits), cmp_edit);
+	text = malloc(w.rsize + 32 * m.n + 1);
+	if (!text) {
+		WHY("out of memory");
+		r = -ENOMEM;
+		goto out;
+	}
+	for (size_t i = 0, at = 0; i <= m.n; i++) {
+		size_t to = i < m.n ? m.edits[i].pos : w.rsize;
+		memcpy(text + len, w.orig + at, to - at);
+		len += to - at;
+		if (i < m.n) {
+			len += (size_t)sprintf(text + len, "%lld", (long long)m.edits[i].value);
+			at = to + m.edits[i].len;
+		}
+	}
+	if (len > w.mda_size - MDA_HEADER) {
+		WHY("the new metadata does not fit its area");
+		r = -ENOSPC;
+		goto out;
+	}
+	/* Written after the header, then the header pointing at it, then the
+	 * label with the new device size. */
+	r = pwrite_all(fd, text, len, off + w.mda + MDA_HEADER);
+	put_le64(w.mdah + 40, MDA_HEADER);
+	put_le64(w.mdah + 48, len);
+	put_le32(w.mdah + 56, lvm_crc(LVM_CRC_SEED, (unsigned char *)text, len));
+	put_le32(w.mdah + 60, 0);
+	memset(w.mdah + 64, 0, 24);   /* no second (precommitted) location */
+	put_le32(w.mdah, lvm_crc(LVM_CRC_SEED, w.mdah + 4, MDA_HEADER - 4));
+	if (r == 0)
+		r = pwrite_all(fd, w.mdah, MDA_HEADER, off + w.mda);
+	put_le64(w.label + w.pvh + 32, new_size);
+	if (le64(w.label + w.pvh + 48))   /* a data area with a size: it ends at the new end */
+		put_le64(w.label + w.pvh + 48, new_size - le64(w.label + w.pvh + 40));
+	put_le32(w.label + 16, lvm_crc(LVM_CRC_SEED, w.label + 20, SECTOR - 20));
+	if (r == 0)
+		r = pwrite_all(fd, w.label, SECTOR, off + w.label_off);
+	if (r < 0)
+		WHY("writing the PV: %s", strerror(-r));
+out:
+	free(text);
+	free(m.edits);
+	pvw_free(&w);
+	return r;
 }
 
 static const struct fs_magic lvm_magics[] = {

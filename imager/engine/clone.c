@@ -187,6 +187,8 @@ int im_clone(const struct disk_roots *roots, const char *source, const char *tar
 			sp[i].lp = pl.parts[i];
 			snprintf(sp[i].fs, sizeof(sp[i].fs), "%s", src.fs[i].type);
 			sp[i].used = src.fs[i].used_blocks * src.fs[i].block_size;
+			sp[i].vols = src.fs[i].volumes;
+			sp[i].nvols = src.fs[i].nvolumes;
 		}
 		r = shrink_if_smaller(&job, pt->disk_size, &stats->grow, &stats->target,
 				      &stats->bytes_written, err);

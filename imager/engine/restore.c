@@ -191,6 +191,8 @@ int im_restore(const struct disk_roots *roots, const char *dir, const char *targ
 			sp[i].lp = pl.parts[i];
 			snprintf(sp[i].fs, sizeof(sp[i].fs), "%s", m.parts[i].filesystem);
 			sp[i].used = m.parts[i].used_blocks * m.parts[i].block_size;
+			sp[i].vols = m.parts[i].volumes;
+			sp[i].nvols = m.parts[i].nvolumes;
 		}
 		r = shrink_if_smaller(&job, m.disk_size, &stats->grow, &stats->target,
 				      &stats->bytes_written, err);

@@ -18,6 +18,10 @@
  *      resize2fs for ext2/3/4, ntfsresize for NTFS, resize.f2fs for F2FS,
  *      btrfs filesystem resize for btrfs (loop-mounted: root only);
  *      swap gets a fresh header for its new size with its UUID and label;
+ *      an LVM PV gives up extents of its LV with the most free space in an
+ *      ext2/3/4 (e2fsck and resize2fs on the LV's extents), the LVs after
+ *      it move down and the metadata is rewritten (lvmfmt.h; no
+ *      device-mapper needed), its free extents kept;
  *   3. that copy is cloned onto the target with the new layout (writer.c:
  *      the table rebuilt, the GPT backup at the new end, the partition
  *      heads written last), and the copy is removed.
@@ -41,6 +45,7 @@
 #include <sys/statvfs.h>
 #include <unistd.h>
 
+#include "imager/lvmfmt.h"
 #include "imager/swapfmt.h"
 #include "source.h"
 #include "tool.h"
@@ -49,16 +54,55 @@
 #define MIB (1ull << 20)
 #define MARGIN_MIN (256ull << 20)
 
-enum how { KEEP, RESIZE2FS, NTFSRESIZE, RESIZEF2FS, BTRFS, SWAP };
+enum how { KEEP, RESIZE2FS, NTFSRESIZE, RESIZEF2FS, BTRFS, SWAP, LVMPV };
 
-static enum how how_to_shrink(const char *fs, const char **why)
+static bool is_ext(const char *fs)
 {
+	return !strcmp(fs, "ext2") || !strcmp(fs, "ext3") || !strcmp(fs, "ext4");
+}
+
+static uint64_t with_margin(uint64_t used)
+{
+	uint64_t m = used + (used / 10 > MARGIN_MIN ? used / 10 : MARGIN_MIN);
+	return (m + MIB - 1) / MIB * MIB;
+}
+
+/* The LV of an LVM PV that shrinks: the ext2/3/4 one with the most free
+ * space, when it can give some up; *lv_min is what it keeps at least. */
+static const struct fs_volume *lvm_pick(const struct shrink_part *p, uint64_t *lv_min)
+{
+	const struct fs_volume *best = NULL;
+
+	for (size_t i = 0; i < p->nvols; i++) {
+		const struct fs_volume *v = &p->vols[i];
+		if (!is_ext(v->type) || !strcmp(v->plugin, "whole") || v->used_bytes > v->size ||
+		    with_margin(v->used_bytes) >= v->size)
+			continue;
+		if (!best || v->size - v->used_bytes > best->size - best->used_bytes)
+			best = v;
+	}
+	if (best)
+		*lv_min = with_margin(best->used_bytes);
+	return best;
+}
+
+static enum how how_to_shrink(const struct shrink_part *p, const char **why)
+{
+	const char *fs = p->fs;
+	uint64_t lv_min;
+
 	*why = NULL;
+	if (fs && !strcmp(fs, "LVM2_member")) {
+		if (lvm_pick(p, &lv_min))
+			return LVMPV;
+		*why = p->vols ? "no ext2/3/4 LV in it with room to give up" : "its LVs are not known";
+		return KEEP;
+	}
 	if (!fs || !fs[0]) {
 		*why = "no filesystem imager knows: kept whole";
 		return KEEP;
 	}
-	if (!strcmp(fs, "ext2") || !strcmp(fs, "ext3") || !strcmp(fs, "ext4"))
+	if (is_ext(fs))
 		return RESIZE2FS;
 	if (!strcmp(fs, "ntfs"))
 		return NTFSRESIZE;
@@ -83,16 +127,22 @@ static enum how how_to_shrink(const char *fs, const char **why)
 static uint64_t min_size(const struct shrink_part *p)
 {
 	const char *why;
-	enum how h = how_to_shrink(p->fs, &why);
-	uint64_t m;
+	enum how h = how_to_shrink(p, &why);
+	uint64_t m, lv_min;
 
 	if (h == KEEP)
 		return p->lp.old_size;
-	if (h == SWAP)
+	if (h == SWAP) {
 		m = 64 * MIB;   /* holds nothing across a restore */
-	else
-		m = p->used + (p->used / 10 > MARGIN_MIN ? p->used / 10 : MARGIN_MIN);
-	m = (m + MIB - 1) / MIB * MIB;
+	} else if (h == LVMPV) {
+		/* the PV less what its LV gives up, and an extent or two of
+		 * rounding (lvm_pv_find_lv() makes the exact count) */
+		const struct fs_volume *v = lvm_pick(p, &lv_min);
+		m = p->lp.old_size - (v->size - lv_min) + 8 * MIB;
+		m = (m + MIB - 1) / MIB * MIB;
+	} else {
+		m = with_margin(p->used);
+	}
 	return m < p->lp.old_size ? m : p->lp.old_size;
 }
 
@@ -112,10 +162,15 @@ static void describe(const struct shrink_part *in, const struct layout_part *lp,
 		human_size(lp[i].old_size, o, sizeof(o));
 		human_size(lp[i].new_size, s, sizeof(s));
 		human_size(in[i].used, u, sizeof(u));
-		if (lp[i].new_size != lp[i].old_size)
+		if (lp[i].new_size != lp[i].old_size && how_to_shrink(&in[i], &why) == LVMPV) {
+			uint64_t lv_min;
+			const struct fs_volume *v = lvm_pick(&in[i], &lv_min);
+			snprintf(note[i], sizeof(note[i]), "partition %u %s: %s -> %s (%s used; LV %.40s shrinks, the LVs after it move down)",
+				 lp[i].number, in[i].fs, o, s, u, v->name);
+		} else if (lp[i].new_size != lp[i].old_size)
 			snprintf(note[i], sizeof(note[i]), "partition %u %s: %s -> %s (%s used)",
 				 lp[i].number, in[i].fs, o, s, u);
-		else if (how_to_shrink(in[i].fs, &why) == KEEP && why && lp[i].old_size > 64 * MIB)
+		else if (how_to_shrink(&in[i], &why) == KEEP && why && lp[i].old_size > 64 * MIB)
 			snprintf(note[i], sizeof(note[i]), "partition %u %s: keeps %s (%s)%s",
 				 lp[i].number, in[i].fs[0] ? in[i].fs : "(unknown)", o, why, moved);
 		else if (moved[0])
@@ -148,7 +203,7 @@ int shrink_plan(const char *table, unsigned lss, uint64_t new_disk, const struct
 			const char *why;
 			human_size(mins[i], sz, sizeof(sz));
 			human_size(in[i].used, u, sizeof(u));
-			if (how_to_shrink(in[i].fs, &why) == KEEP)
+			if (how_to_shrink(&in[i], &why) == KEEP)
 				len += (size_t)snprintf(list + len, sizeof(list) - len, "; partition %u %s %s%s%s", in[i].lp.number,
 							in[i].fs[0] ? in[i].fs : "(unknown)", sz,
 							why ? ": " : "", why ? why : "");
@@ -313,11 +368,46 @@ static int shrink_in_file(int fd, const char *tmpdir, const struct layout_part *
 	return r;
 }
 
+/* An LVM PV: its LV with the most free space shrunk with its filesystem
+ * (e2fsck and resize2fs on the LV's extents), then the PV
+ * (lvm_pv_shrink(): the LVs after it move down, the metadata rewritten). */
+static int shrink_lvm(int fd, const char *tmpdir, const struct shrink_part *in,
+		      const struct layout_part *lp, struct im_err *err)
+{
+	uint64_t lv_min;
+	const struct fs_volume *v = lvm_pick(in, &lv_min);
+	struct lvm_pv_lv pl;
+	char why[300], size[32];
+	int r;
+
+	if (lvm_pv_find_lv(fd, lp->old_start, lp->old_size, v->name, lp->new_size, &pl, why,
+			   sizeof(why)) < 0)
+		return im_errf(err, IM_EXIT_UNSUPP, -ENOTSUP, "partition %u: LVM: %s", lp->number, why);
+	if (pl.new_size < pl.size) {
+		struct layout_part lvp = { .number = lp->number, .old_start = lp->old_start + pl.offset,
+					   .old_size = pl.size, .new_size = pl.new_size };
+		const char *fsck[] = { "e2fsck", "-fy", "PART", NULL };
+		const char *rs[] = { "resize2fs", "PART", size, NULL };
+		snprintf(size, sizeof(size), "%lluK", (unsigned long long)(pl.new_size >> 10));
+		r = shrink_in_file(fd, tmpdir, &lvp, "e2fsck before resize2fs", fsck, 1, 2, err);
+		if (r == 0)
+			r = shrink_in_file(fd, tmpdir, &lvp, "resize2fs", rs, 0, 1, err);
+		if (r < 0) {
+			im_err_prefix(err, "LV %s: ", v->name);
+			return r;
+		}
+	}
+	if (lvm_pv_shrink(fd, lp->old_start, lp->old_size, v->name, lp->new_size, why,
+			  sizeof(why)) < 0)
+		return im_errf(err, IM_EXIT_IO, -EIO, "partition %u: LVM: %s", lp->number, why);
+	return 0;
+}
+
 static int shrink_one(int fd, const char *tmpdir, const struct shrink_part *in,
 		      const struct layout_part *lp, unsigned lss, struct im_err *err)
 {
 	const char *why;
-	enum how h = how_to_shrink(in->fs, &why);
+	enum how h = how_to_shrink(in, &why);
 	char size[32];
 	int r = 0;
 
@@ -354,6 +444,8 @@ static int shrink_one(int fd, const char *tmpdir, const struct shrink_part *in,
 		const char *rs[] = { "sh", "-c", script, "sh", "PART", size, NULL };
 		snprintf(size, sizeof(size), "%llu", (unsigned long long)lp->new_size);
 		r = shrink_in_file(fd, tmpdir, lp, "btrfs filesystem resize", rs, 0, 4, err);
+	} else if (h == LVMPV) {
+		r = shrink_lvm(fd, tmpdir, in, lp, err);
 	} else if (h == SWAP) {
 		unsigned char page[4096], uuid[16];
 		char label[SWAP_LABEL_LEN + 1] = "";

@@ -166,6 +166,10 @@ struct shrink_part {
 	struct layout_part lp;
 	char fs[32];
 	uint64_t used;
+	/* an LVM PV: its LVs as the plugin found them (the one with the most
+	 * free space in an ext2/3/4 shrinks with the PV); NULL when unknown */
+	const struct fs_volume *vols;
+	size_t nvols;
 };
 
 /* The new layout (out[], by layout_plan_shrink()) for a target of new_disk

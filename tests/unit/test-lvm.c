@@ -3,10 +3,13 @@
  * The LVM2 plugin on physical volumes built here byte by byte (label,
  * pv_header, metadata area with its text, all CRCs right), so that every
  * field can be made hostile; and volumes holding real ext4s made by mke2fs,
- * examined through the nested step.  The suite tests/ts/fs/lvm does the same
+ * examined through the nested step; and shrinking such a PV (lvmfmt.h): the
+ * extents and the rewritten metadata, and every refusal with nothing
+ * written.  The suites tests/ts/fs/lvm and tests/ts/shrink/lvm do the same
  * with volumes made by the real pvcreate/vgcreate/lvcreate.
  */
 #include "imager/fs.h"
+#include "imager/lvmfmt.h"
 #include "unit.h"
 
 #include <errno.h>
@@ -434,6 +437,106 @@ static void test_checksums(void)
 	}
 }
 
-UNIT_MAIN(UNIT(test_linear_raw), UNIT(test_wrapped_text), UNIT(test_nested_ext4),
+/* root (PEs 2-5) then b (PEs 8-10), 15 PEs: onto 12, root gives up 3 and
+ * b moves down by 3 with its bytes; the metadata says so and the plugin
+ * reads the result (its CRCs right); the text wrapped in its area first. */
+static void test_shrink(void)
+{
+	static const char two[] =
+		"root {\nsegment1 {\nstart_extent = 0\nextent_count = 4\ntype = \"striped\"\nstripe_count = 1\nstripes = [ \"pv0\", 2 ]\n}\n}\n"
+		"b {\nsegment1 {\nstart_extent = 0\nextent_count = 3\ntype = \"striped\"\nstripe_count = 1\nstripes = [ \"pv0\", 8 ]\n}\n}\n";
+	static unsigned char want[3 * EXTENT], got[3 * EXTENT];
+	const uint64_t new_size = PE_START + 12ull * EXTENT;
+	char path[32], why[200], text[4096];
+	struct lvm_pv_lv pl;
+	struct fs_info info;
+	struct im_err err;
+	int fd = make_pv(vg_text(two), MDA_SIZE - 100, path);   /* wraps */
+
+	for (size_t i = 0; i < sizeof(want); i++)
+		want[i] = (unsigned char)(i * 7 + i / 4096);
+	CHECK(pwrite(fd, want, sizeof(want), PE_START + 8ull * EXTENT) == (ssize_t)sizeof(want));
+	CHECK_EQ_U(lvm_pv_find_lv(fd, 0, PV_SIZE, "vg0/root", new_size, &pl, why, sizeof(why)), 0);
+	CHECK_EQ_U(pl.offset, PE_START + 2ull * EXTENT);
+	CHECK_EQ_U(pl.size, 4ull * EXTENT);
+	CHECK_EQ_U(pl.new_size, 1ull * EXTENT);
+	CHECK_EQ_U(lvm_pv_shrink(fd, 0, PV_SIZE, "vg0/root", new_size, why, sizeof(why)), 0);
+	if (why[0])
+		fprintf(stderr, "  %s\n", why);
+	CHECK(pread(fd, got, sizeof(got), PE_START + 5ull * EXTENT) == (ssize_t)sizeof(got));
+	CHECK(memcmp(want, got, sizeof(want)) == 0);
+	memset(text, 0, sizeof(text));
+	CHECK(pread(fd, text, sizeof(text) - 1, MDA_OFF + 512) > 0);
+	CHECK(strstr(text, "seqno = 4") != NULL);
+	CHECK(strstr(text, "pe_count = 12") != NULL);
+	CHECK(strstr(text, "dev_size = 100352") != NULL);
+	CHECK(strstr(text, "extent_count = 1\n") != NULL);
+	CHECK(strstr(text, "\"pv0\", 5 ]") != NULL);
+	CHECK_EQ_U(examine(fd, false, &info, &err), 0);
+	if (err.msg[0])
+		fprintf(stderr, "  %s\n", err.msg);
+	CHECK_EQ_U(info.nvolumes, 2);
+	if (info.nvolumes == 2) {
+		CHECK_EQ_U(info.volumes[0].size, 1ull * EXTENT);
+		CHECK_EQ_U(info.volumes[1].size, 3ull * EXTENT);
+		CHECK_EQ_U(info.volumes[1].end, PE_START + 8ull * EXTENT);
+	}
+	fs_info_free(&info);
+	close(fd);
+}
+
+/* What is not understood is refused, and nothing is written. */
+static void test_shrink_refused(void)
+{
+	static const struct {
+		const char *lvs, *lv;
+		uint64_t new_size;
+		int want;
+	} cases[] = {
+		/* an LV of two segments shrinks no more than its last */
+		{ "root {\nsegment1 {\nstart_extent = 0\nextent_count = 2\ntype = \"striped\"\nstripe_count = 1\nstripes = [ \"pv0\", 0 ]\n}\n"
+		  "segment2 {\nstart_extent = 2\nextent_count = 2\ntype = \"striped\"\nstripe_count = 1\nstripes = [ \"pv0\", 4 ]\n}\n}\n",
+		  "vg0/root", PE_START + 12ull * EXTENT, -ENOTSUP },
+		/* a striped LV beside it */
+		{ "root {\nsegment1 {\nstart_extent = 0\nextent_count = 4\ntype = \"striped\"\nstripe_count = 1\nstripes = [ \"pv0\", 0 ]\n}\n}\n"
+		  "s {\nsegment1 {\nstart_extent = 0\nextent_count = 4\ntype = \"striped\"\nstripe_count = 2\nstripes = [ \"pv0\", 4, \"pv1\", 0 ]\n}\n}\n",
+		  "vg0/root", PE_START + 12ull * EXTENT, -ENOTSUP },
+		/* more than the LV has */
+		{ LINEAR, "vg0/root", PE_START + 10ull * EXTENT, -ENOSPC },
+		/* no such LV, another VG */
+		{ LINEAR, "vg0/home", PE_START + 12ull * EXTENT, -EINVAL },
+		{ LINEAR, "vg1/root", PE_START + 12ull * EXTENT, -EINVAL },
+		{ LINEAR, "root", PE_START + 12ull * EXTENT, -EINVAL },
+	};
+	static unsigned char before[PE_START], after[PE_START];
+
+	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+		char path[32], why[200] = "";
+		int fd = make_pv(vg_text(cases[i].lvs), 512, path);
+
+		CHECK(pread(fd, before, sizeof(before), 0) == (ssize_t)sizeof(before));
+		CHECK_EQ_U(lvm_pv_shrink(fd, 0, PV_SIZE, cases[i].lv, cases[i].new_size, why, sizeof(why)),
+			   cases[i].want);
+		CHECK(why[0] != '\0');
+		CHECK(pread(fd, after, sizeof(after), 0) == (ssize_t)sizeof(after));
+		CHECK(memcmp(before, after, sizeof(before)) == 0);
+		close(fd);
+	}
+	/* a VG of two PVs */
+	{
+		char *t = vg_text(LINEAR), path[32], why[200] = "", *pvs = strstr(t, "pv0 {");
+		static char two[1 << 20];
+		int fd;
+		snprintf(two, sizeof(two), "%.*spv1 {\nid = \"x\"\npe_start = 2048\npe_count = 1\n}\n%s",
+			 (int)(pvs - t), t, pvs);
+		fd = make_pv(two, 512, path);
+		CHECK_EQ_U(lvm_pv_shrink(fd, 0, PV_SIZE, "vg0/root", PE_START + 12ull * EXTENT, why,
+					 sizeof(why)), -ENOTSUP);
+		CHECK(strstr(why, "2 PVs") != NULL);
+		close(fd);
+	}
+}
+
+UNIT_MAIN(UNIT(test_shrink), UNIT(test_shrink_refused), UNIT(test_linear_raw), UNIT(test_wrapped_text), UNIT(test_nested_ext4),
 	  UNIT(test_hostile_texts), UNIT(test_hostile_layout), UNIT(test_overlap),
 	  UNIT(test_kept_whole), UNIT(test_checksums), UNIT(test_fuzzed_texts))
