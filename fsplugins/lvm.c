@@ -65,7 +65,8 @@ struct node {
 	const char *name;       /* key or section name (points into the text copy) */
 	size_t name_len;
 	int64_t num;            /* N_INT */
-	uint32_t pos, len;      /* N_INT: where its digits are in the text */
+	uint32_t pos, len;      /* N_INT: where its digits are in the text;
+				 * N_SECTION: its name to its '}' */
 	const char *str;        /* N_STRING: unescaped, NUL-ended (in the copy) */
 	uint32_t first, next;   /* children (N_SECTION, N_ARRAY) and siblings; 0: none */
 };
@@ -271,6 +272,9 @@ static bool parse_entries(struct tree *t, uint32_t sec, unsigned depth)
 			t->pos++;
 			if (!(id = new_node(t, N_SECTION)) || !parse_entries(t, id, depth + 1))
 				return false;
+			/* where the section's text is: its name to its '}' */
+			t->nodes[id].pos = (uint32_t)(name - t->text);
+			t->nodes[id].len = (uint32_t)(t->pos - (size_t)(name - t->text));
 		} else if (t->pos < t->len && t->text[t->pos] == '=') {
 			t->pos++;
 			if (!(id = parse_value(t)))
@@ -1223,6 +1227,261 @@ out:
 	free(m.edits);
 	pvw_free(&w);
 	return r;
+}
+
+/* ---- a VG's text mapped, and a PV's head made from it ---- */
+
+void lvm_vg_map_free(struct lvm_vg_map *m)
+{
+	free(m->lvs);
+	m->lvs = NULL;
+	m->nlvs = 0;
+}
+
+static void strip_dashes(const char *id, char out[33])
+{
+	size_t k = 0;
+	for (const char *c = id; *c && k < 32; c++)
+		if (*c != '-')
+			out[k++] = *c;
+	out[k] = '\0';
+}
+
+int lvm_text_map(const char *text, size_t len, struct lvm_vg_map *m, char *why, size_t whylen)
+{
+	struct tree t = { 0 };
+	const struct node *vg = NULL, *pvs, *lvs;
+	int64_t ext;
+	int r = -EINVAL;
+
+	memset(m, 0, sizeof(*m));
+	if (len > TEXT_MAX)
+		return WHY("the VG's text is larger than %u bytes", TEXT_MAX), -EINVAL;
+	t.text = malloc(len + 1);
+	if (!t.text)
+		return WHY("out of memory"), -ENOMEM;
+	memcpy(t.text, text, len);
+	t.text[len] = '\0';
+	t.len = len;
+	(void)new_node(&t, N_SECTION);
+	if (!new_node(&t, N_SECTION) || !parse_entries(&t, 1, 0)) {
+		WHY("the VG's text: %s (at byte %zu)", t.err ? t.err : "?", t.pos);
+		goto out;
+	}
+	for (uint32_t i = t.nodes[1].first; i && !vg; i = t.nodes[i].next)
+		if (t.nodes[i].kind == N_SECTION && child(&t, &t.nodes[i], "physical_volumes"))
+			vg = &t.nodes[i];
+	if (!vg) {
+		WHY("the text holds no volume group");
+		goto out;
+	}
+	snprintf(m->vg, sizeof(m->vg), "%.*s", (int)(vg->name_len < 127 ? vg->name_len : 127), vg->name);
+	m->vg_start = vg->pos;
+	m->vg_end = vg->pos + vg->len;
+	if (!get_int(&t, vg, "extent_size", &ext) || ext <= 0 || ext > (INT64_C(1) << 35)) {
+		WHY("VG %s: no sane extent_size", m->vg);
+		goto out;
+	}
+	m->extent_bytes = (uint64_t)ext * SECTOR;
+	pvs = child(&t, vg, "physical_volumes");
+	for (uint32_t i = pvs->first; i; i = t.nodes[i].next) {
+		const struct node *pv = &t.nodes[i];
+		const char *id = get_str(&t, pv, "id");
+		int64_t start, count, dev = 0;
+
+		if (pv->kind != N_SECTION)
+			continue;
+		if (m->npvs == LVM_MAP_PVS) {
+			WHY("VG %s has more than %u PVs", m->vg, LVM_MAP_PVS);
+			r = -ENOTSUP;
+			goto out;
+		}
+		if (!id || !get_int(&t, pv, "pe_start", &start) || !get_int(&t, pv, "pe_count", &count) ||
+		    start <= 0 || count < 0 || start > (INT64_C(1) << 40) ||
+		    (uint64_t)count > (UINT64_C(1) << 50) / m->extent_bytes) {
+			WHY("VG %s: PV %.*s has no sane id, pe_start or pe_count", m->vg,
+			    (int)pv->name_len, pv->name);
+			goto out;
+		}
+		get_int(&t, pv, "dev_size", &dev);
+		strip_dashes(id, m->pvs[m->npvs].uuid);
+		if (strlen(m->pvs[m->npvs].uuid) != 32) {
+			WHY("VG %s: a PV id that is not 32 characters", m->vg);
+			goto out;
+		}
+		m->pvs[m->npvs].pe_start = (uint64_t)start * SECTOR;
+		m->pvs[m->npvs].dev_size = dev > 0 && dev < (INT64_C(1) << 50) ? (uint64_t)dev * SECTOR : 0;
+		m->npvs++;
+	}
+	lvs = child(&t, vg, "logical_volumes");
+	for (uint32_t i = lvs ? lvs->first : 0; i; i = t.nodes[i].next)
+		if (t.nodes[i].kind == N_SECTION)
+			m->nlvs++;
+	if (m->nlvs > 4096) {
+		WHY("VG %s has too many LVs", m->vg);
+		goto out;
+	}
+	m->lvs = calloc(m->nlvs ? m->nlvs : 1, sizeof(*m->lvs));
+	if (!m->lvs) {
+		WHY("out of memory");
+		r = -ENOMEM;
+		goto out;
+	}
+	m->nlvs = 0;
+	for (uint32_t i = lvs ? lvs->first : 0; i; i = t.nodes[i].next) {
+		const struct node *lv = &t.nodes[i];
+		struct lvm_map_lv *l;
+
+		if (lv->kind != N_SECTION)
+			continue;
+		l = &m->lvs[m->nlvs++];
+		snprintf(l->name, sizeof(l->name), "%.*s", (int)(lv->name_len < 127 ? lv->name_len : 127),
+			 lv->name);
+		l->linear = true;
+		for (uint32_t k = lv->first; k; k = t.nodes[k].next) {
+			const struct node *seg = &t.nodes[k], *stripes, *nm, *pe;
+			const char *type;
+			int64_t start, count, sc = 0;
+			unsigned pvi = 0;
+
+			if (seg->kind != N_SECTION || seg->name_len < 8 || memcmp(seg->name, "segment", 7))
+				continue;
+			type = get_str(&t, seg, "type");
+			stripes = child(&t, seg, "stripes");
+			get_int(&t, seg, "stripe_count", &sc);
+			if (!get_int(&t, seg, "start_extent", &start) ||
+			    !get_int(&t, seg, "extent_count", &count) || start < 0 || count <= 0 ||
+			    (uint64_t)start > (UINT64_C(1) << 50) / m->extent_bytes ||
+			    (uint64_t)count > (UINT64_C(1) << 50) / m->extent_bytes) {
+				WHY("VG %s, LV %s: a segment without a sane start or count", m->vg, l->name);
+				goto out;
+			}
+			if (l->size < (uint64_t)(start + count) * m->extent_bytes)
+				l->size = (uint64_t)(start + count) * m->extent_bytes;
+			if (!type || strcmp(type, "striped") || sc != 1 || !stripes ||
+			    stripes->kind != N_ARRAY || !stripes->first) {
+				l->linear = false;
+				continue;
+			}
+			nm = &t.nodes[stripes->first];
+			pe = nm->next ? &t.nodes[nm->next] : NULL;
+			if (nm->kind != N_STRING || !pe || pe->kind != N_INT || pe->num < 0 ||
+			    (uint64_t)pe->num > (UINT64_C(1) << 50) / m->extent_bytes) {
+				WHY("VG %s, LV %s: a bad stripes list", m->vg, l->name);
+				goto out;
+			}
+			/* the PV by its name in physical_volumes */
+			{
+				unsigned n = 0;
+				bool found = false;
+				for (uint32_t j = pvs->first; j && !found; j = t.nodes[j].next) {
+					const struct node *pv = &t.nodes[j];
+					if (pv->kind != N_SECTION)
+						continue;
+					if (strlen(nm->str) == pv->name_len &&
+					    !memcmp(nm->str, pv->name, pv->name_len)) {
+						pvi = n;
+						found = true;
+					}
+					n++;
+				}
+				if (!found) {
+					WHY("VG %s, LV %s: a segment on an unknown PV", m->vg, l->name);
+					goto out;
+				}
+			}
+			if (l->nsegs == LVM_MAP_SEGS) {
+				WHY("VG %s, LV %s has more than %u segments", m->vg, l->name, LVM_MAP_SEGS);
+				r = -ENOTSUP;
+				goto out;
+			}
+			l->segs[l->nsegs++] = (struct lvm_seg){
+				(uint64_t)start * m->extent_bytes, (uint64_t)count * m->extent_bytes, pvi,
+				m->pvs[pvi].pe_start + (uint64_t)pe->num * m->extent_bytes };
+		}
+		/* A linear LV is whole: its segments cover it without a hole. */
+		for (size_t a = 0; a < l->nsegs && l->linear; a++)
+			for (size_t b = a + 1; b < l->nsegs; b++)
+				if (l->segs[a].lv_off < l->segs[b].lv_off + l->segs[b].len &&
+				    l->segs[b].lv_off < l->segs[a].lv_off + l->segs[a].len) {
+					WHY("VG %s, LV %s: two segments overlap", m->vg, l->name);
+					goto out;
+				}
+		if (l->linear) {
+			uint64_t covered = 0;
+			for (size_t a = 0; a < l->nsegs; a++)
+				covered += l->segs[a].len;
+			if (covered != l->size)
+				l->linear = false;
+		}
+	}
+	r = 0;
+out:
+	free(t.nodes);
+	free(t.text);
+	if (r)
+		lvm_vg_map_free(m);
+	return r;
+}
+
+int lvm_pv_head(const struct lvm_vg_map *m, unsigned pv, const char *text, size_t len,
+		uint64_t size, unsigned char **head, char *why, size_t whylen)
+{
+	uint64_t pe_start, mda = 4096, mda_size;
+	unsigned char *h, *l, *a;
+
+	*head = NULL;
+	if (pv >= m->npvs)
+		return WHY("no PV %u", pv), -EINVAL;
+	pe_start = m->pvs[pv].pe_start;
+	if (pe_start > (64u << 20) || pe_start > size || pe_start % SECTOR)
+		return WHY("PV %s: pe_start %llu does not fit", m->pvs[pv].uuid,
+			   (unsigned long long)pe_start), -EINVAL;
+	if (m->vg_end > len || m->vg_start >= m->vg_end)
+		return WHY("the VG's section is not in this text"), -EINVAL;
+	if (pe_start < mda + MDA_HEADER + len + 2)
+		return WHY("PV %s: the VG's text does not fit before pe_start", m->pvs[pv].uuid),
+		       -ENOSPC;
+	mda_size = pe_start - mda;
+	h = calloc(1, pe_start);
+	if (!h)
+		return WHY("out of memory"), -ENOMEM;
+	l = h + SECTOR;
+	memcpy(l, "LABELONE", 8);
+	put_le64(l + 8, 1);
+	put_le32(l + 20, 32);
+	memcpy(l + 24, "LVM2 001", 8);
+	memcpy(l + 32, m->pvs[pv].uuid, 32);
+	put_le64(l + 64, size);
+	put_le64(l + 72, pe_start);   /* the data area, to the end */
+	put_le64(l + 104, mda);       /* the metadata area */
+	put_le64(l + 112, mda_size);
+	put_le32(l + 136, 2);         /* pv_header_extension: version 2, */
+	put_le32(l + 140, 1);         /* PV_EXT_USED, no bootloader area */
+	put_le32(l + 16, lvm_crc(LVM_CRC_SEED, l + 20, SECTOR - 20));
+	a = h + mda;
+	memcpy(a + 4, MDA_MAGIC, 16);
+	put_le32(a + 20, 1);
+	put_le64(a + 24, mda);
+	put_le64(a + 32, mda_size);
+	put_le64(a + 40, MDA_HEADER);
+	/* The VG's section first (lvm2 looks for the VG's name at the text's
+	 * start), then what came before and after it, then a NUL as lvm2
+	 * writes it. */
+	{
+		unsigned char *o = a + MDA_HEADER;
+		memcpy(o, text + m->vg_start, m->vg_end - m->vg_start);
+		o += m->vg_end - m->vg_start;
+		*o++ = '\n';
+		memcpy(o, text, m->vg_start);
+		o += m->vg_start;
+		memcpy(o, text + m->vg_end, len - m->vg_end);
+	}
+	put_le64(a + 48, len + 2);
+	put_le32(a + 56, lvm_crc(LVM_CRC_SEED, a + MDA_HEADER, len + 2));
+	put_le32(a, lvm_crc(LVM_CRC_SEED, a + 4, MDA_HEADER - 4));
+	*head = h;
+	return 0;
 }
 
 static const struct fs_magic lvm_magics[] = {

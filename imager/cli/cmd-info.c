@@ -124,10 +124,58 @@ static int info_clonezilla(const char *dir, bool json)
 		} else if (p->kind == CZ_NONE) {
 			printf("  partition %u (%s): %s at %llu, not in the image (restored empty)\n",
 			       p->number, p->name, psize, (unsigned long long)p->start);
+		} else if (p->kind == CZ_PV) {
+			printf("  partition %u (%s): %s at %llu, LVM2 PV of VG %s (made afresh from %s)\n",
+			       p->number, p->name, psize, (unsigned long long)p->start, cz->vgs[p->vg],
+			       p->stream);
 		} else if (p->kind == CZ_SWAP) {
 			printf("  partition %u (%s): %s at %llu, swap%s%s%s%s (made afresh)\n", p->number,
 			       p->name, psize, (unsigned long long)p->start, p->swap_label[0] ? " label " : "",
 			       p->swap_label, p->swap_uuid[0] ? " uuid " : "", p->swap_uuid);
+		}
+	}
+	for (size_t l = 0; l < cz->nlvs; l++) {
+		const struct cz_lv *lv = &cz->lvs[l];
+		const struct cz_part *p = &lv->part;
+		struct pcl_header h = { 0 };
+		char psize[32], used[32] = "";
+
+		if ((p->kind == CZ_PTCL || p->kind == CZ_NTFSCLONE) &&
+		    cz_read_stream(dir, p, false, NULL, NULL, 0, &h, NULL, &err) < 0) {
+			if (root)
+				json_object_put(root);
+			free(cz);
+			return cli_fail("info", &err);
+		}
+		cli_human(p->size, psize, sizeof(psize));
+		if (p->kind == CZ_PTCL || p->kind == CZ_NTFSCLONE)
+			cli_human(h.used_blocks * h.block_size, used, sizeof(used));
+		if (json) {
+			json_object *o = json_object_new_object(), *lvs;
+			json_object_object_add(o, "vg", json_object_new_string(cz->vgs[lv->vg]));
+			json_object_object_add(o, "lv", json_object_new_string(lv->lv));
+			json_object_object_add(o, "size", json_object_new_uint64(p->size));
+			json_object_object_add(o, "linear", json_object_new_boolean(lv->linear));
+			json_object_object_add(o, "filesystem", json_object_new_string(p->fs));
+			json_object_object_add(o, "stream", json_object_new_string(p->stream));
+			if (used[0])
+				json_object_object_add(o, "used_bytes",
+						       json_object_new_uint64(h.used_blocks * h.block_size));
+			if (!json_object_object_get_ex(root, "logical_volumes", &lvs)) {
+				lvs = json_object_new_array();
+				json_object_object_add(root, "logical_volumes", lvs);
+			}
+			json_object_array_add(lvs, o);
+		} else if (p->kind == CZ_NONE) {
+			printf("  LV %s/%s: %s, not in the image (left as the target has it)\n",
+			       cz->vgs[lv->vg], lv->lv, psize);
+		} else if (p->kind == CZ_SWAP) {
+			printf("  LV %s/%s: %s, swap%s%s (made afresh)\n", cz->vgs[lv->vg], lv->lv, psize,
+			       p->swap_uuid[0] ? " uuid " : "", p->swap_uuid);
+		} else {
+			printf("  LV %s/%s: %s, %s%s%s, stored in %s (%s, %u file%s)\n", cz->vgs[lv->vg],
+			       lv->lv, psize, p->fs, used[0] ? ", used " : "", used, p->stream, p->comp,
+			       p->nfiles, p->nfiles == 1 ? "" : "s");
 		}
 	}
 	if (json) {

@@ -19,6 +19,7 @@
 #include <unistd.h>
 #include <zlib.h>
 
+#include "imager/lvmfmt.h"
 #include "imager/partclone.h"
 #include "imager/ptable.h"
 #include "imager/swapfmt.h"
@@ -391,6 +392,185 @@ static int check_logical(const char *dir, struct cz_image *cz, struct im_err *er
 	return 0;
 }
 
+/* VG's text from lvm_VG.conf, mapped (lvmfmt.h); *text malloc'ed. */
+static int load_vg(const char *dir, const char *vg, struct lvm_vg_map *map, char **text,
+		   size_t *len, struct im_err *err)
+{
+	char name[200], why[300];
+	unsigned char *t = NULL;
+	int r;
+
+	snprintf(name, sizeof(name), "lvm_%s.conf", vg);
+	r = read_file(dir, name, 8u << 20, &t, len, err);
+	if (r == -ENOENT)
+		return im_errf(err, IM_EXIT_DAMAGED, r, "%s: no %s for VG %s", dir, name, vg);
+	if (r < 0)
+		return r;
+	r = lvm_text_map((const char *)t, *len, map, why, sizeof(why));
+	if (r == 0 && strcmp(map->vg, vg)) {
+		lvm_vg_map_free(map);
+		r = -EINVAL;
+		snprintf(why, sizeof(why), "it describes VG %s", map->vg);
+	}
+	if (r < 0) {
+		free(t);
+		return im_errf(err, r == -ENOTSUP ? IM_EXIT_UNSUPP : IM_EXIT_DAMAGED, r, "%s/%s: %s",
+			       dir, name, why);
+	}
+	*text = (char *)t;
+	return 0;
+}
+
+static bool lvm_name_ok(const char *s)
+{
+	if (!*s || strlen(s) >= 120 || *s == '-' || *s == '.')
+		return false;
+	for (; *s; s++)
+		if (!isalnum((unsigned char)*s) && !strchr("+_.-", *s))
+			return false;
+	return true;
+}
+
+/* LVM: lvm_vg_dev.list's PVs marked (CZ_PV), and each VG's LVs with their
+ * streams and places.  No list: nothing to do. */
+static int read_lvm(const char *dir, struct cz_image *cz, struct im_err *err)
+{
+	char buf[8192], *line, *save = NULL;
+	int r = read_small(dir, "lvm_vg_dev.list", buf, sizeof(buf), err);
+
+	if (r == -ENOENT)
+		return 0;
+	if (r < 0)
+		return r;
+	for (line = strtok_r(buf, "\n", &save); line; line = strtok_r(NULL, "\n", &save)) {
+		char vg[128], dev[128], uuid[64], plain[40];
+		size_t k = 0, v;
+		struct cz_part *p = NULL;
+
+		if (sscanf(line, "%127s %127s %63s", vg, dev, uuid) != 3)
+			continue;
+		if (!lvm_name_ok(vg) || strncmp(dev, "/dev/", 5))
+			return im_errf(err, IM_EXIT_DAMAGED, -EINVAL, "%s/lvm_vg_dev.list: bad line '%.80s'",
+				       dir, line);
+		for (size_t i = 0; i < cz->nparts; i++)
+			if (!strcmp(cz->parts[i].name, dev + 5))
+				p = &cz->parts[i];
+		if (!p)
+			return im_errf(err, IM_EXIT_UNSUPP, -ENOTSUP,
+				       "%s: VG %s has a PV on %s, not on this disk (images of several disks are not supported)",
+				       dir, vg, dev);
+		for (const char *c = uuid; *c && k < sizeof(plain) - 1; c++)
+			if (*c != '-')
+				plain[k++] = *c;
+		plain[k] = '\0';
+		for (v = 0; v < cz->nvgs && strcmp(cz->vgs[v], vg); v++)
+			;
+		if (v == cz->nvgs) {
+			if (v == CZ_MAX_VGS)
+				return im_errf(err, IM_EXIT_UNSUPP, -E2BIG, "%s: more than %d VGs", dir,
+					       CZ_MAX_VGS);
+			snprintf(cz->vgs[cz->nvgs++], sizeof(cz->vgs[0]), "%s", vg);
+		}
+		{
+			struct lvm_vg_map map;
+			char *text;
+			size_t len;
+			unsigned pv;
+
+			r = load_vg(dir, vg, &map, &text, &len, err);
+			if (r < 0)
+				return r;
+			free(text);
+			for (pv = 0; pv < map.npvs && strcmp(map.pvs[pv].uuid, plain); pv++)
+				;
+			if (pv == map.npvs) {
+				lvm_vg_map_free(&map);
+				return im_errf(err, IM_EXIT_DAMAGED, -EINVAL,
+					       "%s: PV %s of lvm_vg_dev.list is not in lvm_%s.conf", dir,
+					       uuid, vg);
+			}
+			if (map.pvs[pv].pe_start > p->size || map.pvs[pv].pe_start < 8192) {
+				lvm_vg_map_free(&map);
+				return im_errf(err, IM_EXIT_DAMAGED, -EINVAL,
+					       "%s: PV %s: its extents start outside partition %s", dir,
+					       uuid, p->name);
+			}
+			p->kind = CZ_PV;
+			p->vg = (unsigned)v;
+			p->pv = pv;
+			p->pe_start = map.pvs[pv].pe_start;
+			snprintf(p->fs, sizeof(p->fs), "LVM2_member");
+			snprintf(p->stream, sizeof(p->stream), "lvm_%s.conf", vg);
+			lvm_vg_map_free(&map);
+		}
+	}
+	/* Each VG's LVs: their places on this disk's PVs, and their streams. */
+	for (size_t v = 0; v < cz->nvgs; v++) {
+		struct lvm_vg_map map;
+		char *text;
+		size_t len;
+
+		r = load_vg(dir, cz->vgs[v], &map, &text, &len, err);
+		if (r < 0)
+			return r;
+		free(text);
+		for (size_t l = 0; r == 0 && l < map.nlvs; l++) {
+			const struct lvm_map_lv *ml = &map.lvs[l];
+			struct cz_lv *lv;
+
+			if (cz->nlvs == CZ_MAX_LVS) {
+				r = im_errf(err, IM_EXIT_UNSUPP, -E2BIG, "%s: more than %d LVs", dir,
+					    CZ_MAX_LVS);
+				break;
+			}
+			if (!lvm_name_ok(ml->name)) {
+				r = im_errf(err, IM_EXIT_DAMAGED, -EINVAL, "%s: VG %s: a bad LV name", dir,
+					    cz->vgs[v]);
+				break;
+			}
+			lv = &cz->lvs[cz->nlvs++];
+			memset(lv, 0, sizeof(*lv));
+			lv->vg = (unsigned)v;
+			snprintf(lv->lv, sizeof(lv->lv), "%s", ml->name);
+			snprintf(lv->part.name, sizeof(lv->part.name), "%.30s-%.30s", cz->vgs[v], ml->name);
+			lv->part.size = ml->size;
+			lv->linear = ml->linear;
+			for (size_t k = 0; k < ml->nsegs && lv->linear; k++) {
+				const struct lvm_seg *sg = &ml->segs[k];
+				size_t pi = cz->nparts;
+				for (size_t i = 0; i < cz->nparts; i++)
+					if (cz->parts[i].kind == CZ_PV && cz->parts[i].vg == v &&
+					    cz->parts[i].pv == sg->pv)
+						pi = i;
+				if (pi == cz->nparts || sg->pv_off > cz->parts[pi].size ||
+				    sg->len > cz->parts[pi].size - sg->pv_off) {
+					r = im_errf(err, IM_EXIT_DAMAGED, -EINVAL,
+						    "%s: LV %s/%s lies outside this disk's PVs", dir,
+						    cz->vgs[v], ml->name);
+					break;
+				}
+				lv->segs[lv->nsegs].lv_off = sg->lv_off;
+				lv->segs[lv->nsegs].len = sg->len;
+				lv->segs[lv->nsegs].part = pi;
+				lv->segs[lv->nsegs].part_off = sg->pv_off;
+				lv->nsegs++;
+			}
+			if (r == 0)
+				r = find_stream(dir, &lv->part, err);
+			if (r == 0 && lv->part.kind == CZ_SWAP)
+				r = read_swap_info(dir, &lv->part, err);
+			if (r == 0 && lv->part.kind != CZ_NONE && !lv->linear)
+				r = im_errf(err, IM_EXIT_UNSUPP, -ENOTSUP,
+					    "%s: LV %s/%s has a stream but is not linear on this disk's PVs (thin, RAID, striped)",
+					    dir, cz->vgs[v], ml->name);
+		}
+		lvm_vg_map_free(&map);
+		if (r < 0)
+			return r;
+	}
+	return 0;
+}
+
 int cz_read(const char *dir, struct cz_image *cz, struct im_err *err)
 {
 	char buf[4096], name[128], *tok, *save = NULL;
@@ -438,6 +618,9 @@ int cz_read(const char *dir, struct cz_image *cz, struct im_err *err)
 	}
 	if (cz->ext_start + cz->ext_size > end)
 		end = cz->ext_start + cz->ext_size;
+	r = read_lvm(dir, cz, err);
+	if (r < 0)
+		return r;
 	save = NULL;
 	for (tok = strtok_r(buf, " \t\n", &save); tok; tok = strtok_r(NULL, " \t\n", &save)) {
 		struct cz_part *p = NULL;
@@ -448,6 +631,8 @@ int cz_read(const char *dir, struct cz_image *cz, struct im_err *err)
 			return im_errf(err, IM_EXIT_DAMAGED, -EINVAL,
 				       "%s/parts names %.64s, which the partition table does not have", dir,
 				       tok);
+		if (p->kind == CZ_PV)
+			continue;
 		r = find_stream(dir, p, err);
 		if (r == 0 && p->kind == CZ_SWAP)
 			r = read_swap_info(dir, p, err);
@@ -833,7 +1018,11 @@ struct cz_job {
 	struct writer *w;
 	uint64_t done, total;
 	const struct restore_opts *opts;
+	const struct cz_lv *lv;    /* the LV being written, or NULL */
 };
+
+static int cz_put(struct cz_job *j, size_t i, uint64_t off, uint64_t len, const void *buf,
+		  struct im_err *err);
 
 /* The reader's side of restore_ptcl: runs read into the ring's slots in
  * turn; a slot with n <= 0 ends it (0: the stream's end, checked; < 0: its
@@ -936,7 +1125,7 @@ static int restore_ptcl(const char *dir, const struct cz_part *p, size_t i, stru
 			len = p->size - off;
 		if (sl->first == 0 && len >= 512)
 			memcpy(boot, sl->buf, 512);
-		rc = writer_put(j->w, i, off, len, sl->buf, err);
+		rc = cz_put(j, i, off, len, sl->buf, err);
 		if (rc == 0 && j->opts->progress.cancel && *j->opts->progress.cancel)
 			rc = im_errf(err, IM_EXIT_INTERRUPTED, -EINTR, "interrupted");
 		j->done += len;
@@ -970,7 +1159,7 @@ out_ring:
 		uint64_t bps = le16(boot + 11), sectors = le64(boot + 0x28);
 		if ((bps == 512 || bps == 1024 || bps == 2048 || bps == 4096) &&
 		    sectors < p->size / bps && sectors * bps >= r.h.total_blocks * r.h.block_size)
-			rc = writer_put(j->w, i, sectors * bps, 512, boot, err);
+			rc = cz_put(j, i, sectors * bps, 512, boot, err);
 	}
 out:
 	free(buf);
@@ -1012,7 +1201,7 @@ static int read_dd(const char *dir, const struct cz_part *p, size_t i, struct cz
 			break;
 		}
 		if (got && j)
-			rc = writer_put(j->w, i, off, got, buf, err);
+			rc = cz_put(j, i, off, got, buf, err);
 		off += got;
 		if (rc == 0 && j && j->opts->progress.cancel && *j->opts->progress.cancel)
 			rc = im_errf(err, IM_EXIT_INTERRUPTED, -EINTR, "interrupted");
@@ -1223,7 +1412,7 @@ static int read_ntfsclone(const char *dir, const struct cz_part *p, size_t i, st
 		}
 		if (flush && run_n) {
 			if (j) {
-				rc = writer_put(j->w, i, run_first * t.cs, (uint64_t)run_n * t.cs, run, err);
+				rc = cz_put(j, i, run_first * t.cs, (uint64_t)run_n * t.cs, run, err);
 				j->done += (uint64_t)run_n * t.cs;
 			}
 			run_n = 0;
@@ -1247,7 +1436,7 @@ static int read_ntfsclone(const char *dir, const struct cz_part *p, size_t i, st
 				     "partition %s: %s: no bytes past the last cluster (command 0x%02x)",
 				     p->name, p->stream, cmd);
 		else if (j)
-			rc = writer_put(j->w, i, t.clusters * t.cs, n, run, err);
+			rc = cz_put(j, i, t.clusters * t.cs, n, run, err);
 		if (rc == 0 && j)
 			j->done += n;
 	}
@@ -1336,36 +1525,149 @@ int cz_read_stream(const char *dir, const struct cz_part *p, bool read_all,
 /* The bytes to write, for progress: each stream's used blocks.  Only the
  * headers and bitmaps are read here (a bitmap is 1/32768 of its partition);
  * this also finds a damaged header before anything is written. */
+/* The bytes a stream writes: its used blocks (headers and bitmaps only
+ * are read; this also finds a damaged header before anything is
+ * written). */
+static int stream_used(const char *dir, const struct cz_part *p, uint64_t *used,
+		       struct im_err *err)
+{
+	struct czs s;
+	struct pcl_reader r;
+	int rc;
+
+	*used = p->kind == CZ_SWAP ? 4096 : p->kind == CZ_DD ? p->size
+		: p->kind == CZ_PV ? p->pe_start : 0;
+	if (p->kind == CZ_NTFSCLONE) {
+		struct ntc t;
+		rc = ntc_open(&t, dir, p, err);
+		if (rc < 0)
+			return rc;
+		*used = t.inuse * t.cs + (t.device_size - t.clusters * t.cs);
+		ntc_close(&t);
+	} else if (p->kind == CZ_PTCL) {
+		rc = ptcl_open(&s, &r, dir, p, err);
+		if (rc < 0)
+			return rc;
+		*used = r.h.used_blocks * r.h.block_size;
+		pcl_close(&r);
+		czs_close(&s);
+	}
+	return 0;
+}
+
+/* The bytes to write, for progress and for --shrink's plan: each
+ * partition's (a PV's with its LVs'). */
 static int count_used(const char *dir, const struct cz_image *cz, uint64_t *total,
 		      uint64_t *used, struct im_err *err)
 {
 	for (size_t i = 0; i < cz->nparts; i++) {
-		const struct cz_part *p = &cz->parts[i];
-		struct czs s;
-		struct pcl_reader r;
-		int rc;
-
-		used[i] = p->kind == CZ_SWAP ? 4096 : p->kind == CZ_DD ? p->size : 0;
-		*total += used[i];
-		if (p->kind == CZ_NTFSCLONE) {
-			struct ntc t;
-			rc = ntc_open(&t, dir, p, err);
-			if (rc < 0)
-				return rc;
-			used[i] = t.inuse * t.cs + (t.device_size - t.clusters * t.cs);
-			*total += used[i];
-			ntc_close(&t);
-			continue;
-		}
-		if (p->kind != CZ_PTCL)
-			continue;
-		rc = ptcl_open(&s, &r, dir, p, err);
+		int rc = stream_used(dir, &cz->parts[i], &used[i], err);
 		if (rc < 0)
 			return rc;
-		used[i] = r.h.used_blocks * r.h.block_size;
 		*total += used[i];
-		pcl_close(&r);
-		czs_close(&s);
+	}
+	for (size_t l = 0; l < cz->nlvs; l++) {
+		uint64_t u;
+		int rc = stream_used(dir, &cz->lvs[l].part, &u, err);
+		if (rc < 0)
+			return rc;
+		*total += u;
+		if (cz->lvs[l].nsegs)
+			used[cz->lvs[l].segs[0].part] += u;
+	}
+	return 0;
+}
+
+/* A write of [off, off+len) of partition i, or, for an LV (j->lv), of the
+ * LV's bytes, split over its segments. */
+static int cz_put(struct cz_job *j, size_t i, uint64_t off, uint64_t len, const void *buf,
+		  struct im_err *err)
+{
+	const struct cz_lv *lv = j->lv;
+	const unsigned char *b = buf;
+
+	if (!lv)
+		return writer_put(j->w, i, off, len, buf, err);
+	while (len) {
+		size_t k;
+		uint64_t n;
+		int r;
+		for (k = 0; k < lv->nsegs; k++)
+			if (off >= lv->segs[k].lv_off && off - lv->segs[k].lv_off < lv->segs[k].len)
+				break;
+		if (k == lv->nsegs)
+			return im_errf(err, IM_EXIT_DAMAGED, -EINVAL,
+				       "LV %s: byte %llu of its stream lies outside its extents",
+				       lv->part.name, (unsigned long long)off);
+		n = lv->segs[k].len - (off - lv->segs[k].lv_off);
+		if (n > len)
+			n = len;
+		r = writer_put(j->w, lv->segs[k].part, lv->segs[k].part_off + (off - lv->segs[k].lv_off),
+			       n, b, err);
+		if (r < 0)
+			return r;
+		off += n;
+		b += n;
+		len -= n;
+	}
+	return 0;
+}
+
+/* One partition's or LV's stream written (j->lv: an LV). */
+static int restore_part(const char *dir, const struct cz_part *p, size_t i, struct cz_job *j,
+			struct im_err *err)
+{
+	if (p->kind == CZ_PTCL)
+		return restore_ptcl(dir, p, i, j, err);
+	if (p->kind == CZ_DD)
+		return read_dd(dir, p, i, j, NULL, NULL, 0, err);
+	if (p->kind == CZ_NTFSCLONE)
+		return read_ntfsclone(dir, p, i, j, NULL, NULL, 0, err);
+	if (p->kind == CZ_SWAP && p->size >= 40960) {
+		unsigned char swap[4096], uuid[16];
+		for (int k = 0, c = 0; p->swap_uuid[0] && k < 16; k++, c += 2) {
+			if (p->swap_uuid[c] == '-')
+				c++;
+			uuid[k] = (unsigned char)strtoul(
+				(char[3]){ p->swap_uuid[c], p->swap_uuid[c + 1], 0 }, NULL, 16);
+		}
+		swap_header_make(swap, p->size, p->swap_uuid[0] ? uuid : NULL, p->swap_label);
+		j->done += sizeof(swap);
+		return cz_put(j, i, 0, sizeof(swap), swap, err);
+	}
+	return 0;
+}
+
+/* Each PV made afresh from its VG's text. */
+static int write_pvs(const char *dir, const struct cz_image *cz, struct cz_job *j,
+		     struct im_err *err)
+{
+	for (size_t v = 0; v < cz->nvgs; v++) {
+		struct lvm_vg_map map;
+		char *text, why[300];
+		size_t len;
+		int r = load_vg(dir, cz->vgs[v], &map, &text, &len, err);
+
+		if (r < 0)
+			return r;
+		for (size_t i = 0; r == 0 && i < cz->nparts; i++) {
+			const struct cz_part *p = &cz->parts[i];
+			unsigned char *head;
+			if (p->kind != CZ_PV || p->vg != v)
+				continue;
+			if (lvm_pv_head(&map, p->pv, text, len, p->size, &head, why, sizeof(why)) < 0) {
+				r = im_errf(err, IM_EXIT_DAMAGED, -EINVAL, "partition %s: VG %s: %s",
+					    p->name, cz->vgs[v], why);
+				break;
+			}
+			r = writer_put(j->w, i, 0, p->pe_start, head, err);
+			j->done += p->pe_start;
+			free(head);
+		}
+		lvm_vg_map_free(&map);
+		free(text);
+		if (r < 0)
+			return r;
 	}
 	return 0;
 }
@@ -1377,7 +1679,6 @@ int cz_restore(const struct disk_roots *roots, const char *dir, const char *targ
 	struct disk_plan pl = { 0 };
 	struct writer w = { 0 };
 	struct cz_job j = { .w = &w, .opts = opts };
-	unsigned char swap[4096];
 	uint64_t used[CZ_MAX_PARTS];
 	int r;
 
@@ -1421,26 +1722,14 @@ int cz_restore(const struct disk_roots *roots, const char *dir, const char *targ
 	}
 	if (r == 0)
 		r = writer_start(&w, roots, target, &pl, &opts->target, &stats->grow, err);
-	for (size_t i = 0; r == 0 && i < cz->nparts; i++) {
-		const struct cz_part *p = &cz->parts[i];
-		if (p->kind == CZ_PTCL) {
-			r = restore_ptcl(dir, p, i, &j, err);
-		} else if (p->kind == CZ_DD) {
-			r = read_dd(dir, p, i, &j, NULL, NULL, 0, err);
-		} else if (p->kind == CZ_NTFSCLONE) {
-			r = read_ntfsclone(dir, p, i, &j, NULL, NULL, 0, err);
-		} else if (p->kind == CZ_SWAP && p->size >= 40960) {
-			unsigned char uuid[16];
-			for (int k = 0, c = 0; p->swap_uuid[0] && k < 16; k++, c += 2) {
-				if (p->swap_uuid[c] == '-')
-					c++;
-				uuid[k] = (unsigned char)strtoul(
-					(char[3]){ p->swap_uuid[c], p->swap_uuid[c + 1], 0 }, NULL, 16);
-			}
-			swap_header_make(swap, p->size, p->swap_uuid[0] ? uuid : NULL, p->swap_label);
-			r = writer_put(&w, i, 0, sizeof(swap), swap, err);
-			j.done += sizeof(swap);
-		}
+	if (r == 0)
+		r = write_pvs(dir, cz, &j, err);
+	for (size_t i = 0; r == 0 && i < cz->nparts; i++)
+		r = restore_part(dir, &cz->parts[i], i, &j, err);
+	for (size_t l = 0; r == 0 && l < cz->nlvs; l++) {
+		j.lv = &cz->lvs[l];
+		r = restore_part(dir, &cz->lvs[l].part, 0, &j, err);
+		j.lv = NULL;
 	}
 	stats->bytes_written = j.done;
 	if (r == 0)

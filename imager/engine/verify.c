@@ -101,13 +101,15 @@ static int cz_verify(const char *dir, const struct im_progress *progress,
 	for (size_t i = 0; r == 0 && i < cz->nparts; i++)
 		if (cz->parts[i].kind != CZ_NONE && cz->parts[i].kind != CZ_SWAP)
 			total += cz->parts[i].bytes;
+	for (size_t l = 0; r == 0 && l < cz->nlvs; l++)
+		total += cz->lvs[l].part.bytes;
 	for (size_t i = 0; r == 0 && i < cz->nparts; i++) {
 		const struct cz_part *p = &cz->parts[i];
 		struct pcl_header h;
 		struct im_err e = { 0 };
 		uint64_t strips = 0;
 
-		if (p->kind == CZ_NONE || p->kind == CZ_SWAP)
+		if (p->kind == CZ_NONE || p->kind == CZ_SWAP || p->kind == CZ_PV)
 			continue;
 		if (cz_read_stream(dir, p, true, progress, &done, total, &h, &strips, &e) < 0) {
 			r = add_damage(rep, NULL, p->stream, -1, p->start, p->size, e.msg);
@@ -117,6 +119,19 @@ static int cz_verify(const char *dir, const struct im_progress *progress,
 		rep->frames_checked += strips;
 		if (progress && progress->cancel && *progress->cancel)
 			r = im_errf(err, IM_EXIT_INTERRUPTED, -EINTR, "interrupted");
+	}
+	/* LVs' streams (Clonezilla's VG-LV files) */
+	for (size_t l = 0; r == 0 && l < cz->nlvs; l++) {
+		const struct cz_part *p = &cz->lvs[l].part;
+		struct pcl_header h;
+		struct im_err e = { 0 };
+		uint64_t strips = 0;
+
+		if (p->kind == CZ_NONE || p->kind == CZ_SWAP)
+			continue;
+		if (cz_read_stream(dir, p, true, progress, &done, total, &h, &strips, &e) < 0)
+			r = add_damage(rep, NULL, p->stream, -1, 0, p->size, e.msg);
+		rep->frames_checked += strips;
 	}
 	/* The checksum files ocs-sr -gm, -gs, -gb write, checked by the
 	 * coreutils tool that reads them, in the folder. */

@@ -31,6 +31,14 @@
  *                         stream (format in clonezilla.c), every count
  *                         checked against the header and the partition
  *   PART.dd-img.COMP[...]  older Clonezilla: dd's stream, as dd-ptcl-img
+ *   lvm_vg_dev.list       "VG /dev/PART PVUUID" lines: the PVs on this disk
+ *   lvm_VG.conf           the VG's text as vgcfgbackup writes it; each PV
+ *                         is made afresh from it (lvmfmt.h: label,
+ *                         metadata area and text, as pvcreate
+ *                         --restorefile and vgcfgrestore make them)
+ *   VG-LV.FS-ptcl-img.COMP, swappt-VG-LV.info   an LV's stream, written
+ *                         at its extents (linear LVs; an LV without a
+ *                         stream is left as the target has it)
  *   swappt-PART.info      a swap partition: UUID="..." LABEL="...";
  *                         written as a fresh swap header with that UUID
  *                         and label
@@ -63,8 +71,12 @@
 
 #define CZ_MAX_PARTS 128
 #define CZ_MAX_FILES 676   /* split parts of one stream: aa to zz */
+#define CZ_MAX_VGS   8
+#define CZ_MAX_LVS   64
+#define CZ_MAX_SEGS  64
 
-enum cz_kind { CZ_NONE, CZ_PTCL, CZ_DD, CZ_NTFSCLONE, CZ_SWAP };
+/* CZ_PV: an LVM physical volume, made afresh from lvm_VG.conf (no stream) */
+enum cz_kind { CZ_NONE, CZ_PTCL, CZ_DD, CZ_NTFSCLONE, CZ_SWAP, CZ_PV };
 
 struct cz_part {
 	char name[64];             /* "sda1" */
@@ -80,6 +92,23 @@ struct cz_part {
 	unsigned nfiles;           /* 1, or the number of split parts */
 	uint64_t bytes;            /* the stream's files' sizes together */
 	char swap_uuid[37], swap_label[17];
+	unsigned vg, pv;           /* CZ_PV: its VG (cz_image.vgs) and PV (in the VG's text) */
+	uint64_t pe_start;         /* CZ_PV: bytes */
+};
+
+/* A logical volume: its stream (part.name is Clonezilla's "VG-LV", its
+ * size the LV's) and where its bytes lie, on partitions of this disk. */
+struct cz_lv {
+	struct cz_part part;
+	unsigned vg;
+	char lv[128];
+	bool linear;
+	size_t nsegs;
+	struct {
+		uint64_t lv_off, len;
+		size_t part;               /* index in cz_image.parts */
+		uint64_t part_off;
+	} segs[CZ_MAX_SEGS];
 };
 
 struct cz_image {
@@ -95,6 +124,11 @@ struct cz_image {
 	unsigned ext_number;
 	unsigned char ext_type;
 	uint64_t ext_start, ext_size;       /* bytes; 0: none */
+	/* LVM: the VGs of lvm_vg_dev.list, and their LVs */
+	size_t nvgs;
+	char vgs[CZ_MAX_VGS][128];
+	size_t nlvs;
+	struct cz_lv lvs[CZ_MAX_LVS];
 };
 
 /* A folder that looks like Clonezilla's (a "disk" or "parts" file, no

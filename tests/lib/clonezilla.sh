@@ -15,6 +15,15 @@
 #                    (160 MiB, files put with mkfs.btrfs -r) and 8 MiB of
 #                    bytes no tool knows (ocs-sr saves it with
 #                    partclone.dd); boot code in the first EBR; xz (-z5p)
+#     mbr-lvm        MBR, 320 MiB: ext4 /boot (64 MiB), then an LVM PV of VG
+#                    czvg holding root (ext4, 128 MiB, files, written by
+#                    offset over old data) and swap (32 MiB); zstd.  ocs-sr
+#                    saves the PV's VG (lvm_vg_dev.list, lvm_czvg.conf) but
+#                    cannot open the LVs here (no device-mapper) and calls
+#                    the image broken; the LVs' streams are then made as
+#                    ocs-sr makes them: partclone.extfs -c of the root LV's
+#                    bytes | zstd into czvg-root.ext4-ptcl-img.zst, and
+#                    swappt-czvg-swap.info
 #     debian12       the Debian test guest ($GUEST, from need_guest: MBR,
 #                    GRUB in the gap after the MBR, ext4 root, swap), zstd;
 #                    cached beside that guest's own hash
@@ -62,6 +71,14 @@ _cz_build() { # NAME DIR: the source disk DIR/src.img and the image DIR/image
 			$d/src.img7 : size=8MiB, type=da
 		EOF
 		;;
+	mbr-lvm)
+		head -c $((320 * MiB)) /dev/urandom >"$d/src.img"
+		sfdisk -q "$d/src.img" <<-EOF || return 1
+			label: dos
+			start=2048, size=64MiB, type=83, bootable
+			type=8e
+		EOF
+		;;
 	esac
 	dev=$(losetup -f --show "$d/src.img") || return 1
 	partx -d "$dev" 2>/dev/null
@@ -97,6 +114,31 @@ _cz_build() { # NAME DIR: the source disk DIR/src.img and the image DIR/image
 			mkswap -L cz-lswap "${dev}p5" >/dev/null &&
 			mkfs.btrfs -q -f -L cz-btrfs -r "$t/files" "${dev}p6" >/dev/null
 		;;
+	mbr-lvm)
+		# LVM without device-mapper (FACTS.md): a private configuration,
+		# the LVs never activated, their bytes written by offset
+		mkdir -p "$t/lvm"
+		printf '%s\n' 'global { activation = 0 }' 'backup { backup = 0 archive = 0 }' \
+			'devices { obtain_device_list_from_udev = 0 }' >"$t/lvm/lvm.conf"
+		local f="devices { filter = [ \"a|^${dev}p2\$|\", \"r|.*|\" ] }"
+		mke2fs -q -F -t ext4 -L cz-boot -d "$t/files/sub" "${dev}p1" &&
+			LVM_SYSTEM_DIR=$t/lvm pvcreate -q --config "$f" "${dev}p2" 2>/dev/null &&
+			LVM_SYSTEM_DIR=$t/lvm vgcreate -q --config "$f" czvg "${dev}p2" 2>/dev/null &&
+			LVM_SYSTEM_DIR=$t/lvm lvcreate -q --config "$f" -an -Zn -L 128M -n root czvg 2>/dev/null &&
+			LVM_SYSTEM_DIR=$t/lvm lvcreate -q --config "$f" -an -Zn -L 32M -n swap czvg 2>/dev/null || false
+		[ $? = 0 ] || { losetup -d "$dev"; return 1; }
+		# root at the first extent, swap after it (1 MiB pe_start, 4 MiB
+		# extents: checked)
+		[ "$(LVM_SYSTEM_DIR=$t/lvm lvs --config "$f" --noheadings -o seg_pe_ranges czvg/swap 2>/dev/null | tr -d ' ')" = "${dev}p2:32-39" ] ||
+			{ losetup -d "$dev"; return 1; }
+		rm -rf "$t/files/random.bin"
+		head -c $((6 * MiB)) /dev/urandom >"$t/files/random.bin"
+		head -c $((128 * MiB)) /dev/urandom >"$t/root.img"
+		mke2fs -q -F -t ext4 -L cz-root -E nodiscard -d "$t/files" "$t/root.img" &&
+			dd if="$t/root.img" of="${dev}p2" bs=1M seek=1 conv=notrunc status=none &&
+			truncate -s 32M "$t/swap.img" && mkswap -q -L cz-lvswap "$t/swap.img" &&
+			dd if="$t/swap.img" of="${dev}p2" bs=1M seek=129 conv=notrunc status=none
+		;;
 	esac || { losetup -d "$dev"; return 1; }
 	sync
 	files=$(basename "$dev")
@@ -104,12 +146,23 @@ _cz_build() { # NAME DIR: the source disk DIR/src.img and the image DIR/image
 	gpt-gz-split) set -- -z1p -i 1 -gm ;;
 	mbr-zst | debian12) set -- -z9p -i 0 ;;
 	mbr-logical-xz) set -- -z5p -i 0 ;;
+	mbr-lvm) set -- -z9p -i 0 ;;
 	esac
 	ocs-sr -b -q2 -j2 "$@" -sfsck -senc -nogui -p true -or "$d/repo" savedisk image "$files" \
 		>"$d/ocs-sr.log" 2>&1
 	local rc=$?
 	partx -d "$dev" 2>/dev/null
 	losetup -d "$dev"
+	if [ "$name" = mbr-lvm ]; then
+		# broken for ocs-sr (the LVs could not be read), the VG saved
+		[ -s "$d/repo/image/lvm_czvg.conf" ] || { tail -n 20 "$d/ocs-sr.log" >&2; return 1; }
+		rm -f /etc/lvm/backup/czvg /etc/lvm/archive/czvg_*
+		partclone.extfs -q -c -s "$t/root.img" -o - 2>/dev/null | zstd -q -19 -c \
+			>"$d/repo/image/czvg-root.ext4-ptcl-img.zst" || return 1
+		printf 'UUID="%s"\nLABEL="%s"\n' "$(blkid -p -o value -s UUID "$t/swap.img")" cz-lvswap \
+			>"$d/repo/image/swappt-czvg-swap.info"
+		rc=0
+	fi
 	[ "$rc" = 0 ] || { tail -n 20 "$d/ocs-sr.log" >&2; return 1; }
 	mv "$d/repo/image" "$d/image" && rm -rf "$d/repo" "$t"
 	# (the guest's raw copy is not kept: the guest itself is)
@@ -120,7 +173,8 @@ cz_image() { # NAME
 	local key dir lock
 	need_root "for loop devices and ocs-sr"
 	need_cmd ocs-sr partclone.extfs partclone.vfat partclone.ntfs partclone.btrfs partclone.dd \
-		losetup partx sfdisk mke2fs mkfs.fat mcopy mkswap mkntfs ntfscp mkfs.btrfs
+		losetup partx sfdisk mke2fs mkfs.fat mcopy mkswap mkntfs ntfscp mkfs.btrfs \
+		pvcreate vgcreate lvcreate lvs zstd blkid
 	key=$(sha256sum < "$TESTS_LIB/clonezilla.sh" | cut -c1-16)
 	dir=$CZ_CACHE/clonezilla-$key/$1
 	[ "$1" = debian12 ] && dir=$dir-$(basename "${GUEST:?need_guest first}" .qcow2)
