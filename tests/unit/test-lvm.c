@@ -394,6 +394,24 @@ static void test_fuzzed_texts(void)
 				}
 			}
 		}
+		/* the same text as a Clonezilla lvm_VG.conf: mapped, and a PV head
+		 * made from it, within their bounds */
+		{
+			struct lvm_vg_map m;
+			char why[200];
+			unsigned char *head = NULL;
+			if (lvm_text_map(text, n, &m, why, sizeof(why)) == 0) {
+				CHECK(m.vg_start < m.vg_end && m.vg_end <= n);
+				for (size_t l = 0; l < m.nlvs; l++)
+					for (size_t k = 0; k < m.lvs[l].nsegs; k++)
+						CHECK(m.lvs[l].segs[k].pv < m.npvs &&
+						      m.lvs[l].segs[k].lv_off + m.lvs[l].segs[k].len <=
+							      m.lvs[l].size);
+				if (m.npvs && lvm_pv_head(&m, 0, text, n, PV_SIZE, &head, why, sizeof(why)) == 0)
+					free(head);
+				lvm_vg_map_free(&m);
+			}
+		}
 		fd = make_pv(text, 512, path);
 		if (fd < 0)
 			break;
@@ -485,6 +503,52 @@ static void test_shrink(void)
 	close(fd);
 }
 
+/* A VG's text as Clonezilla keeps it (lvm_VG.conf): mapped, and a PV made
+ * afresh from it that the plugin reads with the same LV in the same place. */
+static void test_text_map_and_head(void)
+{
+	const char *text = vg_text(LINEAR);
+	struct lvm_vg_map m;
+	unsigned char *head = NULL;
+	char why[200], path[32];
+	struct fs_info info;
+	struct im_err err;
+	int fd;
+
+	CHECK_EQ_U(lvm_text_map(text, strlen(text), &m, why, sizeof(why)), 0);
+	CHECK_STR(m.vg, "vg0");
+	CHECK_EQ_U(m.npvs, 1);
+	CHECK_STR(m.pvs[0].uuid, UUID);
+	CHECK_EQ_U(m.pvs[0].pe_start, PE_START);
+	CHECK_EQ_U(m.nlvs, 1);
+	if (m.nlvs == 1) {
+		CHECK_STR(m.lvs[0].name, "root");
+		CHECK(m.lvs[0].linear);
+		CHECK_EQ_U(m.lvs[0].size, 4ull * EXTENT);
+		CHECK_EQ_U(m.lvs[0].nsegs, 1);
+		CHECK_EQ_U(m.lvs[0].segs[0].pv_off, PE_START + 2ull * EXTENT);
+	}
+	CHECK_EQ_U(lvm_pv_head(&m, 0, text, strlen(text), PV_SIZE, &head, why, sizeof(why)), 0);
+	fd = make_pv("", 512, path);
+	CHECK(pwrite(fd, head, PE_START, 0) == (ssize_t)PE_START);
+	CHECK_EQ_U(examine(fd, false, &info, &err), 0);
+	if (err.msg[0])
+		fprintf(stderr, "  %s\n", err.msg);
+	CHECK_EQ_U(info.nvolumes, 1);
+	if (info.nvolumes == 1) {
+		CHECK_STR(info.volumes[0].name, "vg0/root");
+		CHECK_EQ_U(info.volumes[0].end, PE_START + 6ull * EXTENT);
+	}
+	/* no room before pe_start for the text: refused */
+	m.pvs[0].pe_start = 4608;
+	free(head);
+	CHECK(lvm_pv_head(&m, 0, text, strlen(text), PV_SIZE, &head, why, sizeof(why)) == -ENOSPC);
+	fs_info_free(&info);
+	lvm_vg_map_free(&m);
+	free(head);
+	close(fd);
+}
+
 /* What is not understood is refused, and nothing is written. */
 static void test_shrink_refused(void)
 {
@@ -537,6 +601,6 @@ static void test_shrink_refused(void)
 	}
 }
 
-UNIT_MAIN(UNIT(test_shrink), UNIT(test_shrink_refused), UNIT(test_linear_raw), UNIT(test_wrapped_text), UNIT(test_nested_ext4),
+UNIT_MAIN(UNIT(test_shrink), UNIT(test_shrink_refused), UNIT(test_text_map_and_head), UNIT(test_linear_raw), UNIT(test_wrapped_text), UNIT(test_nested_ext4),
 	  UNIT(test_hostile_texts), UNIT(test_hostile_layout), UNIT(test_overlap),
 	  UNIT(test_kept_whole), UNIT(test_checksums), UNIT(test_fuzzed_texts))
