@@ -28,7 +28,7 @@ DEB_BUILD := build-essential pkg-config libparted-dev libblkid-dev libzstd-dev \
              libjson-c-dev libxxhash-dev zlib1g-dev libnbd-dev libguestfs-dev \
              libvirt-dev libxml2-dev libhivex-dev libarchive-dev
 DEB_RUN   := e2fsprogs supermin qemu-system-x86 linux-image-amd64 libguestfs-xfs \
-             ntfs-3g xfsprogs btrfs-progs f2fs-tools
+             ntfs-3g xfsprogs btrfs-progs f2fs-tools dosfstools mtools
 DEB_TEST  := parted fdisk dosfstools mtools zstd util-linux time procps file git \
              partclone qemu-utils xxd jq python3 nbdkit libguestfs-tools xxhash \
              cpio debootstrap initramfs-tools-core \

@@ -21,7 +21,9 @@
  *      an LVM PV gives up extents of its LV with the most free space in an
  *      ext2/3/4 (e2fsck and resize2fs on the LV's extents), the LVs after
  *      it move down and the metadata is rewritten (lvmfmt.h; no
- *      device-mapper needed), its free extents kept;
+ *      device-mapper needed), its free extents kept; FAT is made anew at
+ *      its new size (mkfs.fat with its type, volume ID and label) and its
+ *      files copied in with mtools, attributes and times kept;
  *   3. that copy is cloned onto the target with the new layout (writer.c:
  *      the table rebuilt, the GPT backup at the new end, the partition
  *      heads written last), and the copy is removed.
@@ -38,6 +40,7 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <linux/falloc.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -54,7 +57,7 @@
 #define MIB (1ull << 20)
 #define MARGIN_MIN (256ull << 20)
 
-enum how { KEEP, RESIZE2FS, NTFSRESIZE, RESIZEF2FS, BTRFS, SWAP, LVMPV };
+enum how { KEEP, RESIZE2FS, NTFSRESIZE, RESIZEF2FS, BTRFS, SWAP, LVMPV, FATCOPY };
 
 static bool is_ext(const char *fs)
 {
@@ -116,10 +119,12 @@ static enum how how_to_shrink(const struct shrink_part *p, const char **why)
 	}
 	if (!strcmp(fs, "swap"))
 		return SWAP;
+	if (!strcmp(fs, "vfat"))
+		return FATCOPY;
 	if (!strcmp(fs, "xfs"))
 		*why = "XFS cannot shrink";
 	else
-		*why = "imager does not shrink this filesystem yet";
+		*why = "imager does not shrink this filesystem";
 	return KEEP;
 }
 
@@ -368,6 +373,123 @@ static int shrink_in_file(int fd, const char *tmpdir, const struct layout_part *
 	return r;
 }
 
+/* FAT: no tool shrinks it in place, so a new one is made at the new size
+ * with the old one's FAT type, sector size, FAT count, volume ID and label
+ * (mkfs.fat, its hidden sectors the partition's new start), and the files
+ * are copied into it with mtools (names, long names, times, then the
+ * attributes the copy did not set: hidden, system, read-only, archive). */
+static const char fat_script[] =
+	"set -e -o pipefail; old=$1 new=$2 kib=$3; shift 3\n"
+	"export MTOOLS_SKIP_CHECK=1\n"
+	"d=$(mktemp -d \"${old%/*}/fat.XXXXXX\")\n"
+	"trap 'rm -rf \"$d\"' EXIT\n"
+	"mkfs.fat -C \"$@\" \"$new\" \"$kib\" >/dev/null\n"
+	"mcopy -s -p -m -i \"$old\" ::/ \"$d/\"\n"
+	"files=()\n"
+	"for f in \"$d\"/* \"$d\"/.[!.]* \"$d\"/..?*; do [ -e \"$f\" ] && files+=(\"$f\"); done\n"
+	"[ ${#files[@]} = 0 ] || mcopy -s -p -m -i \"$new\" \"${files[@]}\" ::/\n"
+	"mattrib -/ -i \"$old\" ::/ >\"$d.a\"; mattrib -/ -i \"$new\" ::/ >\"$d.b\"\n"
+	"trap 'rm -rf \"$d\" \"$d.a\" \"$d.b\"' EXIT\n"
+	"grep -vxF -f \"$d.b\" \"$d.a\" | while IFS= read -r l; do\n"
+	"  p=${l#*::}; [ \"$p\" = / ] && continue; a=${l:0:12}; set --\n"
+	"  [ \"${a:2:1}\" = A ] && set -- +a || set -- -a\n"
+	"  [ \"${a:5:1}\" = S ] && set -- \"$@\" +s || set -- \"$@\" -s\n"
+	"  [ \"${a:6:1}\" = H ] && set -- \"$@\" +h || set -- \"$@\" -h\n"
+	"  [ \"${a:7:1}\" = R ] && set -- \"$@\" +r || set -- \"$@\" -r\n"
+	"  mattrib -i \"$new\" \"$@\" \"::$p\"\n"
+	"done\n";
+
+static int shrink_fat(int fd, const char *tmpdir, const struct layout_part *lp, unsigned lss,
+		      struct im_err *err)
+{
+	unsigned char b[512];
+	char oldp[4200], newp[4200], kib[32], bits[8], bps[16], nfats[8], volid[16], hidden[32];
+	char label[12] = "";
+	const char *argv[24];
+	unsigned fsz16, off, n = 0;
+	int r = pread_full(fd, b, sizeof(b), lp->old_start), ofd, nfd;
+
+	if (r < 0)
+		return im_errf(err, IM_EXIT_IO, r, "partition %u: %s", lp->number, strerror(-r));
+	fsz16 = le16(b + 22);
+	off = fsz16 ? 0x24 : 0x40;   /* where the extended boot record is */
+	if (b[510] != 0x55 || b[511] != 0xAA || !b[13] || !b[16] ||
+	    (le16(b + 11) != 512 && le16(b + 11) != 1024 && le16(b + 11) != 2048 &&
+	     le16(b + 11) != 4096))
+		return im_errf(err, IM_EXIT_DAMAGED, -EINVAL, "partition %u: not a FAT boot sector",
+			       lp->number);
+	snprintf(bits, sizeof(bits), "%s",
+		 !fsz16 ? "32" : !memcmp(b + 0x36, "FAT12", 5) ? "12" : "16");
+	snprintf(bps, sizeof(bps), "%u", le16(b + 11));
+	snprintf(nfats, sizeof(nfats), "%u", b[16]);
+	snprintf(kib, sizeof(kib), "%llu", (unsigned long long)(lp->new_size >> 10));
+	snprintf(hidden, sizeof(hidden), "%llu", (unsigned long long)(lp->new_start / lss));
+	snprintf(oldp, sizeof(oldp), "%s/part%u.raw", tmpdir, lp->number);
+	snprintf(newp, sizeof(newp), "%s/part%u.new", tmpdir, lp->number);
+	argv[n++] = "bash";
+	argv[n++] = "-c";
+	argv[n++] = fat_script;
+	argv[n++] = "bash";
+	argv[n++] = oldp;
+	argv[n++] = newp;
+	argv[n++] = kib;
+	argv[n++] = "-F";
+	argv[n++] = bits;
+	argv[n++] = "-S";
+	argv[n++] = bps;
+	argv[n++] = "-f";
+	argv[n++] = nfats;
+	argv[n++] = "-h";
+	argv[n++] = hidden;
+	if (b[off + 2] == 0x29) {
+		size_t k;
+		snprintf(volid, sizeof(volid), "%08X", le32(b + off + 3));
+		argv[n++] = "-i";
+		argv[n++] = volid;
+		memcpy(label, b + off + 7, 11);
+		for (k = 11; k && label[k - 1] == ' '; k--)
+			label[k - 1] = '\0';
+		for (size_t i = 0; i < k; i++)
+			if ((unsigned char)label[i] < 0x20 || label[i] == '"')
+				label[0] = '\0';   /* a hostile label is not passed on */
+		if (label[0] && strcmp(label, "NO NAME")) {
+			argv[n++] = "-n";
+			argv[n++] = label;
+		}
+	}
+	argv[n] = NULL;
+	ofd = open(oldp, O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+	if (ofd < 0)
+		return im_errf(err, IM_EXIT_IO, -errno, "%s: %s", oldp, strerror(errno));
+	unlink(newp);
+	r = ftruncate(ofd, (off_t)lp->old_size) < 0
+		    ? im_errf(err, IM_EXIT_IO, -errno, "%s: %s", oldp, strerror(errno))
+		    : sparse_copy(fd, lp->old_start, lp->old_size, ofd, 0, err);
+	close(ofd);
+	if (r == 0)
+		r = run_tool("mkfs.fat and mcopy (FAT copied into a smaller one)", lp->number, argv, 0,
+			     err);
+	if (r == 0) {
+		nfd = open(newp, O_RDONLY | O_CLOEXEC);
+		if (nfd < 0)
+			r = im_errf(err, IM_EXIT_IO, -errno, "%s: %s", newp, strerror(errno));
+		else {
+			/* the new FAT over the old one's place, emptied first (a
+			 * hole: the copy stays sparse) */
+			if (fallocate(fd, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE,
+				      (off_t)lp->old_start, (off_t)lp->new_size) < 0)
+				r = im_errf(err, IM_EXIT_IO, -errno, "partition %u: %s", lp->number,
+					    strerror(errno));
+			if (r == 0)
+				r = sparse_copy(nfd, 0, lp->new_size, fd, lp->old_start, err);
+			close(nfd);
+		}
+	}
+	unlink(oldp);
+	unlink(newp);
+	return r;
+}
+
 /* An LVM PV: its LV with the most free space shrunk with its filesystem
  * (e2fsck and resize2fs on the LV's extents), then the PV
  * (lvm_pv_shrink(): the LVs after it move down, the metadata rewritten). */
@@ -446,6 +568,8 @@ static int shrink_one(int fd, const char *tmpdir, const struct shrink_part *in,
 		r = shrink_in_file(fd, tmpdir, lp, "btrfs filesystem resize", rs, 0, 4, err);
 	} else if (h == LVMPV) {
 		r = shrink_lvm(fd, tmpdir, in, lp, err);
+	} else if (h == FATCOPY) {
+		r = shrink_fat(fd, tmpdir, lp, lss, err);
 	} else if (h == SWAP) {
 		unsigned char page[4096], uuid[16];
 		char label[SWAP_LABEL_LEN + 1] = "";
