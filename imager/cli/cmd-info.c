@@ -35,6 +35,7 @@ static int info_clonezilla(const char *dir, bool json)
 		json_object_object_add(root, "image", json_object_new_string(dir));
 		json_object_object_add(root, "format", json_object_new_string("clonezilla"));
 		json_object_object_add(root, "disk", json_object_new_string(cz->disk));
+		json_object_object_add(root, "partitions_only", json_object_new_boolean(cz->partitions_only));
 		json_object_object_add(root, "table", json_object_new_string(cz->table));
 		json_object_object_add(root, "disk_size", json_object_new_uint64(cz->disk_size));
 		json_object_object_add(root, "disk_size_recorded", json_object_new_boolean(cz->size_known));
@@ -49,8 +50,8 @@ static int info_clonezilla(const char *dir, bool json)
 		}
 	} else {
 		cli_human(cz->disk_size, size, sizeof(size));
-		printf("image %s: a Clonezilla image of disk %s\n  disk %s (%llu bytes%s), sector %u, table %s\n",
-		       dir, cz->disk, size, (unsigned long long)cz->disk_size,
+		printf("image %s: a Clonezilla image of %s %s\n  disk %s (%llu bytes%s), sector %u, table %s\n",
+		       dir, cz->partitions_only ? "partitions (saveparts) of disk" : "disk", cz->disk, size, (unsigned long long)cz->disk_size,
 		       cz->size_known ? "" : ": not recorded, the last partition's end", cz->lss,
 		       cz->table);
 		if (cz->ext_size) {

@@ -392,6 +392,36 @@ static int check_logical(const char *dir, struct cz_image *cz, struct im_err *er
 	return 0;
 }
 
+/* A partition image (ocs-sr saveparts: "parts", no "disk"): the disk the
+ * partitions are on, from the one DISK-pt.sf the folder holds, into buf. */
+static int partition_image_disk(const char *dir, char *buf, size_t cap, struct im_err *err)
+{
+	DIR *d = opendir(dir);
+	struct dirent *e;
+	unsigned n = 0;
+
+	if (!d)
+		return im_errf(err, IM_EXIT_SOURCE, -errno, "%s: %s", dir, strerror(errno));
+	while ((e = readdir(d))) {
+		size_t l = strlen(e->d_name);
+		if (l > 6 && !strcmp(e->d_name + l - 6, "-pt.sf") && l - 6 < cap) {
+			memcpy(buf, e->d_name, l - 6);
+			buf[l - 6] = '\0';
+			n++;
+		}
+	}
+	closedir(d);
+	if (n == 0)
+		return im_errf(err, IM_EXIT_DAMAGED, -ENOENT,
+			       "%s: a Clonezilla image of partitions without its disk's table (no DISK-pt.sf)",
+			       dir);
+	if (n > 1)
+		return im_errf(err, IM_EXIT_UNSUPP, -ENOTSUP,
+			       "%s: a Clonezilla image of partitions of several disks is not supported",
+			       dir);
+	return 0;
+}
+
 /* VG's text from lvm_VG.conf, mapped (lvmfmt.h); *text malloc'ed. */
 static int load_vg(const char *dir, const char *vg, struct lvm_vg_map *map, char **text,
 		   size_t *len, struct im_err *err)
@@ -585,10 +615,13 @@ int cz_read(const char *dir, struct cz_image *cz, struct im_err *err)
 			       "%s: an encrypted Clonezilla image (ecryptfs) is not supported: decrypt it with Clonezilla first",
 			       dir);
 	r = read_small(dir, "disk", buf, sizeof(buf), err);
-	if (r == -ENOENT)
-		return im_errf(err, IM_EXIT_UNSUPP, -ENOTSUP,
-			       "%s: a Clonezilla image of partitions (saveparts) is not supported: only whole disks (savedisk)",
-			       dir);
+	if (r == -ENOENT) {
+		/* saveparts: the disk is the one whose table was kept */
+		r = partition_image_disk(dir, buf, sizeof(buf), err);
+		if (r < 0)
+			return r;
+		cz->partitions_only = true;
+	}
 	if (r < 0)
 		return r;
 	tok = strtok_r(buf, " \t\n", &save);

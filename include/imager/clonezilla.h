@@ -9,7 +9,10 @@
  *
  * What a folder holds (facts from images ocs-sr 5.3 writes):
  *   disk                  the disk's name ("sda"); one disk is taken
- *   parts                 its partitions' names, blank-separated
+ *   parts                 its partitions' names, blank-separated (a
+ *                         partition image, ocs-sr saveparts, has no "disk":
+ *                         the disk is the one DISK-pt.sf names, and its
+ *                         partitions not in "parts" are restored empty)
  *   DISK-pt.sf            sfdisk's dump: label (dos, gpt), sector-size,
  *                         last-lba, one line per partition (start=, size=)
  *   DISK-mbr              the first sector
@@ -55,7 +58,7 @@
  *                         well (type, bootable); its other bytes are
  *                         DISK-mbr's.
  * Refused by name (IM_EXIT_UNSUPP): encrypted images (ecryptfs.info),
- * images of several disks or of partitions only (saveparts), logical
+ * images of several disks (or of partitions of several disks), logical
  * partitions out of disk order, aufs streams, ntfsclone images other than
  * version 10.0/10.1.  Damage
  * (a bad checksum, a truncated or missing part, a corrupt compressed
@@ -113,6 +116,8 @@ struct cz_lv {
 
 struct cz_image {
 	char disk[64];
+	bool partitions_only;      /* saveparts: no "disk" file; partitions not in
+				    * "parts" are restored empty */
 	char table[8];             /* "msdos" or "gpt" */
 	unsigned lss;
 	uint64_t disk_size;        /* gpt: from the header; msdos: the last partition's end, in MiB */

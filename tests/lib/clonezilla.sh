@@ -9,7 +9,8 @@
 #                    gzip (-z1p), split at 1 MB (-i 1), MD5SUMS (-gm)
 #     mbr-zst        MBR, 128 MiB: ext4 (48 MiB, files) and NTFS (60 MiB,
 #                    files put with ntfscp), hidden data after the MBR;
-#                    zstd (-z9p), not split
+#                    zstd (-z9p), not split; and saveparts of the NTFS
+#                    alone (CZ_PARTS_DIR)
 #     mbr-logical-xz MBR, 256 MiB: ext4 (32 MiB, bootable), then an extended
 #                    partition holding swap (16 MiB, labelled), btrfs
 #                    (160 MiB, files put with mkfs.btrfs -r) and 8 MiB of
@@ -151,6 +152,12 @@ _cz_build() { # NAME DIR: the source disk DIR/src.img and the image DIR/image
 	ocs-sr -b -q2 -j2 "$@" -sfsck -senc -nogui -p true -or "$d/repo" savedisk image "$files" \
 		>"$d/ocs-sr.log" 2>&1
 	local rc=$?
+	# mbr-zst also as a partition image: saveparts of its NTFS alone
+	if [ "$rc" = 0 ] && [ "$name" = mbr-zst ]; then
+		ocs-sr -b -q2 -j2 "$@" -sfsck -senc -nogui -p true -or "$d/repo" saveparts parts \
+			"${files}p2" >>"$d/ocs-sr.log" 2>&1 || rc=$?
+		[ "$rc" = 0 ] && mv "$d/repo/parts" "$d/parts-image"
+	fi
 	partx -d "$dev" 2>/dev/null
 	losetup -d "$dev"
 	if [ "$name" = mbr-lvm ]; then
@@ -193,5 +200,6 @@ cz_image() { # NAME
 	fi
 	exec {_czfd}>&-
 	CZ_DIR=$dir/image
+	CZ_PARTS_DIR=$dir/parts-image
 	CZ_SRC=$dir/src.img
 }
