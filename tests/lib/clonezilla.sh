@@ -25,6 +25,8 @@
 #                    ocs-sr makes them: partclone.extfs -c of the root LV's
 #                    bytes | zstd into czvg-root.ext4-ptcl-img.zst, and
 #                    swappt-czvg-swap.info
+#     gpt-xfs-uncomp GPT, 400 MiB: XFS (360 MiB, files, made over old data);
+#                    not compressed (-z0)
 #     debian12       the Debian test guest ($GUEST, from need_guest: MBR,
 #                    GRUB in the gap after the MBR, ext4 root, swap), zstd;
 #                    cached beside that guest's own hash
@@ -72,6 +74,13 @@ _cz_build() { # NAME DIR: the source disk DIR/src.img and the image DIR/image
 			$d/src.img7 : size=8MiB, type=da
 		EOF
 		;;
+	gpt-xfs-uncomp)
+		head -c $((400 * MiB)) /dev/urandom >"$d/src.img"
+		sfdisk -q "$d/src.img" <<-EOF || return 1
+			label: gpt
+			start=2048, size=360MiB, type=0FC63DAF-8483-4772-8E79-3D69D8477DE4, name="data"
+		EOF
+		;;
 	mbr-lvm)
 		head -c $((320 * MiB)) /dev/urandom >"$d/src.img"
 		sfdisk -q "$d/src.img" <<-EOF || return 1
@@ -115,6 +124,10 @@ _cz_build() { # NAME DIR: the source disk DIR/src.img and the image DIR/image
 			mkswap -L cz-lswap "${dev}p5" >/dev/null &&
 			mkfs.btrfs -q -f -L cz-btrfs -r "$t/files" "${dev}p6" >/dev/null
 		;;
+	gpt-xfs-uncomp)
+		mkfs.xfs -q -f -L czxfs "${dev}p1" && mkdir -p "$t/mnt" && mount "${dev}p1" "$t/mnt" &&
+			cp -r "$t/files/." "$t/mnt/" && umount "$t/mnt"
+		;;
 	mbr-lvm)
 		# LVM without device-mapper (FACTS.md): a private configuration,
 		# the LVs never activated, their bytes written by offset
@@ -148,6 +161,7 @@ _cz_build() { # NAME DIR: the source disk DIR/src.img and the image DIR/image
 	mbr-zst | debian12) set -- -z9p -i 0 ;;
 	mbr-logical-xz) set -- -z5p -i 0 ;;
 	mbr-lvm) set -- -z9p -i 0 ;;
+	gpt-xfs-uncomp) set -- -z0 -i 0 ;;
 	esac
 	ocs-sr -b -q2 -j2 "$@" -sfsck -senc -nogui -p true -or "$d/repo" savedisk image "$files" \
 		>"$d/ocs-sr.log" 2>&1
@@ -181,7 +195,7 @@ cz_image() { # NAME
 	need_root "for loop devices and ocs-sr"
 	need_cmd ocs-sr partclone.extfs partclone.vfat partclone.ntfs partclone.btrfs partclone.dd \
 		losetup partx sfdisk mke2fs mkfs.fat mcopy mkswap mkntfs ntfscp mkfs.btrfs \
-		pvcreate vgcreate lvcreate lvs zstd blkid
+		pvcreate vgcreate lvcreate lvs zstd blkid mkfs.xfs partclone.xfs mount
 	key=$(sha256sum < "$TESTS_LIB/clonezilla.sh" | cut -c1-16)
 	dir=$CZ_CACHE/clonezilla-$key/$1
 	[ "$1" = debian12 ] && dir=$dir-$(basename "${GUEST:?need_guest first}" .qcow2)
