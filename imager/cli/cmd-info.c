@@ -78,7 +78,10 @@ static int info_clonezilla(const char *dir, bool json)
 		if (headed) {
 			cli_human(h.used_blocks * h.block_size, used, sizeof(used));
 			if (h.checksum_mode)
-				snprintf(csum, sizeof(csum), ", CRC32 every %u blocks", h.blocks_per_checksum);
+				snprintf(csum, sizeof(csum), ", %s every %u block%s",
+					 h.checksum_mode == 0x30 ? "XXH64" : h.checksum_mode == 0x31 ? "XXH128"
+					 : h.checksum_mode == 0xFF ? "CRC32 (format 0001)" : "CRC32",
+					 h.blocks_per_checksum, h.blocks_per_checksum == 1 ? "" : "s");
 		}
 		cli_human(p->size, psize, sizeof(psize));
 		if (json) {

@@ -10,6 +10,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <xxhash.h>
 #include <zlib.h>
 
 #include "util.h"
@@ -20,6 +21,8 @@
 #define CSM_XXH128 0x31
 #define CSM_CRC32_0001 0xFF
 #define BM_BIT 0x01
+#define V1_HEADER_SIZE 4160
+#define V1_BITMAP_MAGIC "BiTmAgIc"
 
 /* partclone's CRC32: zlib's without the final inversion (and seeded with
  * the running value as it is, 0xFFFFFFFF at first). */
@@ -34,6 +37,69 @@ static uint32_t pcl_crc(uint32_t running, const void *buf, size_t len)
 		len -= n;
 	}
 	return ~(uint32_t)c;
+}
+
+/* partclone's crc32_0001() of format 0001: the block's first byte fed
+ * len times (its missing "++"), on the running value. */
+static uint32_t pcl_crc_0001(uint32_t crc, const unsigned char *buf, size_t len)
+{
+	static uint32_t tab[256];
+
+	if (!tab[1])
+		for (uint32_t i = 0; i < 256; i++) {
+			uint32_t c = i;
+			for (int k = 0; k < 8; k++)
+				c = c >> 1 ^ (0xEDB88320u & -(c & 1u));
+			tab[i] = c;
+		}
+	while (len--)
+		crc = crc >> 8 ^ tab[(crc ^ buf[0]) & 0xff];
+	return crc;
+}
+
+/* The running checksum started (again). */
+static void sum_reset(struct pcl_reader *r)
+{
+	r->crc = 0xFFFFFFFFu;
+	if (r->h.checksum_mode == CSM_XXH64)
+		XXH64_reset(r->xxh, 0);
+	else if (r->h.checksum_mode == CSM_XXH128)
+		XXH3_128bits_reset(r->xxh);
+}
+
+static void sum_update(struct pcl_reader *r, const unsigned char *p, size_t n)
+{
+	uint32_t bs = r->h.block_size;
+
+	switch (r->h.checksum_mode) {
+	case CSM_CRC32:
+		r->crc = pcl_crc(r->crc, p, n);
+		break;
+	case CSM_CRC32_0001:
+		for (size_t o = 0; o < n; o += bs)
+			r->crc = pcl_crc_0001(r->crc, p + o, bs);
+		break;
+	case CSM_XXH64:
+		XXH64_update(r->xxh, p, n);
+		break;
+	case CSM_XXH128:
+		XXH3_128bits_update(r->xxh, p, n);
+		break;
+	}
+}
+
+/* The checksum as the image stores it, into out (checksum_size bytes). */
+static void sum_value(struct pcl_reader *r, unsigned char *out)
+{
+	if (r->h.checksum_mode == CSM_XXH64) {
+		put_le64(out, XXH64_digest(r->xxh));
+	} else if (r->h.checksum_mode == CSM_XXH128) {
+		XXH128_hash_t v = XXH3_128bits_digest(r->xxh);
+		put_le64(out, v.low64);
+		put_le64(out + 8, v.high64);
+	} else {
+		put_le32(out, r->crc);
+	}
 }
 
 /* Fill buf: returns the bytes read (fewer only at the stream's end) or a
@@ -66,17 +132,21 @@ static int read_exact(struct pcl_reader *r, void *buf, size_t len, const char *w
 	return 0;
 }
 
+static int check_header_v1(struct pcl_reader *r, const unsigned char *b, struct im_err *err);
+static int check_geometry(struct pcl_reader *r, struct im_err *err);
+static int check_options(struct pcl_reader *r, unsigned mode, unsigned reseed, unsigned bitmap_mode,
+			 struct im_err *err);
+
 static int check_header(struct pcl_reader *r, const unsigned char *b, struct im_err *err)
 {
 	struct pcl_header *h = &r->h;
 	unsigned mode, feature, version, bitmap_mode, reseed;
+	int rc;
 
 	if (memcmp(b, "partclone-image", 15))
 		return im_errf(err, IM_EXIT_SOURCE, -EINVAL, "%s: not a partclone image", r->name);
 	if (!memcmp(b + 30, "0001", 4))
-		return im_errf(err, IM_EXIT_UNSUPP, -ENOTSUP,
-			       "%s: partclone image format 0001 (partclone before 0.3.0) is not supported; partclone.restore reads it",
-			       r->name);
+		return check_header_v1(r, b, err);
 	if (memcmp(b + 30, "0002", 4) || b[15] != '\0')
 		return im_errf(err, IM_EXIT_UNSUPP, -ENOTSUP,
 			       "%s: partclone image format '%.4s' is not supported (0002 is)", r->name,
@@ -117,6 +187,47 @@ static int check_header(struct pcl_reader *r, const unsigned char *b, struct im_
 		return im_errf(err, IM_EXIT_UNSUPP, -ENOTSUP,
 			       "%s: partclone image options of %u bytes, version %u, are not supported (18 bytes, version 2 are)",
 			       r->name, feature, version);
+	rc = check_geometry(r, err);
+	return rc < 0 ? rc : check_options(r, mode, reseed, bitmap_mode, err);
+}
+
+/* Format 0001: the rest of its 4160-byte header read, its fields taken. */
+static int check_header_v1(struct pcl_reader *r, const unsigned char *b, struct im_err *err)
+{
+	struct pcl_header *h = &r->h;
+	unsigned char rest[V1_HEADER_SIZE - PCL_HEADER_SIZE], v[V1_HEADER_SIZE];
+	int rc = read_exact(r, rest, sizeof(rest), "the format 0001 header", err);
+
+	if (rc < 0)
+		return rc;
+	memcpy(v, b, PCL_HEADER_SIZE);
+	memcpy(v + PCL_HEADER_SIZE, rest, sizeof(rest));
+	r->v1 = true;
+	snprintf(h->tool_version, sizeof(h->tool_version), "(format 0001)");
+	memcpy(h->fs, v + 15, 15);
+	h->fs[15] = '\0';
+	for (char *c = h->fs; *c; c++)
+		if (*c < 0x20 || *c > 0x7e)
+			*c = '?';
+	h->block_size = le32(v + 36);
+	h->device_size = le64(v + 40);
+	h->total_blocks = le64(v + 48);
+	h->used_blocks = le64(v + 56);
+	/* (partclone takes the blocks' span as the device's size) */
+	if (h->total_blocks <= PCL_MAX_BLOCKS && h->block_size <= (16u << 20))
+		h->device_size = h->total_blocks * h->block_size;
+	h->checksum_mode = CSM_CRC32_0001;
+	h->checksum_size = 4;
+	h->blocks_per_checksum = 1;
+	h->reseed = false;
+	return check_geometry(r, err);
+}
+
+/* What both formats say of the blocks, checked. */
+static int check_geometry(struct pcl_reader *r, struct im_err *err)
+{
+	struct pcl_header *h = &r->h;
+
 	if (h->block_size < 512 || h->block_size > (16u << 20) || h->block_size % 512)
 		return im_errf(err, IM_EXIT_DAMAGED, -EBADMSG,
 			       "%s: block size %u is not a multiple of 512 between 512 bytes and 16 MiB",
@@ -136,6 +247,15 @@ static int check_header(struct pcl_reader *r, const unsigned char *b, struct im_
 		return im_errf(err, IM_EXIT_DAMAGED, -EBADMSG, "%s: %llu used blocks of %llu",
 			       r->name, (unsigned long long)h->used_blocks,
 			       (unsigned long long)h->total_blocks);
+	return 0;
+}
+
+/* Format 0002's options: the checksum mode, its size, the bitmap mode. */
+static int check_options(struct pcl_reader *r, unsigned mode, unsigned reseed, unsigned bitmap_mode,
+			 struct im_err *err)
+{
+	struct pcl_header *h = &r->h;
+
 	switch (mode) {
 	case CSM_NONE:
 		if (h->checksum_size != 0)
@@ -151,12 +271,18 @@ static int check_header(struct pcl_reader *r, const unsigned char *b, struct im_
 		break;
 	case CSM_XXH64:
 	case CSM_XXH128:
-		return im_errf(err, IM_EXIT_UNSUPP, -ENOTSUP,
-			       "%s: %s checksums are not supported yet (CRC32 and none are)", r->name,
-			       mode == CSM_XXH64 ? "XXH64" : "XXH128");
+		if (h->checksum_size != (mode == CSM_XXH64 ? 8u : 16u) || h->blocks_per_checksum == 0)
+			return im_errf(err, IM_EXIT_DAMAGED, -EBADMSG,
+				       "%s: %s checksums of %u bytes every %u blocks", r->name,
+				       mode == CSM_XXH64 ? "XXH64" : "XXH128", h->checksum_size,
+				       h->blocks_per_checksum);
+		r->xxh = mode == CSM_XXH64 ? (void *)XXH64_createState() : (void *)XXH3_createState();
+		if (!r->xxh)
+			return im_errf(err, IM_EXIT_INTERNAL, -ENOMEM, "out of memory");
+		break;
 	case CSM_CRC32_0001:
-		return im_errf(err, IM_EXIT_UNSUPP, -ENOTSUP,
-			       "%s: format 0001's CRC32 checksums are not supported", r->name);
+		return im_errf(err, IM_EXIT_DAMAGED, -EBADMSG,
+			       "%s: format 0001's checksum mode in a format 0002 header", r->name);
 	default:
 		return im_errf(err, IM_EXIT_UNSUPP, -ENOTSUP, "%s: unknown checksum mode 0x%x",
 			       r->name, mode);
@@ -169,6 +295,38 @@ static int check_header(struct pcl_reader *r, const unsigned char *b, struct im_
 		return im_errf(err, IM_EXIT_UNSUPP, -ENOTSUP,
 			       "%s: bitmap mode %u is not supported (1, a bit per block, is)", r->name,
 			       bitmap_mode);
+	return 0;
+}
+
+/* Format 0001's bitmap: a byte per block (1: used), then its magic.  The
+ * used count is the bitmap's, as partclone takes it. */
+static int read_bitmap_v1(struct pcl_reader *r, struct im_err *err)
+{
+	uint64_t total = r->h.total_blocks, done = 0;
+	unsigned char buf[65536];
+	int rc;
+
+	if (bitmap_init(&r->used, total) < 0)
+		return im_errf(err, IM_EXIT_INTERNAL, -ENOMEM,
+			       "%s: out of memory for a bitmap of %llu blocks", r->name,
+			       (unsigned long long)total);
+	while (done < total) {
+		size_t n = total - done > sizeof(buf) ? sizeof(buf) : (size_t)(total - done);
+		rc = read_exact(r, buf, n, "the bitmap", err);
+		if (rc < 0)
+			return rc;
+		for (size_t i = 0; i < n; i++)
+			if (buf[i] == 1)
+				r->used.words[(done + i) / 64] |= 1ull << ((done + i) % 64);
+		done += n;
+	}
+	rc = read_exact(r, buf, 8, "the bitmap's magic", err);
+	if (rc < 0)
+		return rc;
+	if (memcmp(buf, V1_BITMAP_MAGIC, 8))
+		return im_errf(err, IM_EXIT_DAMAGED, -EBADMSG,
+			       "%s: no \"%s\" after the bitmap: damaged", r->name, V1_BITMAP_MAGIC);
+	r->h.used_blocks = bitmap_count(&r->used);
 	return 0;
 }
 
@@ -228,7 +386,6 @@ int pcl_open(struct pcl_reader *r, pcl_read_fn fn, void *opaque, const char *nam
 	r->read = fn;
 	r->opaque = opaque;
 	snprintf(r->name, sizeof(r->name), "%s", name);
-	r->crc = 0xFFFFFFFFu;
 	n = read_full(r, b, sizeof(b));
 	if (n < 0)
 		return im_errf(err, IM_EXIT_IO, (int)n, "%s: %s", name, strerror((int)-n));
@@ -240,9 +397,11 @@ int pcl_open(struct pcl_reader *r, pcl_read_fn fn, void *opaque, const char *nam
 			       name, n);
 	rc = check_header(r, b, err);
 	if (rc == 0)
-		rc = read_bitmap(r, err);
+		rc = r->v1 ? read_bitmap_v1(r, err) : read_bitmap(r, err);
+	if (rc == 0)
+		sum_reset(r);
 	if (rc < 0)
-		bitmap_free(&r->used);
+		pcl_close(r);
 	return rc;
 }
 
@@ -250,19 +409,20 @@ int pcl_open(struct pcl_reader *r, pcl_read_fn fn, void *opaque, const char *nam
  * when it differs. */
 static int end_strip(struct pcl_reader *r, uint64_t last, struct im_err *err)
 {
-	unsigned char c[4];
+	unsigned char c[16], want[16];
 	uint64_t bs = r->h.block_size;
-	int rc = read_exact(r, c, 4, "a checksum", err);
+	int rc = read_exact(r, c, r->h.checksum_size, "a checksum", err);
 	if (rc < 0)
 		return rc;
-	if (le32(c) != r->crc)
+	sum_value(r, want);
+	if (memcmp(c, want, r->h.checksum_size))
 		return im_errf(err, IM_EXIT_DAMAGED, -EBADMSG,
 			       "%s: the checksum of blocks %llu-%llu does not match (partition bytes %llu-%llu): damaged",
 			       r->name, (unsigned long long)r->strip_first, (unsigned long long)last,
 			       (unsigned long long)(r->strip_first * bs),
 			       (unsigned long long)((last + 1) * bs));
 	if (r->h.reseed)
-		r->crc = 0xFFFFFFFFu;
+		sum_reset(r);
 	r->strip_count = 0;
 	return 0;
 }
@@ -333,7 +493,7 @@ ssize_t pcl_read_run(struct pcl_reader *r, uint64_t *first, void *buf, size_t ma
 		if (r->h.checksum_mode != CSM_NONE) {
 			if (r->strip_count == 0)
 				r->strip_first = pos + i;
-			r->crc = pcl_crc(r->crc, p, k * bs);
+			sum_update(r, p, k * bs);
 			r->strip_count += (uint32_t)k;
 			if (r->strip_count == r->h.blocks_per_checksum) {
 				rc = end_strip(r, r->last, err);
@@ -351,5 +511,9 @@ ssize_t pcl_read_run(struct pcl_reader *r, uint64_t *first, void *buf, size_t ma
 void pcl_close(struct pcl_reader *r)
 {
 	bitmap_free(&r->used);
+	if (r->xxh && r->h.checksum_mode == CSM_XXH64)
+		XXH64_freeState(r->xxh);
+	else if (r->xxh)
+		XXH3_freeState(r->xxh);
 	memset(r, 0, sizeof(*r));
 }

@@ -31,14 +31,26 @@
  *   after every "blocks per checksum" of them and after the last ones.
  *   partclone's CRC32 is the reflected CRC-32 (polynomial 0xEDB88320)
  *   started at 0xFFFFFFFF without the final inversion: zlib's crc32()
- *   inverted.
+ *   inverted.  Newer partclone (facts from its checksum.c) also writes
+ *   XXH64 (mode 0x30: 8 bytes, XXH64 seeded 0) and XXH3-128 (mode 0x31:
+ *   16 bytes, the low then the high half), each little-endian, the state
+ *   started afresh after each checksum when reseed is set.
+ *
+ *   format 0001 (partclone before 0.3.0; IMAGE_FORMATS.md, partclone.c):
+ *     0  "partclone-image"  15,  15 the filesystem's name  15,
+ *    30  "0001"  4,  34 padding  2,  36 block size  4,  40 device size  8,
+ *    48 total blocks  8,  56 used blocks  8,  64 unused  4096: 4160 bytes;
+ *   then a byte per block (1: used, anything else: not), "BiTmAgIc", and
+ *   each used block followed by 4 bytes: a CRC never reseeded, made by
+ *   partclone's crc32_0001(), which (a bug kept for these images) feeds a
+ *   block's first byte block-size times.
  *
  * Every field is treated as hostile: the header, the bitmap and every
  * strip are checked before their contents are used, the bitmap must hold
- * exactly the used count the header states and nothing past the last
- * block, and the stream must end where the bitmap says it does.  Modes
- * this reader does not take (format 0001, XXH64/XXH128 checksums, byte
- * bitmaps, big-endian images) are refused by name (IM_EXIT_UNSUPP).
+ * exactly the used count the header states (format 0002) and nothing past
+ * the last block, and the stream must end where the bitmap says it does.
+ * What this reader does not take (big-endian images, other bitmap modes
+ * or checksum modes) is refused by name (IM_EXIT_UNSUPP).
  * Damage is IM_EXIT_DAMAGED with the blocks and the partition's byte
  * range named; a failing read callback is IM_EXIT_IO.
  */
@@ -66,8 +78,8 @@ struct pcl_header {
 	uint64_t total_blocks;
 	uint64_t used_blocks;      /* as the bitmap holds them */
 	uint32_t block_size;
-	unsigned checksum_mode;    /* 0 or 0x20 */
-	unsigned checksum_size;    /* 0 or 4 */
+	unsigned checksum_mode;    /* 0, 0x20 CRC32, 0x30 XXH64, 0x31 XXH128, 0xFF format 0001's */
+	unsigned checksum_size;    /* 0, 4, 8 or 16 */
 	uint32_t blocks_per_checksum;
 	bool reseed;
 };
@@ -85,6 +97,8 @@ struct pcl_reader {
 	uint64_t strip_first;      /* its first block */
 	uint64_t last;             /* the last block read */
 	uint32_t crc;              /* partclone's running CRC32 */
+	void *xxh;                 /* the XXH64 or XXH3-128 state */
+	bool v1;                   /* format 0001 */
 	bool done;
 };
 

@@ -13,7 +13,11 @@
  * count, block size, used count, a bit set past the end), modes it does
  * not take, trailing data, not a partclone image at all.  Each gets its
  * class (damaged, unsupported, not a source) and a message naming it, and
- * no crash (this test also runs under ASan and UBSan).
+ * no crash (this test also runs under ASan and UBSan).  Then the same
+ * blocks in format 0001 (partclone.extfs -r restores it, and refuses it
+ * damaged: its CRCs are checked, so the layout is partclone's) and with
+ * XXH64 and XXH3-128 strips, each restored identically and its damage
+ * found.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -23,6 +27,8 @@
 #include <sys/stat.h>
 #include <unistd.h>
 #include <zlib.h>
+
+#include <xxhash.h>
 
 #include "imager/partclone.h"
 #include "unit-fs.h"
@@ -244,7 +250,10 @@ static void test_damage(void)
 		{ "huge", 60, 8, (uint64_t)1 << 40, 52, 8, (uint64_t)1 << 50, IM_EXIT_DAMAGED,
 		  "not between 1 and" },
 		{ "no strip length", 100, 4, 0, 0, 0, 0, IM_EXIT_DAMAGED, "CRC32 checksums" },
-		{ "xxh64", 96, 2, 0x30, 98, 2, 8, IM_EXIT_UNSUPP, "XXH64" },
+		{ "xxh64", 96, 2, 0x30, 98, 2, 8, IM_EXIT_DAMAGED, "does not match" },
+		{ "xxh64 of 4 bytes", 96, 2, 0x30, 0, 0, 0, IM_EXIT_DAMAGED, "XXH64 checksums of 4 bytes" },
+		{ "0001's mode", 96, 2, 0xFF, 0, 0, 0, IM_EXIT_DAMAGED, "format 0001's checksum mode" },
+		{ "unknown mode", 96, 2, 0x40, 0, 0, 0, IM_EXIT_UNSUPP, "unknown checksum mode" },
 		{ "byte bitmap", 105, 1, 8, 0, 0, 0, IM_EXIT_UNSUPP, "bitmap mode 8" },
 		{ "big-endian", 34, 2, 0xDEC0, 0, 0, 0, IM_EXIT_UNSUPP, "big-endian" },
 	};
@@ -265,10 +274,12 @@ static void test_damage(void)
 		case_bad(c, len, "bit past the end", IM_EXIT_DAMAGED, "past the last");
 	}
 
-	/* Format 0001 (the other modes it does not take are lies above). */
+	/* Format 0002's bytes read as a format 0001 header: nonsense found. */
 	memcpy(c, p, len);
 	memcpy(c + 30, "0001", 4);
-	case_bad(c, len, "format 0001", IM_EXIT_UNSUPP, "format 0001");
+	case_bad(c, len, "format 0001", IM_EXIT_DAMAGED, "block size");
+	memcpy(c + 30, "0003", 4);
+	case_bad(c, len, "format 0003", IM_EXIT_UNSUPP, "format '0003'");
 
 	/* Data after the last checksum; not partclone at all. */
 	memcpy(c, p, len);
@@ -282,6 +293,245 @@ static void test_damage(void)
 	free(p);
 }
 
+/* ---- the other formats, made from the default image's blocks ----
+ * Format 0001 as partclone before 0.3.0 wrote it (checked by the real
+ * partclone.extfs -r, which reads it and checks its every CRC), and
+ * format 0002 with XXH64 and XXH3-128 checksums as newer partclone writes
+ * them (facts from its checksum.c; Debian's 0.3.23 writes neither). */
+
+static uint32_t crc0001(uint32_t crc, unsigned char b, size_t n)
+{
+	while (n--) {
+		uint32_t c = (crc ^ b) & 0xff;
+		for (int k = 0; k < 8; k++)
+			c = c >> 1 ^ (0xEDB88320u & -(c & 1u));
+		crc = crc >> 8 ^ c;
+	}
+	return crc;
+}
+
+struct used {
+	unsigned char *hdr;      /* the default image's header and bitmap */
+	size_t hdr_len;
+	unsigned char *data;     /* its used blocks, in order */
+	uint64_t n, total;
+	uint32_t bs;
+};
+
+static bool load_used(struct used *u)
+{
+	char img[300];
+	size_t len;
+	unsigned char *p;
+	struct mem m;
+	struct pcl_reader r;
+	struct im_err err = { 0 };
+	uint64_t first;
+	ssize_t n;
+
+	snprintf(img, sizeof(img), "%s/default.pcl", dir);
+	p = load(img, &len);
+	if (!p)
+		return false;
+	m = (struct mem){ p, len, 0 };
+	CHECK(pcl_open(&r, mem_read, &m, "default", &err) == 0);
+	u->bs = r.h.block_size;
+	u->total = r.h.total_blocks;
+	u->data = malloc((size_t)r.h.used_blocks * u->bs);
+	u->n = 0;
+	while ((n = pcl_read_run(&r, &first, u->data + u->n * u->bs, r.h.used_blocks - u->n, &err)) > 0)
+		u->n += (uint64_t)n;
+	CHECK(n == 0);
+	pcl_close(&r);
+	u->hdr_len = PCL_HEADER_SIZE + (size_t)(u->total + 7) / 8 + 4;
+	u->hdr = p;
+	return true;
+}
+
+/* Restore img with the reader onto a zeroed file; compared with theirs. */
+static void restore_equal(const char *img, const char *name, unsigned mode, const char *theirs)
+{
+	char ours[300];
+	struct pcl_reader r;
+	struct im_err err = { 0 };
+	int in = open(img, O_RDONLY), out, before = unit_failures;
+
+	snprintf(ours, sizeof(ours), "%s/%s.ours", dir, name);
+	out = open(ours, O_RDWR | O_CREAT | O_TRUNC, 0644);
+	CHECK(in >= 0 && out >= 0);
+	CHECK(pcl_open(&r, fd_read, &in, name, &err) == 0);
+	CHECK_EQ_U(r.h.checksum_mode, mode);
+	CHECK(ftruncate(out, 48 << 20) == 0);
+	CHECK(restore_fd(&r, out, &err) == 0);
+	pcl_close(&r);
+	close(in);
+	close(out);
+	CHECK(sh("cmp -s '%s' '%s'", ours, theirs) == 0);
+	say_case(before, name, &err);
+	unlink(ours);
+}
+
+static void test_format_0001(void)
+{
+	struct used u;
+	char img[300], theirs[300], theirs1[300];
+	unsigned char h[4160] = { 0 };
+	uint32_t crc = 0xFFFFFFFFu;
+	FILE *f;
+	size_t len;
+	unsigned char *p, *c;
+
+	if (!have_or_skip(&have, "partclone.extfs mke2fs e2fsck",
+			  "SKIP: needs partclone.extfs, mke2fs and e2fsck") || !load_used(&u))
+		return;
+	snprintf(img, sizeof(img), "%s/v1.pcl", dir);
+	snprintf(theirs, sizeof(theirs), "%s/theirs.img", dir);
+	snprintf(theirs1, sizeof(theirs1), "%s/theirs-v1.img", dir);
+	memcpy(h, "partclone-image", 15);
+	memcpy(h + 15, "EXTFS", 5);
+	memcpy(h + 30, "0001", 4);
+	put_le(h + 36, u.bs, 4);
+	put_le(h + 40, u.total * u.bs, 8);
+	put_le(h + 48, u.total, 8);
+	put_le(h + 56, u.n, 8);
+	f = fopen(img, "wb");
+	CHECK(f != NULL);
+	if (!f)
+		return;
+	fwrite(h, 1, sizeof(h), f);
+	for (uint64_t b = 0; b < u.total; b++)
+		fputc(u.hdr[PCL_HEADER_SIZE + b / 8] >> (b % 8) & 1, f);
+	fwrite("BiTmAgIc", 1, 8, f);
+	for (uint64_t k = 0; k < u.n; k++) {
+		unsigned char le[4];
+		fwrite(u.data + k * u.bs, 1, u.bs, f);
+		crc = crc0001(crc, u.data[k * u.bs], u.bs);
+		put_le(le, crc, 4);
+		fwrite(le, 1, 4, f);
+	}
+	CHECK(fclose(f) == 0);
+	/* partclone's own restore takes it, every CRC checked */
+	CHECK(sh("truncate -s 48M '%s' && partclone.extfs -q -r -s '%s' -O '%s' >/dev/null 2>&1",
+		 theirs1, img, theirs1) == 0);
+	CHECK(sh("cmp -s '%s' '%s'", theirs1, theirs) == 0);
+	restore_equal(img, "format 0001", 0xFF, theirs);
+	/* its damage: a block's first byte (what its CRC covers), the
+	 * bitmap's magic, a cut */
+	p = load(img, &len);
+	if (p) {
+		size_t data = 4160 + (size_t)u.total + 8;
+		c = malloc(len);
+		memcpy(c, p, len);
+		c[data + 3 * (u.bs + 4)] ^= 0x01;
+		case_bad(c, len, "0001 block", IM_EXIT_DAMAGED, "checksum of blocks");
+		/* partclone's restore refuses it too: it does check those CRCs,
+		 * so its taking the undamaged image above means something */
+		{
+			char bad[300];
+			FILE *bf;
+			snprintf(bad, sizeof(bad), "%s/v1-bad.pcl", dir);
+			bf = fopen(bad, "wb");
+			CHECK(bf && fwrite(c, 1, len, bf) == len);
+			if (bf)
+				fclose(bf);
+			CHECK(sh("partclone.extfs -q -r -s '%s' -O '%s' >/dev/null 2>&1", bad, theirs1) != 0);
+			unlink(bad);
+		}
+		memcpy(c, p, len);
+		c[data - 3] ^= 0x01;
+		case_bad(c, len, "0001 magic", IM_EXIT_DAMAGED, "BiTmAgIc");
+		case_bad(p, data + 10 * (u.bs + 4) + 7, "0001 cut", IM_EXIT_DAMAGED, "truncated");
+		case_bad(p, 3000, "0001 header cut", IM_EXIT_DAMAGED, "0001 header");
+		free(c);
+		free(p);
+	}
+	unlink(theirs1);
+	unlink(img);
+	free(u.data);
+	free(u.hdr);
+}
+
+/* Format 0002 with XXH64 or XXH3-128 strips of bpc blocks. */
+static void make_xxh(const struct used *u, const char *img, unsigned mode, uint32_t bpc, bool reseed)
+{
+	unsigned csize = mode == 0x30 ? 8 : 16;
+	unsigned char h[PCL_HEADER_SIZE], sum[16];
+	XXH64_state_t *s64 = XXH64_createState();
+	XXH3_state_t *s128 = XXH3_createState();
+	FILE *f = fopen(img, "wb");
+
+	memcpy(h, u->hdr, PCL_HEADER_SIZE);
+	put_le(h + 96, mode, 2);
+	put_le(h + 98, csize, 2);
+	put_le(h + 100, bpc, 4);
+	h[104] = reseed;
+	fix_header_crc(h);
+	fwrite(h, 1, sizeof(h), f);
+	fwrite(u->hdr + PCL_HEADER_SIZE, 1, u->hdr_len - PCL_HEADER_SIZE, f);
+	XXH64_reset(s64, 0);
+	XXH3_128bits_reset(s128);
+	for (uint64_t k = 0; k < u->n; k++) {
+		fwrite(u->data + k * u->bs, 1, u->bs, f);
+		XXH64_update(s64, u->data + k * u->bs, u->bs);
+		XXH3_128bits_update(s128, u->data + k * u->bs, u->bs);
+		if ((k + 1) % bpc == 0 || k + 1 == u->n) {
+			if (mode == 0x30) {
+				put_le(sum, XXH64_digest(s64), 8);
+			} else {
+				XXH128_hash_t v = XXH3_128bits_digest(s128);
+				put_le(sum, v.low64, 8);
+				put_le(sum + 8, v.high64, 8);
+			}
+			fwrite(sum, 1, csize, f);
+			if (reseed) {
+				XXH64_reset(s64, 0);
+				XXH3_128bits_reset(s128);
+			}
+		}
+	}
+	fclose(f);
+	XXH64_freeState(s64);
+	XXH3_freeState(s128);
+}
+
+static void test_xxhash(void)
+{
+	struct used u;
+	char img[300], theirs[300];
+	static const struct {
+		const char *name;
+		unsigned mode;
+		uint32_t bpc;
+		bool reseed;
+	} cases[] = {
+		{ "xxh64", 0x30, 1024, true },
+		{ "xxh64 no reseed", 0x30, 100, false },
+		{ "xxh128", 0x31, 777, true },
+	};
+
+	if (!have_or_skip(&have, "partclone.extfs mke2fs e2fsck",
+			  "SKIP: needs partclone.extfs, mke2fs and e2fsck") || !load_used(&u))
+		return;
+	snprintf(theirs, sizeof(theirs), "%s/theirs.img", dir);
+	snprintf(img, sizeof(img), "%s/xxh.pcl", dir);
+	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+		size_t len;
+		unsigned char *p;
+
+		make_xxh(&u, img, cases[i].mode, cases[i].bpc, cases[i].reseed);
+		restore_equal(img, cases[i].name, cases[i].mode, theirs);
+		p = load(img, &len);
+		if (p) {
+			p[u.hdr_len + 2 * cases[i].bpc * u.bs + 17] ^= 0x08;
+			case_bad(p, len, cases[i].name, IM_EXIT_DAMAGED, "does not match");
+			free(p);
+		}
+	}
+	unlink(img);
+	free(u.data);
+	free(u.hdr);
+}
+
 static void setup(void)
 {
 	CHECK(make_tmpdir(dir, sizeof(dir), "/tmp/imager-pcl.XXXXXX"));
@@ -292,4 +542,5 @@ static void cleanup(void)
 	remove_tmpdir(dir);
 }
 
-UNIT_MAIN(UNIT(setup), UNIT(test_real_images), UNIT(test_damage), UNIT(cleanup))
+UNIT_MAIN(UNIT(setup), UNIT(test_real_images), UNIT(test_damage), UNIT(test_format_0001),
+	  UNIT(test_xxhash), UNIT(cleanup))
