@@ -179,6 +179,10 @@ static int parse_sf(const char *dir, struct cz_image *cz, uint64_t *last_lba, st
 				return im_errf(err, IM_EXIT_DAMAGED, -EINVAL, "%s: %s: out of range",
 					       name, pname);
 			ty = strstr(colon, "type=");
+			if (!strcmp(cz->table, "msdos") &&
+			    (start > 0xFFFFFFFFull || size > 0xFFFFFFFFull - start))
+				return im_errf(err, IM_EXIT_DAMAGED, -EINVAL,
+					       "%s: %s: past what an MBR can hold", name, pname);
 			if (!strcmp(cz->table, "msdos")) {
 				char *end;
 				unsigned long t = ty ? strtoul(ty + 5, &end, 16) : 256;
