@@ -470,29 +470,37 @@ static bool lvm_name_ok(const char *s)
 static int read_lvm(const char *dir, struct cz_image *cz, struct im_err *err)
 {
 	char buf[8192], *line, *save = NULL;
+	struct lvm_vg_map maps[CZ_MAX_VGS];   /* each VG's text, read once */
 	int r = read_small(dir, "lvm_vg_dev.list", buf, sizeof(buf), err);
 
 	if (r == -ENOENT)
 		return 0;
 	if (r < 0)
 		return r;
-	for (line = strtok_r(buf, "\n", &save); line; line = strtok_r(NULL, "\n", &save)) {
+	for (line = strtok_r(buf, "\n", &save); line && r == 0;
+	     line = strtok_r(NULL, "\n", &save)) {
 		char vg[128], dev[128], uuid[64], plain[40];
 		size_t k = 0, v;
 		struct cz_part *p = NULL;
+		const struct lvm_vg_map *map;
+		unsigned pv;
 
 		if (sscanf(line, "%127s %127s %63s", vg, dev, uuid) != 3)
 			continue;
-		if (!lvm_name_ok(vg) || strncmp(dev, "/dev/", 5))
-			return im_errf(err, IM_EXIT_DAMAGED, -EINVAL, "%s/lvm_vg_dev.list: bad line '%.80s'",
-				       dir, line);
+		if (!lvm_name_ok(vg) || strncmp(dev, "/dev/", 5)) {
+			r = im_errf(err, IM_EXIT_DAMAGED, -EINVAL, "%s/lvm_vg_dev.list: bad line '%.80s'",
+				    dir, line);
+			break;
+		}
 		for (size_t i = 0; i < cz->nparts; i++)
 			if (!strcmp(cz->parts[i].name, dev + 5))
 				p = &cz->parts[i];
-		if (!p)
-			return im_errf(err, IM_EXIT_UNSUPP, -ENOTSUP,
-				       "%s: VG %s has a PV on %s, not on this disk (images of several disks are not supported)",
-				       dir, vg, dev);
+		if (!p) {
+			r = im_errf(err, IM_EXIT_UNSUPP, -ENOTSUP,
+				    "%s: VG %s has a PV on %s, not on this disk (images of several disks are not supported)",
+				    dir, vg, dev);
+			break;
+		}
 		for (const char *c = uuid; *c && k < sizeof(plain) - 1; c++)
 			if (*c != '-')
 				plain[k++] = *c;
@@ -500,56 +508,46 @@ static int read_lvm(const char *dir, struct cz_image *cz, struct im_err *err)
 		for (v = 0; v < cz->nvgs && strcmp(cz->vgs[v], vg); v++)
 			;
 		if (v == cz->nvgs) {
-			if (v == CZ_MAX_VGS)
-				return im_errf(err, IM_EXIT_UNSUPP, -E2BIG, "%s: more than %d VGs", dir,
-					       CZ_MAX_VGS);
-			snprintf(cz->vgs[cz->nvgs++], sizeof(cz->vgs[0]), "%s", vg);
-		}
-		{
-			struct lvm_vg_map map;
 			char *text;
 			size_t len;
-			unsigned pv;
-
-			r = load_vg(dir, vg, &map, &text, &len, err);
+			if (v == CZ_MAX_VGS) {
+				r = im_errf(err, IM_EXIT_UNSUPP, -E2BIG, "%s: more than %d VGs", dir,
+					    CZ_MAX_VGS);
+				break;
+			}
+			r = load_vg(dir, vg, &maps[v], &text, &len, err);
 			if (r < 0)
-				return r;
+				break;
 			free(text);
-			for (pv = 0; pv < map.npvs && strcmp(map.pvs[pv].uuid, plain); pv++)
-				;
-			if (pv == map.npvs) {
-				lvm_vg_map_free(&map);
-				return im_errf(err, IM_EXIT_DAMAGED, -EINVAL,
-					       "%s: PV %s of lvm_vg_dev.list is not in lvm_%s.conf", dir,
-					       uuid, vg);
-			}
-			if (map.pvs[pv].pe_start > p->size || map.pvs[pv].pe_start < 8192) {
-				lvm_vg_map_free(&map);
-				return im_errf(err, IM_EXIT_DAMAGED, -EINVAL,
-					       "%s: PV %s: its extents start outside partition %s", dir,
-					       uuid, p->name);
-			}
-			p->kind = CZ_PV;
-			p->vg = (unsigned)v;
-			p->pv = pv;
-			p->pe_start = map.pvs[pv].pe_start;
-			snprintf(p->fs, sizeof(p->fs), "LVM2_member");
-			snprintf(p->stream, sizeof(p->stream), "lvm_%s.conf", vg);
-			lvm_vg_map_free(&map);
+			snprintf(cz->vgs[cz->nvgs++], sizeof(cz->vgs[0]), "%s", vg);
 		}
+		map = &maps[v];
+		for (pv = 0; pv < map->npvs && strcmp(map->pvs[pv].uuid, plain); pv++)
+			;
+		if (pv == map->npvs) {
+			r = im_errf(err, IM_EXIT_DAMAGED, -EINVAL,
+				    "%s: PV %s of lvm_vg_dev.list is not in lvm_%s.conf", dir, uuid, vg);
+			break;
+		}
+		if (map->pvs[pv].pe_start > p->size || map->pvs[pv].pe_start < 8192) {
+			r = im_errf(err, IM_EXIT_DAMAGED, -EINVAL,
+				    "%s: PV %s: its extents start outside partition %s", dir, uuid,
+				    p->name);
+			break;
+		}
+		p->kind = CZ_PV;
+		p->vg = (unsigned)v;
+		p->pv = pv;
+		p->pe_start = map->pvs[pv].pe_start;
+		snprintf(p->fs, sizeof(p->fs), "LVM2_member");
+		snprintf(p->stream, sizeof(p->stream), "lvm_%s.conf", vg);
 	}
 	/* Each VG's LVs: their places on this disk's PVs, and their streams. */
-	for (size_t v = 0; v < cz->nvgs; v++) {
-		struct lvm_vg_map map;
-		char *text;
-		size_t len;
+	for (size_t v = 0; r == 0 && v < cz->nvgs; v++) {
+		const struct lvm_vg_map *map = &maps[v];
 
-		r = load_vg(dir, cz->vgs[v], &map, &text, &len, err);
-		if (r < 0)
-			return r;
-		free(text);
-		for (size_t l = 0; r == 0 && l < map.nlvs; l++) {
-			const struct lvm_map_lv *ml = &map.lvs[l];
+		for (size_t l = 0; r == 0 && l < map->nlvs; l++) {
+			const struct lvm_map_lv *ml = &map->lvs[l];
 			struct cz_lv *lv;
 
 			if (cz->nlvs == CZ_MAX_LVS) {
@@ -598,11 +596,10 @@ static int read_lvm(const char *dir, struct cz_image *cz, struct im_err *err)
 					    "%s: LV %s/%s has a stream but is not linear on this disk's PVs (thin, RAID, striped)",
 					    dir, cz->vgs[v], ml->name);
 		}
-		lvm_vg_map_free(&map);
-		if (r < 0)
-			return r;
 	}
-	return 0;
+	for (size_t v = 0; v < cz->nvgs; v++)
+		lvm_vg_map_free(&maps[v]);
+	return r;
 }
 
 int cz_read(const char *dir, struct cz_image *cz, struct im_err *err)
