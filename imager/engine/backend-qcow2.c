@@ -76,6 +76,7 @@ struct qc_slot {
 
 struct qc_state {
 	int fd;
+	struct dio dio;           /* writable: big aligned writes go direct */
 	unsigned version;
 	unsigned cluster_bits;
 	uint64_t cs;              /* cluster size */
@@ -171,7 +172,7 @@ static int data_read(struct qc_state *s, void *buf, size_t len, uint64_t off)
 
 static int host_write(struct qc_state *s, const void *buf, size_t len, uint64_t off)
 {
-	int r = pwrite_full(s->fd, buf, len, off);
+	int r = dio_pwrite(&s->dio, s->fd, buf, len, off);
 	if (r == 0 && off + len > s->phys_size)
 		s->phys_size = off + len;
 	return r;
@@ -956,6 +957,7 @@ static void qc_free(struct qc_state *s)
 	if (s->zs_ready)
 		inflateEnd(&s->zs);
 	ZSTD_freeDCtx(s->zd);
+	dio_close(&s->dio);
 	if (s->fd >= 0)
 		close(s->fd);
 	memset(s, 0, sizeof(*s));
@@ -985,7 +987,7 @@ static int qc_setup(struct qc_state *s)
 		s->n_l2c = 4;
 	s->zin = malloc(2 * s->cs);
 	s->zout = malloc(s->cs);
-	s->cbuf = malloc(s->cs);
+	s->cbuf = dio_alloc(s->cs);
 	return s->zin && s->zout && s->cbuf ? 0 : -ENOMEM;
 }
 
@@ -1298,6 +1300,7 @@ static int qc_open(struct bk *bk, const char *path, unsigned flags, struct im_er
 		s->alloc_next = div_up(s->file_size, s->cs);
 		s->file_size = s->alloc_next << s->cluster_bits;
 		s->writable = true;
+		dio_open(&s->dio, path);
 		/* Auto-clear features (bitmaps) we do not maintain: clear them
 		 * before the first change, as the specification asks. */
 		if (s->autoclear && (r = host_write(s, zero8, 8, 88)) < 0) {
@@ -1503,6 +1506,7 @@ static int qc_create(struct bk *bk, const char *path, const struct bk_create_opt
 		qc_free(s);
 		return r;
 	}
+	dio_open(&s->dio, path);
 	s->alloc_next = L.total;
 	s->file_size = L.total << bits;
 	r = create_layout(s, o->size, &L);

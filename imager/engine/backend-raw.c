@@ -16,6 +16,7 @@
 
 struct raw_state {
 	int fd;
+	struct dio dio;           /* writable: big aligned writes go direct */
 	enum bk_prealloc prealloc;
 	bool created;
 };
@@ -53,6 +54,8 @@ static int raw_open(struct bk *bk, const char *path, unsigned flags, struct im_e
 	 * end would read free blocks for nothing. */
 	if (!(flags & BK_OPEN_WRITE))
 		posix_fadvise(s->fd, 0, 0, POSIX_FADV_RANDOM);
+	else
+		dio_open(&s->dio, path);
 	bk->size = size;
 	bk->sector_size = lss;
 	snprintf(bk->raw_path, sizeof(bk->raw_path), "%s", path);
@@ -115,6 +118,7 @@ static int raw_create(struct bk *bk, const char *path, const struct bk_create_op
 		if (r < 0)
 			return r;
 		if (bk->size < o->size) {
+			dio_close(&s->dio);
 			close(s->fd);
 			return im_errf(err, IM_EXIT_TARGET, -ENOSPC, "%s is too small: %llu bytes, %llu needed",
 				       path, (unsigned long long)bk->size, (unsigned long long)o->size);
@@ -142,6 +146,7 @@ static int raw_create(struct bk *bk, const char *path, const struct bk_create_op
 			       "%s: cannot make it %llu bytes: %s", path,
 			       (unsigned long long)o->size, strerror(-r));
 	}
+	dio_open(&s->dio, path);
 	bk->size = o->size;
 	bk->sector_size = 512;
 	bk->zero_init = true;
@@ -158,7 +163,7 @@ static int raw_pread(struct bk *bk, void *buf, size_t len, uint64_t off)
 static int raw_pwrite(struct bk *bk, const void *buf, size_t len, uint64_t off)
 {
 	struct raw_state *s = bk->priv;
-	return pwrite_full(s->fd, buf, len, off);
+	return dio_pwrite(&s->dio, s->fd, buf, len, off);
 }
 
 static int raw_pwrite_zeroes(struct bk *bk, uint64_t off, uint64_t len)
@@ -226,6 +231,7 @@ static int raw_close(struct bk *bk)
 	struct raw_state *s = bk->priv;
 	if (bk->is_block_device && bk->writable)
 		ioctl(s->fd, BLKRRPART);   /* best effort: have the kernel read the new table */
+	dio_close(&s->dio);
 	return close(s->fd) < 0 ? -errno : 0;
 }
 

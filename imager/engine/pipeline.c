@@ -1,5 +1,6 @@
 /* SPDX-License-Identifier: GPL-2.0-or-later */
 #include "imager/pipeline.h"
+#include "util.h"
 
 #include <errno.h>
 #include <pthread.h>
@@ -135,8 +136,10 @@ static int slots_alloc(struct pipe *p, size_t a_cap, size_t b_cap, size_t meta_s
 		struct pipe_slot *s = &p->slots[i];
 		s->a_cap = a_cap;
 		s->b_cap = b_cap;
-		s->a = a_cap ? malloc(a_cap) : NULL;
-		s->b = b_cap ? malloc(b_cap) : NULL;
+		/* Aligned, so that what a slot holds can be written with
+		 * O_DIRECT as it is (util.h, struct dio). */
+		s->a = a_cap ? dio_alloc(a_cap) : NULL;
+		s->b = b_cap ? dio_alloc(b_cap) : NULL;
 		s->meta = meta_size ? calloc(1, meta_size) : NULL;
 		if ((a_cap && !s->a) || (b_cap && !s->b) || (meta_size && !s->meta))
 			return im_errf(err, IM_EXIT_INTERNAL, -ENOMEM, "out of memory");
