@@ -405,25 +405,70 @@ int pcl_open(struct pcl_reader *r, pcl_read_fn fn, void *opaque, const char *nam
 	return rc;
 }
 
-/* The checksum after a strip: read and compared; the strip's blocks named
- * when it differs. */
-static int end_strip(struct pcl_reader *r, uint64_t last, struct im_err *err)
+/* A strip's stored checksum against the running one; the strip's blocks
+ * named when they differ.  Then the running one starts again (reseed). */
+static int compare_strip(struct pcl_reader *r, const unsigned char *c, uint64_t first,
+			 uint64_t last, struct im_err *err)
 {
-	unsigned char c[16], want[16];
+	unsigned char want[16];
 	uint64_t bs = r->h.block_size;
-	int rc = read_exact(r, c, r->h.checksum_size, "a checksum", err);
-	if (rc < 0)
-		return rc;
+
 	sum_value(r, want);
 	if (memcmp(c, want, r->h.checksum_size))
 		return im_errf(err, IM_EXIT_DAMAGED, -EBADMSG,
 			       "%s: the checksum of blocks %llu-%llu does not match (partition bytes %llu-%llu): damaged",
-			       r->name, (unsigned long long)r->strip_first, (unsigned long long)last,
-			       (unsigned long long)(r->strip_first * bs),
-			       (unsigned long long)((last + 1) * bs));
+			       r->name, (unsigned long long)first, (unsigned long long)last,
+			       (unsigned long long)(first * bs), (unsigned long long)((last + 1) * bs));
 	if (r->h.reseed)
 		sum_reset(r);
+	return 0;
+}
+
+/* The checksum after a strip: read, then compared now, or (marked mode)
+ * kept in the run's marks for pcl_check_run. */
+static int end_strip(struct pcl_reader *r, uint64_t last, size_t at, struct im_err *err)
+{
+	unsigned char c[16];
+	int rc = read_exact(r, c, r->h.checksum_size, "a checksum", err);
+
+	if (rc < 0)
+		return rc;
 	r->strip_count = 0;
+	if (r->marks) {
+		struct pcl_mark *m;
+		if (r->marks->n >= r->marks->cap)
+			return im_errf(err, IM_EXIT_INTERNAL, -EOVERFLOW, "%s: too many checksums in a run",
+				       r->name);
+		m = &r->marks->m[r->marks->n++];
+		m->end = at;
+		m->strip_first = r->strip_first;
+		m->last = last;
+		memcpy(m->sum, c, r->h.checksum_size);
+		return 0;
+	}
+	return compare_strip(r, c, r->strip_first, last, err);
+}
+
+int pcl_check_run(struct pcl_reader *r, const void *buf, size_t blocks,
+		  const struct pcl_marks *mk, struct im_err *err)
+{
+	const unsigned char *p = buf;
+	size_t bs = r->h.block_size, at = 0;
+	int rc;
+
+	if (r->h.checksum_mode == CSM_NONE)
+		return 0;
+	for (size_t k = 0; k < mk->n; k++) {
+		const struct pcl_mark *m = &mk->m[k];
+		if (m->end < at || m->end > blocks)
+			return im_errf(err, IM_EXIT_INTERNAL, -EINVAL, "%s: a checksum mark out of order",
+				       r->name);
+		sum_update(r, p + at * bs, (m->end - at) * bs);
+		at = m->end;
+		if ((rc = compare_strip(r, m->sum, m->strip_first, m->last, err)) < 0)
+			return rc;
+	}
+	sum_update(r, p + at * bs, (blocks - at) * bs);
 	return 0;
 }
 
@@ -434,7 +479,7 @@ static int finish(struct pcl_reader *r, struct im_err *err)
 	int rc;
 
 	if (r->h.checksum_mode != CSM_NONE && r->strip_count) {
-		rc = end_strip(r, r->last, err);
+		rc = end_strip(r, r->last, 0, err);
 		if (rc < 0)
 			return rc;
 	}
@@ -447,6 +492,18 @@ static int finish(struct pcl_reader *r, struct im_err *err)
 			       r->name, (unsigned long long)r->h.used_blocks);
 	r->done = true;
 	return 0;
+}
+
+ssize_t pcl_read_run_marked(struct pcl_reader *r, uint64_t *first, void *buf, size_t max,
+			    struct pcl_marks *mk, struct im_err *err)
+{
+	ssize_t n;
+
+	mk->n = 0;
+	r->marks = mk;
+	n = pcl_read_run(r, first, buf, max, err);
+	r->marks = NULL;
+	return n;
 }
 
 ssize_t pcl_read_run(struct pcl_reader *r, uint64_t *first, void *buf, size_t max,
@@ -493,10 +550,11 @@ ssize_t pcl_read_run(struct pcl_reader *r, uint64_t *first, void *buf, size_t ma
 		if (r->h.checksum_mode != CSM_NONE) {
 			if (r->strip_count == 0)
 				r->strip_first = pos + i;
-			sum_update(r, p, k * bs);
+			if (!r->marks)
+				sum_update(r, p, k * bs);
 			r->strip_count += (uint32_t)k;
 			if (r->strip_count == r->h.blocks_per_checksum) {
-				rc = end_strip(r, r->last, err);
+				rc = end_strip(r, r->last, i + k, err);
 				if (rc < 0)
 					return rc;
 			}
