@@ -1647,7 +1647,7 @@ static int stream_used(const char *dir, const struct cz_part *p, uint64_t *used,
 /* The bytes to write, for progress and for --shrink's plan: each
  * partition's (a PV's with its LVs'). */
 static int count_used(const char *dir, const struct cz_image *cz, uint64_t *total,
-		      uint64_t *used, struct im_err *err)
+		      uint64_t *used, uint64_t *lv_used, struct im_err *err)
 {
 	for (size_t i = 0; i < cz->nparts; i++) {
 		int rc = stream_used(dir, &cz->parts[i], &used[i], err);
@@ -1661,10 +1661,47 @@ static int count_used(const char *dir, const struct cz_image *cz, uint64_t *tota
 		if (rc < 0)
 			return rc;
 		*total += u;
+		lv_used[l] = u;
 		if (cz->lvs[l].nsegs)
 			used[cz->lvs[l].segs[0].part] += u;
 	}
 	return 0;
+}
+
+/* The LVs that lie on partition i alone (a PV), as the shrink planner
+ * takes them (fs.h): out[] gets one per LV, at most CZ_MAX_LVS in all.
+ * An LV's used bytes are its stream's; one not read by partclone (dd, a
+ * swap's header) is kept whole. */
+static size_t pv_volumes(const struct cz_image *cz, size_t i, const uint64_t *lv_used,
+			 struct fs_volume *out)
+{
+	size_t n = 0;
+
+	for (size_t l = 0; l < cz->nlvs; l++) {
+		const struct cz_lv *lv = &cz->lvs[l];
+		struct fs_volume *v = &out[n];
+		bool here = lv->nsegs > 0;
+		uint64_t size = 0, end = 0;
+
+		for (size_t k = 0; k < lv->nsegs; k++) {
+			here &= lv->segs[k].part == i;
+			size += lv->segs[k].len;
+			if (lv->segs[k].part_off + lv->segs[k].len > end)
+				end = lv->segs[k].part_off + lv->segs[k].len;
+		}
+		if (!here)
+			continue;
+		memset(v, 0, sizeof(*v));
+		snprintf(v->name, sizeof(v->name), "%s/%s", cz->vgs[lv->vg], lv->lv);
+		snprintf(v->type, sizeof(v->type), "%s", lv->part.fs);
+		snprintf(v->plugin, sizeof(v->plugin), "%s",
+			 lv->part.kind == CZ_PTCL ? "partclone" : "whole");
+		v->size = size;
+		v->used_bytes = lv_used[l];
+		v->end = end;
+		n++;
+	}
+	return n;
 }
 
 /* A write of [off, off+len) of partition i, or, for an LV (j->lv), of the
@@ -1768,10 +1805,15 @@ int cz_restore(const struct disk_roots *roots, const char *dir, const char *targ
 	struct disk_plan pl = { 0 };
 	struct writer w = { 0 };
 	struct cz_job j = { .w = &w, .opts = opts };
-	uint64_t used[CZ_MAX_PARTS];
+	uint64_t used[CZ_MAX_PARTS], lv_used[CZ_MAX_LVS];
+	struct fs_volume *vols = calloc(CZ_MAX_LVS, sizeof(*vols));
 	int r;
 
 	memset(stats, 0, sizeof(*stats));
+	if (!vols) {
+		free(cz);
+		return im_errf(err, IM_EXIT_INTERNAL, -ENOMEM, "out of memory");
+	}
 	if (!cz)
 		return im_errf(err, IM_EXIT_INTERNAL, -ENOMEM, "out of memory");
 	r = cz_read(dir, cz, err);
@@ -1788,7 +1830,7 @@ int cz_restore(const struct disk_roots *roots, const char *dir, const char *targ
 	if (r == 0)
 		r = plan_areas(dir, cz, &pl, err);
 	if (r == 0)
-		r = count_used(dir, cz, &j.total, used, err);
+		r = count_used(dir, cz, &j.total, used, lv_used, err);
 	if (r == 0 && cz->nparts <= PT_MAX_PARTS) {
 		/* A smaller target: refused, or shrunk onto with --shrink. */
 		struct shrink_part sp[PT_MAX_PARTS];
@@ -1798,10 +1840,20 @@ int cz_restore(const struct disk_roots *roots, const char *dir, const char *targ
 			.target = &opts->target, .threads = opts->threads,
 			.progress = &opts->progress,
 		};
+		size_t nv = 0;
 		for (size_t i = 0; i < cz->nparts; i++) {
 			sp[i].lp = pl.parts[i];
 			snprintf(sp[i].fs, sizeof(sp[i].fs), "%s", cz->parts[i].fs);
 			sp[i].used = used[i];
+			sp[i].vols = NULL;
+			sp[i].nvols = 0;
+			if (cz->parts[i].kind == CZ_PV) {
+				/* (an LV may shrink with its PV) */
+				strcpy(sp[i].fs, "LVM2_member");
+				sp[i].vols = vols + nv;
+				sp[i].nvols = pv_volumes(cz, i, lv_used, vols + nv);
+				nv += sp[i].nvols;
+			}
 		}
 		r = shrink_if_smaller(&job, cz->disk_size, &stats->grow, &stats->target,
 				      &stats->bytes_written, err);
@@ -1826,6 +1878,7 @@ int cz_restore(const struct disk_roots *roots, const char *dir, const char *targ
 	r = writer_end(&w, r, &opts->target, pl.fs, &stats->grow, &stats->target, err);
 out:
 	disk_plan_free(&pl);
+	free(vols);
 	free(cz);
 	return r;
 }

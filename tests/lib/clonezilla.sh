@@ -16,9 +16,10 @@
 #                    (160 MiB, files put with mkfs.btrfs -r) and 8 MiB of
 #                    bytes no tool knows (ocs-sr saves it with
 #                    partclone.dd); boot code in the first EBR; xz (-z5p)
-#     mbr-lvm        MBR, 320 MiB: ext4 /boot (64 MiB), then an LVM PV of VG
-#                    czvg holding root (ext4, 128 MiB, files, written by
-#                    offset over old data) and swap (32 MiB); zstd.  ocs-sr
+#     mbr-lvm        MBR, 704 MiB: ext4 /boot (64 MiB), then an LVM PV of VG
+#                    czvg holding root (ext4, 512 MiB, files, written by
+#                    offset over old data: room to shrink), swap (32 MiB)
+#                    and 23 free extents; zstd.  ocs-sr
 #                    saves the PV's VG (lvm_vg_dev.list, lvm_czvg.conf) but
 #                    cannot open the LVs here (no device-mapper) and calls
 #                    the image broken; the LVs' streams are then made as
@@ -82,7 +83,7 @@ _cz_build() { # NAME DIR: the source disk DIR/src.img and the image DIR/image
 		EOF
 		;;
 	mbr-lvm)
-		head -c $((320 * MiB)) /dev/urandom >"$d/src.img"
+		head -c $((704 * MiB)) /dev/urandom >"$d/src.img"
 		sfdisk -q "$d/src.img" <<-EOF || return 1
 			label: dos
 			start=2048, size=64MiB, type=83, bootable
@@ -138,20 +139,20 @@ _cz_build() { # NAME DIR: the source disk DIR/src.img and the image DIR/image
 		mke2fs -q -F -t ext4 -L cz-boot -d "$t/files/sub" "${dev}p1" &&
 			LVM_SYSTEM_DIR=$t/lvm pvcreate -q --config "$f" "${dev}p2" 2>/dev/null &&
 			LVM_SYSTEM_DIR=$t/lvm vgcreate -q --config "$f" czvg "${dev}p2" 2>/dev/null &&
-			LVM_SYSTEM_DIR=$t/lvm lvcreate -q --config "$f" -an -Zn -L 128M -n root czvg 2>/dev/null &&
+			LVM_SYSTEM_DIR=$t/lvm lvcreate -q --config "$f" -an -Zn -L 512M -n root czvg 2>/dev/null &&
 			LVM_SYSTEM_DIR=$t/lvm lvcreate -q --config "$f" -an -Zn -L 32M -n swap czvg 2>/dev/null || false
 		[ $? = 0 ] || { losetup -d "$dev"; return 1; }
 		# root at the first extent, swap after it (1 MiB pe_start, 4 MiB
 		# extents: checked)
-		[ "$(LVM_SYSTEM_DIR=$t/lvm lvs --config "$f" --noheadings -o seg_pe_ranges czvg/swap 2>/dev/null | tr -d ' ')" = "${dev}p2:32-39" ] ||
+		[ "$(LVM_SYSTEM_DIR=$t/lvm lvs --config "$f" --noheadings -o seg_pe_ranges czvg/swap 2>/dev/null | tr -d ' ')" = "${dev}p2:128-135" ] ||
 			{ losetup -d "$dev"; return 1; }
 		rm -rf "$t/files/random.bin"
 		head -c $((6 * MiB)) /dev/urandom >"$t/files/random.bin"
-		head -c $((128 * MiB)) /dev/urandom >"$t/root.img"
+		head -c $((512 * MiB)) /dev/urandom >"$t/root.img"
 		mke2fs -q -F -t ext4 -L cz-root -E nodiscard -d "$t/files" "$t/root.img" &&
 			dd if="$t/root.img" of="${dev}p2" bs=1M seek=1 conv=notrunc status=none &&
 			truncate -s 32M "$t/swap.img" && mkswap -q -L cz-lvswap "$t/swap.img" &&
-			dd if="$t/swap.img" of="${dev}p2" bs=1M seek=129 conv=notrunc status=none
+			dd if="$t/swap.img" of="${dev}p2" bs=1M seek=513 conv=notrunc status=none
 		;;
 	esac || { losetup -d "$dev"; return 1; }
 	sync
