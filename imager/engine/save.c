@@ -28,6 +28,7 @@
 struct created {
 	char dir[4096];
 	bool made_dir;
+	struct path_lock lock;     /* the folder, held while the save runs */
 	char (*names)[64];
 	size_t n;
 };
@@ -235,13 +236,23 @@ static int prepare_dir(struct created *cr, const char *dir, struct im_err *err)
 	DIR *dh;
 	struct dirent *de;
 
+	pid_t holder;
+	int r;
+
 	snprintf(cr->dir, sizeof(cr->dir), "%s", dir);
 	if (mkdir(dir, 0755) == 0) {
-		cr->made_dir = true;
-		return 0;
+		r = path_lock(&cr->lock, dir, false, &holder);
+		/* (refused: another save took it in between; its folder now) */
+		cr->made_dir = r == 0;
+		return r < 0 ? path_lock_err(err, dir, r, holder) : 0;
 	}
 	if (errno != EEXIST)
 		return im_errf(err, IM_EXIT_TARGET, -errno, "cannot create %s: %s", dir, strerror(errno));
+	/* Another save writing it would lose its files to the clearing below:
+	 * the folder is held first. */
+	r = path_lock(&cr->lock, dir, false, &holder);
+	if (r < 0 && r != -ENOTDIR)
+		return path_lock_err(err, dir, r, holder);
 	dh = opendir(dir);
 	if (!dh)
 		return im_errf(err, IM_EXIT_TARGET, -errno, "%s: %s", dir, strerror(errno));
@@ -414,6 +425,7 @@ out:
 		created_undo(&cr);
 		img_manifest_free(m);
 	}
+	path_unlock(&cr.lock);
 	free(cr.names);
 	source_close(&src);
 	return r;

@@ -77,6 +77,8 @@ struct writer {
 	struct layout_part *layout;        /* per partition; NULL: copied as it is */
 	enum grow_mode grow;
 	bool shrunk;                       /* an explicit layout on a smaller disk */
+	bool locked;                       /* lock_fd: the job's hold on the target */
+	int lock_fd;
 };
 
 /* What a partition holds, for growing it: its libblkid type, and for an

@@ -7,8 +7,10 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <sys/types.h>
 
 #include "imager/bytes.h"   /* le16/le32/le64, be16/be32/be64, put_le32/64 */
+#include "imager/error.h"
 
 /* pread/pwrite the whole length, retrying short transfers and EINTR.
  * Return 0, -EIO at end of file, or -errno. */
@@ -36,6 +38,23 @@ void dio_close(struct dio *d);
 int dio_pwrite(struct dio *d, int fd, const void *buf, size_t len, uint64_t off);
 /* A buffer whose start suits direct I/O (4 KiB aligned); free() it. */
 void *dio_alloc(size_t len);
+/* A job's hold on a folder, image file or block device it writes (lock.c):
+ * an exclusive flock() on a descriptor of its own, a block device opened
+ * O_EXCL as well when excl (not with --force).  A zeroed struct path_lock
+ * holds nothing. */
+struct path_lock {
+	bool on;
+	int fd;
+};
+/* Returns 0, or -EBUSY with *holder the PID of the imager job holding it
+ * (0 when the kernel refused the O_EXCL open for a mount or another
+ * program), or -errno. */
+int path_lock(struct path_lock *l, const char *path, bool excl, pid_t *holder);
+void path_unlock(struct path_lock *l);
+/* The PID of the job holding path's lock, 0 when none. */
+pid_t path_lock_holder(const char *path);
+/* The refusal's message (IM_EXIT_TARGET): "PATH is in use by PID N". */
+int path_lock_err(struct im_err *err, const char *path, int r, pid_t holder);
 /* write() the whole length to a stream position. */
 int write_full(int fd, const void *buf, size_t len);
 

@@ -6,6 +6,7 @@
  * looks like a complete disk.
  */
 #include "source.h"
+#include "util.h"
 
 #include <errno.h>
 #include <stdio.h>
@@ -14,6 +15,21 @@
 #include <unistd.h>
 
 #define HEAD_ZONE (64u << 10)
+
+/* The job's hold on the target (lock.c): a second job writing it is
+ * refused with this one's PID. */
+static int lock_target(struct writer *w, const char *path, bool force, struct im_err *err)
+{
+	struct path_lock l;
+	pid_t holder;
+	int r = path_lock(&l, path, !force, &holder);
+
+	if (r < 0)
+		return path_lock_err(err, path, r, holder);
+	w->locked = true;
+	w->lock_fd = l.fd;
+	return 0;
+}
 
 static int open_target(struct writer *w, const struct disk_roots *roots, const char *target,
 		       const struct target_opts *o, struct im_err *err)
@@ -44,9 +60,10 @@ static int open_target(struct writer *w, const struct disk_roots *roots, const c
 	if (!ref.exists && ref.under_dev)
 		return im_errf(err, IM_EXIT_TARGET, -ENODEV, "%s: no such device", ref.path);
 	if (!ref.exists) {
+		/* (O_CREAT | O_EXCL: a second job cannot create it too) */
 		r = bk_create(ref.path, o->format, &co, &w->tgt, err);
 		w->created = r == 0;
-		return r;
+		return r == 0 ? lock_target(w, ref.path, o->force, err) : r;
 	}
 	if (o->size)
 		return im_errf(err, IM_EXIT_USAGE, -EINVAL,
@@ -64,13 +81,20 @@ static int open_target(struct writer *w, const struct disk_roots *roots, const c
 			return im_errf(err, IM_EXIT_TARGET, -EINVAL,
 				       "%s is a partition, but the source is a whole disk with a %s table",
 				       ref.path, w->table);
+		pid_t job = path_lock_holder(ref.path);
+		if (job > 0)   /* (--force or not) */
+			return path_lock_err(err, ref.path, -EBUSY, job);
 		r = disk_in_use(roots, ref.path, what, sizeof(what));
 		if (r > 0 && !o->force)
 			return im_errf(err, IM_EXIT_TARGET, -EBUSY,
 				       "%s is in use (%s); unmount it first, or --force", ref.path, what);
+		if ((r = lock_target(w, ref.path, o->force, err)) < 0)
+			return r;
 		return bk_create(ref.path, "raw", &co, &w->tgt, err);
 	}
 	/* An existing image file is written in place. */
+	if ((r = lock_target(w, ref.path, o->force, err)) < 0)
+		return r;
 	r = bk_open(ref.path, o->format, BK_OPEN_WRITE, &w->tgt, err);
 	if (r < 0)
 		return r;
@@ -334,7 +358,7 @@ int writer_finish(struct writer *w, const struct disk_plan *pl, struct im_err *e
 int writer_end(struct writer *w, int r, const struct target_opts *o, const struct grow_fs *fs,
 	       struct grow_report *rep, struct target_info *info, struct im_err *err)
 {
-	if (w->tgt || w->heads) {
+	if (w->tgt || w->heads || w->locked) {
 		int c = writer_close(w, r == 0, err);
 		if (r == 0 && c < 0)
 			r = c;
@@ -350,6 +374,12 @@ int writer_close(struct writer *w, bool ok, struct im_err *err)
 	char path[sizeof(w->tgt->name)] = "";
 	int r = 0;
 
+	/* A device's O_EXCL hold would make the kernel refuse the table's
+	 * re-read on close (BLKRRPART claims the disk): let go of it first. */
+	if (w->locked && w->tgt && w->tgt->is_block_device) {
+		close(w->lock_fd);
+		w->locked = false;
+	}
 	if (w->tgt) {
 		snprintf(path, sizeof(path), "%s", w->tgt->name);
 		/* Closing writes a container's last metadata: it can fail too. */
@@ -358,6 +388,9 @@ int writer_close(struct writer *w, bool ok, struct im_err *err)
 	}
 	if ((!ok || r < 0) && w->created)
 		unlink(path);
+	if (w->locked)
+		close(w->lock_fd);
+	w->locked = false;
 	for (size_t i = 0; w->heads && i < w->nparts; i++)
 		free(w->heads[i]);
 	free(w->heads);
