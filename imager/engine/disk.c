@@ -504,8 +504,10 @@ int disk_resolve(const struct disk_roots *roots, const char *name, struct disk_r
 	return 0;
 }
 
-/* Is a device number mounted (mountinfo's maj:min, or its source path)? */
-static int mounted_devnum(dev_t dev, const char *path, char *what, size_t whatlen)
+/* Is a device number mounted (mountinfo's maj:min, or its source path)?
+ * rw_only: only a read-write mount counts (its per-mount options start
+ * "rw"), and swap does not. */
+static int mounted_devnum(dev_t dev, const char *path, bool rw_only, char *what, size_t whatlen)
 {
 	FILE *f = fopen("/proc/self/mountinfo", "re");
 	char line[4096];
@@ -516,8 +518,10 @@ static int mounted_devnum(dev_t dev, const char *path, char *what, size_t whatle
 		return 0;
 	while (fgets(line, sizeof(line), f)) {
 		unsigned ma, mi;
-		char mnt[1024], *sep;
-		if (sscanf(line, "%*u %*u %u:%u %*s %1023s", &ma, &mi, mnt) != 3)
+		char mnt[1024], opts[256], *sep;
+		if (sscanf(line, "%*u %*u %u:%u %*s %1023s %255s", &ma, &mi, mnt, opts) != 4)
+			continue;
+		if (rw_only && strncmp(opts, "rw", 2) != 0)
 			continue;
 		sep = strstr(line, " - ");
 		if ((ma == major(dev) && mi == minor(dev)) ||
@@ -529,7 +533,7 @@ static int mounted_devnum(dev_t dev, const char *path, char *what, size_t whatle
 		}
 	}
 	fclose(f);
-	f = fopen("/proc/swaps", "re");
+	f = rw_only ? NULL : fopen("/proc/swaps", "re");
 	if (f) {
 		while (fgets(line, sizeof(line), f)) {
 			char dev_path[1024];
@@ -546,18 +550,20 @@ static int mounted_devnum(dev_t dev, const char *path, char *what, size_t whatle
 	return 0;
 }
 
-int disk_in_use(const struct disk_roots *roots, const char *path, char *what, size_t whatlen)
+/* Is path (a block device) or one of its partitions mounted (read-write
+ * only, with rw_only)?  1 with what filled, 0, or -errno. */
+static int mounted_or_parts(const struct disk_roots *roots, const char *path, bool rw_only,
+			    char *what, size_t whatlen)
 {
 	char link[700], real[PATH_MAX];
 	struct stat st;
 	DIR *dh;
-	int fd;
 
 	if (stat(path, &st) < 0)
 		return -errno;
 	if (!S_ISBLK(st.st_mode))
 		return 0;
-	if (mounted_devnum(st.st_rdev, path, what, whatlen))
+	if (mounted_devnum(st.st_rdev, path, rw_only, what, whatlen))
 		return 1;
 	/* Its partitions. */
 	snprintf(link, sizeof(link), "%s/dev/block/%u:%u", roots->sysfs, major(st.st_rdev),
@@ -576,7 +582,7 @@ int disk_in_use(const struct disk_roots *roots, const char *path, char *what, si
 			    sscanf(buf, "%u:%u", &ma, &mi) != 2)
 				continue;
 			snprintf(attr, sizeof(attr), "%s/%s", roots->dev, de->d_name);
-			n = mounted_devnum(makedev(ma, mi), attr, what, whatlen);
+			n = mounted_devnum(makedev(ma, mi), attr, rw_only, what, whatlen);
 			if (n) {
 				char part[400];
 				snprintf(part, sizeof(part), "%s: %s", de->d_name, what);
@@ -587,6 +593,21 @@ int disk_in_use(const struct disk_roots *roots, const char *path, char *what, si
 		}
 		closedir(dh);
 	}
+	return 0;
+}
+
+int disk_mounted_rw(const struct disk_roots *roots, const char *path, char *what, size_t whatlen)
+{
+	return mounted_or_parts(roots, path, true, what, whatlen);
+}
+
+int disk_in_use(const struct disk_roots *roots, const char *path, char *what, size_t whatlen)
+{
+	int fd, r = mounted_or_parts(roots, path, false, what, whatlen);
+	struct stat st;
+
+	if (r != 0 || stat(path, &st) < 0 || !S_ISBLK(st.st_mode))
+		return r;
 	/* Held by something else (device mapper, md, another exclusive opener). */
 	fd = open(path, O_RDONLY | O_EXCL | O_CLOEXEC);
 	if (fd < 0 && errno == EBUSY) {

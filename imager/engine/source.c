@@ -40,6 +40,15 @@ int source_open(const struct disk_roots *roots, const char *spec, const char *fo
 			return r;
 		if (!s->ref.exists)
 			return im_errf(err, IM_EXIT_SOURCE, -ENOENT, "%s: no such disk or file", spec);
+		/* A filesystem that changes while it is read is copied torn. */
+		char what[400];
+		if (!force && disk_mounted_rw(roots, s->ref.path, what, sizeof(what)) > 0)
+			return im_errf(err, IM_EXIT_SOURCE, -EBUSY,
+				       "%s is in use (%s read-write): a copy would not be consistent. "
+				       "Save a snapshot instead (LVM: lvcreate --snapshot, then save the "
+				       "snapshot's LV; btrfs: btrfs subvolume snapshot), boot the live "
+				       "medium, or remount it read-only; --force copies it as it is",
+				       s->ref.path, what);
 	} else {
 		snprintf(s->ref.path, sizeof(s->ref.path), "%s", spec);
 	}

@@ -120,5 +120,10 @@ int disk_fd_geometry(int fd, uint64_t *size, unsigned *lss);
 /* Is the block device (or any of its partitions) mounted, or used as swap?
  * Fills `what` with the first user found.  Returns 1 yes, 0 no, <0 errno. */
 int disk_in_use(const struct disk_roots *roots, const char *path, char *what, size_t whatlen);
+/* Is the block device (or any of its partitions) mounted read-write (a
+ * save of it would copy a filesystem that changes while it is read)?
+ * Returns 1 with `what` filled ("sda2: mounted on /home"), 0 (also for
+ * files), or <0 errno. */
+int disk_mounted_rw(const struct disk_roots *roots, const char *path, char *what, size_t whatlen);
 
 #endif
