@@ -202,6 +202,8 @@ int im_clone(const struct disk_roots *roots, const char *source, const char *tar
 	}
 	if (r == 0)
 		r = writer_start(&w, roots, target, &pl, &opts->target, &stats->grow, err);
+	if (r == 0)
+		r = writer_check_room(&w, src.used_bytes, err);
 	for (size_t i = 0; i < src.pt->nparts && r == 0; i++)
 		r = clone_partition(&src, i, &w, opts, stats, &done, err);
 	if (r == 0)

@@ -1864,6 +1864,8 @@ int cz_restore(const struct disk_roots *roots, const char *dir, const char *targ
 	if (r == 0)
 		r = writer_start(&w, roots, target, &pl, &opts->target, &stats->grow, err);
 	if (r == 0)
+		r = writer_check_room(&w, j.total, err);
+	if (r == 0)
 		r = write_pvs(dir, cz, &j, err);
 	for (size_t i = 0; r == 0 && i < cz->nparts; i++)
 		r = restore_part(dir, &cz->parts[i], i, &j, err);

@@ -202,6 +202,8 @@ int im_restore(const struct disk_roots *roots, const char *dir, const char *targ
 	}
 	if (r == 0)
 		r = writer_start(&w, roots, target, &pl, &opts->target, &stats->grow, err);
+	if (r == 0)
+		r = writer_check_room(&w, total, err);
 	for (size_t i = 0; i < m.nparts && r == 0; i++) {
 		struct rpart_job j = {
 			.p = &m.parts[i], .ix = &ix[i], .part_index = i, .w = &w,

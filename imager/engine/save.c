@@ -13,6 +13,7 @@
 #include <string.h>
 #include <sys/stat.h>
 #include <time.h>
+#include <sys/statvfs.h>
 #include <unistd.h>
 #include <xxhash.h>
 #include <zstd.h>
@@ -129,6 +130,19 @@ static int save_consume(void *ctx, struct pipe_slot *s, struct im_err *err)
 		return s->status;
 	}
 	r = write_full(j->out_fd, s->b, s->b_len);
+	if (r == -ENOSPC || r == -EDQUOT) {
+		struct statvfs vf;
+		char f[32] = "?", w[32];
+		if (fstatvfs(j->out_fd, &vf) == 0)
+			human_size((uint64_t)vf.f_bavail * vf.f_frsize, f, sizeof(f));
+		human_size(j->out_off, w, sizeof(w));
+		return im_errf(err, IM_EXIT_IO, r,
+			       "the filesystem holding the image is full (%s free, %s) after %s of this "
+			       "partition's stream, %llu%% of the used data read: the unfinished image "
+			       "is removed",
+			       f, r == -EDQUOT ? "quota exceeded" : "no space left", w,
+			       j->bytes_total ? (unsigned long long)(*j->bytes_done * 100 / j->bytes_total) : 0ULL);
+	}
 	if (r < 0)
 		return im_errf(err, IM_EXIT_IO, r, "writing the image: %s", strerror(-r));
 	XXH3_64bits_update(j->stream_hash, s->b, s->b_len);

@@ -78,6 +78,7 @@ struct writer {
 	enum grow_mode grow;
 	bool shrunk;                       /* an explicit layout on a smaller disk */
 	bool locked;                       /* lock_fd: the job's hold on the target */
+	uint64_t written;                  /* data bytes written so far */
 	int lock_fd;
 };
 
@@ -126,8 +127,14 @@ void disk_plan_free(struct disk_plan *pl);
 int writer_start(struct writer *w, const struct disk_roots *roots, const char *target,
 		 const struct disk_plan *pl, const struct target_opts *o, struct grow_report *rep,
 		 struct im_err *err);
+/* Before the data: is there room for bytes more on the filesystem holding
+ * a new image file the writer created (sparse: it costs what is written,
+ * plus qcow2's tables)?  Refused with both sizes (IM_EXIT_IO, -ENOSPC:
+ * writer_end then removes the file); block devices, existing files and
+ * preallocated ones (whose space is taken) pass. */
+int writer_check_room(struct writer *w, uint64_t bytes, struct im_err *err);
 /* Write len bytes (data, or zeros when data is NULL) at off inside
- * partition i. */
+ * partition i.  A full filesystem is named with what is free on it. */
 int writer_put(struct writer *w, size_t i, uint64_t off, uint64_t len, const void *data,
 	       struct im_err *err);
 /* Write the held-back heads, then each boot area of the plan (areas named

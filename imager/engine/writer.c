@@ -12,6 +12,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <sys/statvfs.h>
 #include <unistd.h>
 
 #define HEAD_ZONE (64u << 10)
@@ -29,6 +31,31 @@ static int lock_target(struct writer *w, const char *path, bool force, struct im
 	w->locked = true;
 	w->lock_fd = l.fd;
 	return 0;
+}
+
+/* A new file's preallocation did not fit (the backend removed it). */
+static int no_room_to_create(const char *path, const struct bk_create_opts *co, struct im_err *err)
+{
+	char dir[600], n[32], f[32] = "?";
+	struct statvfs vf;
+	char *slash;
+
+	snprintf(dir, sizeof(dir), "%s", path);
+	slash = strrchr(dir, '/');
+	if (slash == dir)
+		slash[1] = '\0';
+	else if (slash)
+		*slash = '\0';
+	else
+		snprintf(dir, sizeof(dir), ".");
+	if (statvfs(dir, &vf) == 0)
+		human_size((uint64_t)vf.f_bavail * vf.f_frsize, f, sizeof(f));
+	human_size(co->size, n, sizeof(n));
+	if (err)
+		err->exit_class = 0;   /* (this says more than the backend's) */
+	return im_errf(err, IM_EXIT_IO, -ENOSPC,
+		       "%s: not enough room on its filesystem: --preallocation %s takes %s, %s is free; "
+		       "nothing was kept", path, bk_prealloc_name(co->prealloc), n, f);
 }
 
 static int open_target(struct writer *w, const struct disk_roots *roots, const char *target,
@@ -63,6 +90,8 @@ static int open_target(struct writer *w, const struct disk_roots *roots, const c
 		/* (O_CREAT | O_EXCL: a second job cannot create it too) */
 		r = bk_create(ref.path, o->format, &co, &w->tgt, err);
 		w->created = r == 0;
+		if (r == -ENOSPC)
+			return no_room_to_create(ref.path, &co, err);
 		return r == 0 ? lock_target(w, ref.path, o->force, err) : r;
 	}
 	if (o->size)
@@ -287,6 +316,71 @@ int writer_start(struct writer *w, const struct disk_roots *roots, const char *t
 	return writer_set_layout(w, o, rep->parts, err);
 }
 
+/* Free bytes on the filesystem holding path (for unprivileged users),
+ * and the bytes path already takes; false when unknown. */
+static bool room_of(const char *path, uint64_t *free_b, uint64_t *taken)
+{
+	char dir[sizeof(((struct target_info *)0)->path)];
+	struct statvfs vf;
+	struct stat st;
+	char *slash;
+
+	snprintf(dir, sizeof(dir), "%s", path);
+	slash = strrchr(dir, '/');
+	if (slash == dir)
+		slash[1] = '\0';
+	else if (slash)
+		*slash = '\0';
+	else
+		snprintf(dir, sizeof(dir), ".");
+	if (statvfs(dir, &vf) < 0 || stat(path, &st) < 0 || !S_ISREG(st.st_mode))
+		return false;
+	*free_b = (uint64_t)vf.f_bavail * vf.f_frsize;
+	*taken = (uint64_t)st.st_blocks * 512;
+	return true;
+}
+
+int writer_check_room(struct writer *w, uint64_t bytes, struct im_err *err)
+{
+	uint64_t free_b, taken, need;
+	char n[32], f[32];
+
+	if (!w->created || !w->tgt || w->info.block_device || bk_is_uri(w->info.path) ||
+	    !room_of(w->info.path, &free_b, &taken))
+		return 0;
+	/* qcow2's L2 tables and refcounts: 8 + 2 bytes per 64 KiB cluster,
+	 * a fraction of a percent; and a MiB of slack. */
+	need = bytes + bytes / 256 + (1u << 20);
+	if (taken >= need || need - taken <= free_b)
+		return 0;
+	human_size(need - taken, n, sizeof(n));
+	human_size(free_b, f, sizeof(f));
+	return im_errf(err, IM_EXIT_IO, -ENOSPC,
+		       "%s: not enough room on its filesystem: the job writes %s, %s is free; "
+		       "nothing was written (free some space or choose another place)",
+		       w->info.path, n, f);
+}
+
+/* A full filesystem, named with what the job wrote and what is free. */
+static int full(struct writer *w, int r, struct im_err *err)
+{
+	uint64_t free_b, taken;
+	char a[32], f[32];
+
+	if (r != -ENOSPC || w->info.block_device || !room_of(w->info.path, &free_b, &taken))
+		return r;
+	human_size(w->written, a, sizeof(a));
+	human_size(free_b, f, sizeof(f));
+	if (err)
+		err->exit_class = 0;   /* (this says more than the backend's) */
+	return im_errf(err, IM_EXIT_IO, r,
+		       "%s: its filesystem is full after %s of data (%s free): %s",
+		       w->info.path, a, f,
+		       w->created ? "the new file is removed"
+				  : "the file is left without a partition table (written last), so it "
+				    "does not pass for a restored disk");
+}
+
 int writer_put(struct writer *w, size_t i, uint64_t off, uint64_t len, const void *data,
 	       struct im_err *err)
 {
@@ -315,8 +409,11 @@ int writer_put(struct writer *w, size_t i, uint64_t off, uint64_t len, const voi
 	}
 	if (!len)
 		return 0;
-	if (d)
-		return bk_pwrite(w->tgt, d, len, w->part_start[i] + off, err);
+	if (d) {
+		int r = bk_pwrite(w->tgt, d, len, w->part_start[i] + off, err);
+		w->written += len;
+		return r < 0 ? full(w, r, err) : 0;
+	}
 	return w->fresh ? 0 : bk_zero(w->tgt, w->part_start[i] + off, len, err);
 }
 
