@@ -38,6 +38,10 @@ static int raw_open(struct bk *bk, const char *path, unsigned flags, struct im_e
 	int r;
 
 	s->fd = open(path, ((flags & BK_OPEN_WRITE) ? O_RDWR : O_RDONLY) | O_CLOEXEC);
+	if (s->fd < 0 && (flags & BK_OPEN_WRITE) &&
+	    (errno == EACCES || errno == EPERM || errno == EROFS || errno == ETXTBSY))
+		return im_errf(err, IM_EXIT_TARGET, -errno, "%s: cannot write to it: %s", path,
+			       strerror(errno));
 	if (s->fd < 0)
 		return im_errf(err, errno == ENOENT ? IM_EXIT_SOURCE : IM_EXIT_IO, -errno, "%s: %s",
 			       path, strerror(errno));
