@@ -239,10 +239,30 @@ int cli_job_option(const char *cmd, int c, const char *arg, struct cli_job *j,
 	case 'j': j->json = true; return IM_EXIT_OK;
 	case 'P': j->progress = false; return IM_EXIT_OK;
 	}
+	r = cli_net_option(cmd, c, arg);
+	if (r)
+		return r < 0 ? IM_EXIT_USAGE : IM_EXIT_OK;
 	r = t ? cli_target_option(cmd, c, arg, t) : 0;
 	if (r < 0)
 		return IM_EXIT_USAGE;
 	return r ? IM_EXIT_OK : cli_usage(cmd, "unknown option");
+}
+
+int cli_net_option(const char *cmd, int c, const char *arg)
+{
+	static unsigned timeout = 60, retries = 3;
+
+	if (c == CLI_OPT_TIMEOUT) {
+		if (cli_parse_uint(arg, 1, 86400, &timeout) < 0)
+			return cli_usage(cmd, "--timeout takes seconds, 1..86400"), -1;
+	} else if (c == CLI_OPT_RETRIES) {
+		if (cli_parse_uint(arg, 0, 100, &retries) < 0)
+			return cli_usage(cmd, "--retries takes 0..100"), -1;
+	} else {
+		return 0;
+	}
+	bk_nbd_set_policy(timeout, retries);
+	return 1;
 }
 
 int cli_target_option(const char *cmd, int c, const char *arg, struct cli_target *t)

@@ -245,12 +245,16 @@ static int parse(int argc, char **argv, struct cmdline *l)
 		{ "facts", required_argument, NULL, OPT_FACTS },
 		{ "disk-size", required_argument, NULL, OPT_DISK_SIZE },
 		{ "shrink", no_argument, NULL, OPT_SHRINK },
+		{ "timeout", required_argument, NULL, CLI_OPT_TIMEOUT },
+		{ "retries", required_argument, NULL, CLI_OPT_RETRIES },
 		{ NULL, 0, NULL, 0 },
 	};
 	int c, rc;
 
 	while ((c = getopt_long(argc, argv, "", opts, NULL)) != -1) {
 		int t = cli_domain_option("p2v", c, optarg, &l->d);
+		if (t == 0)
+			t = cli_net_option("p2v", c, optarg);
 		if (t < 0)
 			return IM_EXIT_USAGE;
 		if (t == 0 && (rc = parse_option(c, optarg, l)) != 0)

@@ -15,7 +15,7 @@ const struct command commands[] = {
 	  "        [--source-format raw|qcow2] [--verify]\n"
 	  "        [--convert [--block virtio-blk|virtio-scsi] [--rebuild-initramfs]\n"
 	  "                   [--virtio-win PATH]]\n"
-	  "        [--threads N] [--force] [--json] [--no-progress]",
+	  "        [--threads N] [--force] [--timeout SECONDS] [--retries N] [--json] [--no-progress]",
 	  "copy a disk or image onto a disk or image in one pass, used blocks only" },
 	{ "convert", cmd_convert, CMD_DEVICES,
 	  "DISK... | DIR --output DISK [--block virtio-blk|virtio-scsi] [--rebuild-initramfs]\n"
@@ -42,7 +42,7 @@ const struct command commands[] = {
 	  "        [--bus virtio-blk|virtio-scsi|sata|ide] [--nic virtio|e1000] [--mac MAC]\n"
 	  "        [--firmware bios|uefi] [--domain-type kvm|qemu] [--io native|io_uring|threads|auto]\n"
 	  "        [--network NAME|--bridge NAME|--user-net] [--serial-log FILE]\n"
-	  "        [--json] [--no-progress]",
+	  "        [--timeout SECONDS] [--retries N] [--json] [--no-progress]",
 	  "move a machine onto a libvirt host: disks into a pool, converted, VM defined" },
 	{ "pools", cmd_pools, 0, "[--connect URI] [--probe] [--seconds N] [--size SIZE] [--json]",
 	  "list the host's storage pools, measure fsyncs, rank them for a new disk" },
@@ -51,10 +51,11 @@ const struct command commands[] = {
 	  "        [--cluster-size SIZE] [--size SIZE] [--grow-last|--proportional|--shrink]\n"
 	  "        [--convert [--block virtio-blk|virtio-scsi] [--rebuild-initramfs]\n"
 	  "                   [--virtio-win PATH]]\n"
-	  "        [--threads N] [--force] [--json] [--no-progress]",
+	  "        [--threads N] [--force] [--timeout SECONDS] [--retries N] [--json] [--no-progress]",
 	  "write an image folder (imager's or Clonezilla's) onto a disk or image file" },
 	{ "save", cmd_save, CMD_DEVICES,
-	  "SOURCE DIR [--format raw|qcow2] [--level N] [--threads N] [--force] [--json] [--no-progress]",
+	  "SOURCE DIR [--format raw|qcow2] [--level N] [--threads N] [--force]\n"
+	  "        [--timeout SECONDS] [--retries N] [--json] [--no-progress]",
 	  "save the used blocks of a disk, partition or image file into a folder" },
 	{ "verify", cmd_verify, 0, "DIR [--threads N] [--json] [--no-progress]",
 	  "check every frame and checksum of an image folder (imager's or Clonezilla's)" },

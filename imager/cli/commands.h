@@ -114,22 +114,30 @@ struct cli_target {
 int cli_target_option(const char *cmd, int c, const char *arg, struct cli_target *t);
 
 /* The options of every imaging job (save, restore, clone): --threads N,
- * --force, --json, --no-progress. */
+ * --force, --json, --no-progress, and for NBD exports --timeout SECONDS and
+ * --retries N (bk_nbd_set_policy: set when parsed). */
 struct cli_job {
 	unsigned threads;       /* 0: all cores */
 	bool force, json, progress;
 };
+#define CLI_OPT_TIMEOUT 0x300
+#define CLI_OPT_RETRIES 0x301
 #define CLI_JOB_OPTIONS \
 	{ "threads", required_argument, NULL, 't' }, \
 	{ "force", no_argument, NULL, 'f' }, \
 	{ "json", no_argument, NULL, 'j' }, \
-	{ "no-progress", no_argument, NULL, 'P' }
+	{ "no-progress", no_argument, NULL, 'P' }, \
+	{ "timeout", required_argument, NULL, CLI_OPT_TIMEOUT }, \
+	{ "retries", required_argument, NULL, CLI_OPT_RETRIES }
 /* An option of a job's command line that the command does not take itself:
  * one of CLI_JOB_OPTIONS, else (t given) one of CLI_TARGET_OPTIONS, else an
  * unknown option (said).  Returns IM_EXIT_OK when taken, else the exit code
  * of a bad command line (said). */
 int cli_job_option(const char *cmd, int c, const char *arg, struct cli_job *j,
 		   struct cli_target *t);
+/* --timeout SECONDS (1..86400) and --retries N (0..100): 1 when c is one of
+ * them and was taken, 0 when it is not, -1 on a bad value (said). */
+int cli_net_option(const char *cmd, int c, const char *arg);
 
 /* The format of an existing disk or image ("raw", "qcow2"), probed.  A
  * folder is refused with a hint (restore --convert). */

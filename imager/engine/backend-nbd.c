@@ -6,14 +6,22 @@
  *
  * SIGPIPE: libnbd sends with MSG_NOSIGNAL (see "SIGNALS" in libnbd(3)), so a
  * server that goes away makes calls fail with an errno instead of killing
- * the process; nothing global is changed here.  After a lost connection the
- * handle is dead and every later call fails at once, so no call can hang on
- * a server that has exited.
+ * the process; nothing global is changed here.
+ *
+ * Networks stall and drop (bk_nbd_set_policy): every request, and the
+ * connection itself, goes through libnbd's asynchronous calls and waits in
+ * nbd_poll() for at most the timeout; a server that does not answer in time
+ * fails the request with -ETIMEDOUT.  A connection that is lost (the handle
+ * is dead) is made again, with a pause of 1, 2, 4... seconds, and the
+ * request sent again, up to the retries allowed: reads and writes of whole
+ * blocks are safe to repeat.  The export must come back with the same size.
  */
 #include <errno.h>
 #include <libnbd.h>
 #include <stdio.h>
 #include <string.h>
+#include <time.h>
+#include <unistd.h>
 
 #include "imager/backend.h"
 
@@ -26,8 +34,24 @@
  * disk range by range does not pay one round trip per extent. */
 #define NBD_EXTENT_CACHE 256
 
+static unsigned policy_timeout = 60, policy_retries = 3;
+
+void bk_nbd_set_policy(unsigned timeout_s, unsigned retries)
+{
+	policy_timeout = timeout_s ? timeout_s : 60;
+	policy_retries = retries;
+}
+
+unsigned bk_nbd_timeout(void)
+{
+	return policy_timeout;
+}
+
 struct nbd_state {
 	struct nbd_handle *h;
+	char uri[1024];           /* to connect again */
+	bool write;
+	uint64_t size;
 	size_t max_request;       /* bytes per pread/pwrite request */
 	bool can_zero, can_flush, have_allocation;
 
@@ -61,6 +85,53 @@ static int nbd_fail(struct im_err *err, int exit_class, const char *uri, const c
 		       msg && *msg ? msg : strerror(-r));
 }
 
+static double now_s(void)
+{
+	struct timespec t;
+	clock_gettime(CLOCK_MONOTONIC, &t);
+	return (double)t.tv_sec + (double)t.tv_nsec / 1e9;
+}
+
+/* Poll the handle until done(h) says so, at most the timeout.  Returns 0,
+ * -ETIMEDOUT, or the failure (the handle may then be dead). */
+static int poll_until(struct nbd_handle *h, int (*done)(struct nbd_handle *, int64_t), int64_t cookie)
+{
+	double deadline = now_s() + policy_timeout;
+
+	for (;;) {
+		int r = done(h, cookie);
+		double left;
+		if (r != 0)
+			return r > 0 ? 0 : nbd_errno();
+		left = deadline - now_s();
+		if (left <= 0)
+			return -ETIMEDOUT;
+		if (nbd_poll(h, (int)(left * 1000) + 1) < 0)
+			return nbd_errno();
+	}
+}
+
+static int connected(struct nbd_handle *h, int64_t unused)
+{
+	(void)unused;
+	if (nbd_aio_is_connecting(h) == 1)
+		return 0;
+	return nbd_aio_is_ready(h) == 1 ? 1 : -1;
+}
+
+/* nbd_connect_uri(), waiting at most the timeout. */
+static int connect_wait(struct nbd_handle *h, const char *uri)
+{
+	if (nbd_aio_connect_uri(h, uri) < 0)
+		return nbd_errno();
+	return poll_until(h, connected, 0);
+}
+
+static int completed(struct nbd_handle *h, int64_t cookie)
+{
+	return nbd_aio_command_completed(h, cookie);
+}
+
 /* Connect and learn the export's size and limits.  exit_class is where a
  * failure to reach the export belongs: the source, or the target. */
 static int nbd_connect_export(struct bk *bk, const char *uri, bool write, int exit_class,
@@ -80,8 +151,12 @@ static int nbd_connect_export(struct bk *bk, const char *uri, bool write, int ex
 		r = nbd_fail(err, IM_EXIT_INTERNAL, uri, "setting up the NBD handle");
 		goto fail;
 	}
-	if (nbd_connect_uri(s->h, uri) < 0) {
-		r = nbd_fail(err, exit_class, uri, "cannot connect");
+	if ((r = connect_wait(s->h, uri)) < 0) {
+		if (r == -ETIMEDOUT)
+			r = im_errf(err, exit_class, r, "%s: cannot connect: no answer within %u s (--timeout)",
+				    uri, policy_timeout);
+		else
+			r = nbd_fail(err, exit_class, uri, "cannot connect");
 		goto fail;
 	}
 	size = nbd_get_size(s->h);
@@ -119,6 +194,9 @@ static int nbd_connect_export(struct bk *bk, const char *uri, bool write, int ex
 	s->have_allocation = nbd_can_meta_context(s->h, LIBNBD_CONTEXT_BASE_ALLOCATION) == 1;
 	bk->size = (uint64_t)size;
 	bk->zero_init = false;
+	snprintf(s->uri, sizeof(s->uri), "%s", uri);
+	s->write = write;
+	s->size = (uint64_t)size;
 	return 0;
 
 fail:
@@ -159,14 +237,104 @@ static int nbd_create_export(struct bk *bk, const char *uri, const struct bk_cre
 	return 0;
 }
 
+/* The connection made again after it was lost: the same export (size),
+ * a new handle.  Returns 0 or negative errno. */
+static int reconnect(struct nbd_state *s)
+{
+	struct nbd_handle *h = nbd_create();
+	int r;
+
+	if (!h)
+		return -ENOMEM;
+	if (nbd_set_uri_allow_local_file(h, true) < 0 ||
+	    nbd_add_meta_context(h, LIBNBD_CONTEXT_BASE_ALLOCATION) < 0 ||
+	    (r = connect_wait(h, s->uri)) < 0 || nbd_get_size(h) != (int64_t)s->size ||
+	    (s->write && nbd_is_read_only(h) == 1)) {
+		nbd_close(h);
+		return -ECONNREFUSED;
+	}
+	nbd_close(s->h);
+	s->h = h;
+	s->cache_n = 0;
+	return 0;
+}
+
+enum req { REQ_READ, REQ_WRITE, REQ_ZERO, REQ_FLUSH, REQ_STATUS };
+
+struct extent_reply {
+	struct nbd_state *s;
+	bool seen;
+};
+static int nbd_extents_cb(void *opaque, const char *context, uint64_t offset, uint32_t *entries,
+			  size_t nr_entries, int *error);
+
+/* One request, waited for at most the timeout; after a lost connection,
+ * connected again and sent again, up to the retries allowed.  Returns 0,
+ * -ETIMEDOUT, or the failure's negative errno (ENOTSUP kept for zero). */
+static int request(struct nbd_state *s, enum req kind, void *buf, uint64_t n, uint64_t off,
+		   struct extent_reply *rep)
+{
+	for (unsigned attempt = 0;; attempt++) {
+		int64_t cookie = -1;
+		int r;
+
+		switch (kind) {
+		case REQ_READ:
+			cookie = nbd_aio_pread(s->h, buf, (size_t)n, off, NBD_NULL_COMPLETION, 0);
+			break;
+		case REQ_WRITE:
+			cookie = nbd_aio_pwrite(s->h, buf, (size_t)n, off, NBD_NULL_COMPLETION, 0);
+			break;
+		case REQ_ZERO:
+			cookie = nbd_aio_zero(s->h, n, off, NBD_NULL_COMPLETION, 0);
+			break;
+		case REQ_FLUSH:
+			cookie = nbd_aio_flush(s->h, NBD_NULL_COMPLETION, 0);
+			break;
+		case REQ_STATUS:
+			rep->seen = false;
+			cookie = nbd_aio_block_status(s->h, n, off,
+						      (nbd_extent_callback){ .callback = nbd_extents_cb,
+									     .user_data = rep },
+						      NBD_NULL_COMPLETION, 0);
+			break;
+		}
+		if (cookie < 0) {
+			r = nbd_errno();
+			if (kind == REQ_ZERO && nbd_get_errno() == ENOTSUP)
+				return -ENOTSUP;
+		} else {
+			r = poll_until(s->h, completed, cookie);
+			if (r < 0 && kind == REQ_ZERO && nbd_get_errno() == ENOTSUP &&
+			    nbd_aio_is_dead(s->h) != 1)
+				return -ENOTSUP;   /* advertised but refused: written as data */
+		}
+		if (r == 0 || r == -ETIMEDOUT)
+			return r;
+		/* A server's answer (EIO, ENOSPC...) is final; a lost connection
+		 * is made again, after a pause, while retries are left. */
+		if (nbd_aio_is_dead(s->h) != 1 && nbd_aio_is_closed(s->h) != 1)
+			return r;
+		for (;;) {
+			if (attempt >= policy_retries)
+				return r;
+			sleep(1u << (attempt < 5 ? attempt : 5));
+			if (reconnect(s) == 0)
+				break;
+			attempt++;
+		}
+	}
+}
+
 static int nbd_read(struct bk *bk, void *buf, size_t len, uint64_t off)
 {
 	struct nbd_state *s = bk->priv;
 
 	while (len) {
 		size_t n = len < s->max_request ? len : s->max_request;
-		if (nbd_pread(s->h, buf, n, off, 0) < 0)
-			return nbd_errno();
+		int r = request(s, REQ_READ, buf, n, off, NULL);
+		if (r < 0)
+			return r;
 		buf = (char *)buf + n;
 		off += n;
 		len -= n;
@@ -181,8 +349,9 @@ static int nbd_write(struct bk *bk, const void *buf, size_t len, uint64_t off)
 	s->cache_n = 0;
 	while (len) {
 		size_t n = len < s->max_request ? len : s->max_request;
-		if (nbd_pwrite(s->h, buf, n, off, 0) < 0)
-			return nbd_errno();
+		int r = request(s, REQ_WRITE, (void *)buf, n, off, NULL);
+		if (r < 0)
+			return r;
 		buf = (const char *)buf + n;
 		off += n;
 		len -= n;
@@ -199,21 +368,15 @@ static int nbd_write_zeroes(struct bk *bk, uint64_t off, uint64_t len)
 	s->cache_n = 0;
 	while (len) {
 		uint64_t n = len < NBD_MAX_RANGE ? len : NBD_MAX_RANGE;
-		if (nbd_zero(s->h, n, off, 0) < 0) {
-			int e = nbd_get_errno();
-			/* Advertised but refused: the framework writes zeros. */
-			return e == ENOTSUP ? -ENOTSUP : nbd_errno();
-		}
+		/* (-ENOTSUP: advertised but refused: the framework writes zeros) */
+		int r = request(s, REQ_ZERO, NULL, n, off, NULL);
+		if (r < 0)
+			return r;
 		off += n;
 		len -= n;
 	}
 	return 0;
 }
-
-struct extent_reply {
-	struct nbd_state *s;
-	bool seen;
-};
 
 /* Runs inside libnbd with the handle locked: it may only copy. */
 static int nbd_extents_cb(void *opaque, const char *context, uint64_t offset, uint32_t *entries,
@@ -277,11 +440,10 @@ static int nbd_status(struct bk *bk, uint64_t off, uint64_t len, uint64_t *pnum)
 		count = bk->size - off < NBD_MAX_RANGE ? bk->size - off : NBD_MAX_RANGE;
 		s->cache_start = off;
 		s->cache_n = 0;
-		if (nbd_block_status(s->h, count, off,
-				     (nbd_extent_callback){ .callback = nbd_extents_cb, .user_data = &rep },
-				     0) < 0) {
+		int r = request(s, REQ_STATUS, NULL, count, off, &rep);
+		if (r < 0) {
 			s->cache_n = 0;
-			return nbd_errno();
+			return r;
 		}
 		if (!nbd_cached_extent(s, off, &end, &flags))
 			return BK_STATUS_DATA;   /* the server said nothing usable */
@@ -297,9 +459,7 @@ static int nbd_flush_export(struct bk *bk)
 {
 	struct nbd_state *s = bk->priv;
 
-	if (s->can_flush && nbd_flush(s->h, 0) < 0)
-		return nbd_errno();
-	return 0;
+	return s->can_flush ? request(s, REQ_FLUSH, NULL, 0, 0, NULL) : 0;
 }
 
 /* A written export is flushed first: NBD_CMD_DISC alone does not promise

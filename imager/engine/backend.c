@@ -213,6 +213,12 @@ static int io_error(struct bk *bk, int r, const char *what, uint64_t off, uint64
 		    struct im_err *err)
 {
 	int cls = r == -EBADMSG ? IM_EXIT_SOURCE : r == -ENOTSUP ? IM_EXIT_UNSUPP : IM_EXIT_IO;
+
+	if (r == -ETIMEDOUT)
+		return im_errf(err, IM_EXIT_IO, r,
+			       "%s: %s %llu bytes at %llu: no answer within %u s (--timeout): the server stalled",
+			       bk->name, what, (unsigned long long)len, (unsigned long long)off,
+			       bk_nbd_timeout());
 	return im_errf(err, cls, r, "%s: %s %llu bytes at %llu: %s", bk->name, what,
 		       (unsigned long long)len, (unsigned long long)off,
 		       r == -EBADMSG ? "corrupt image metadata" : strerror(-r));
@@ -289,6 +295,9 @@ void bk_prefetch(struct bk *bk, uint64_t off, uint64_t len)
 int bk_flush(struct bk *bk, struct im_err *err)
 {
 	int r = bk->drv->flush ? bk->drv->flush(bk) : 0;
+	if (r == -ETIMEDOUT)
+		return im_errf(err, IM_EXIT_IO, r, "%s: flushing: no answer within %u s (--timeout)",
+			       bk->name, bk_nbd_timeout());
 	if (r < 0)
 		return im_errf(err, IM_EXIT_IO, r, "%s: flushing: %s", bk->name, strerror(-r));
 	return 0;

@@ -130,6 +130,15 @@ struct bk {
 /* Drivers, in probing order (nbd is reached by its URI only). */
 extern const struct bk_driver bk_raw, bk_qcow2, bk_nbd;
 
+/* How NBD exports are waited for (backend-nbd.c): each request and each
+ * connection at most timeout_s seconds (0: the default, 60), after which
+ * it fails with -ETIMEDOUT (IM_EXIT_IO, the offset named); a lost
+ * connection is made again and the request sent again up to retries times
+ * (default 3), after pauses of 1, 2, 4... seconds.  Set once, before
+ * opening, by the command line (--timeout, --retries). */
+void bk_nbd_set_policy(unsigned timeout_s, unsigned retries);
+unsigned bk_nbd_timeout(void);
+
 /* Is this a URI a driver handles (nbd://, nbd+unix://)? */
 bool bk_is_uri(const char *spec);
 /* The driver for a format name, or NULL. */
