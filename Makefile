@@ -11,7 +11,7 @@ PKGS      := libparted blkid libzstd json-c libxxhash zlib libnbd libguestfs lib
 # no-op when all are present); tests/ts/setup/packages checks that every
 # program the product, the tests and the benches run comes from one of these
 # lists (or from what a bare Debian 12 has).
-#   DEB_BUILD  to build imager
+#   DEB_BUILD  to build imager (clang and its runtimes: the fuzzing harnesses)
 #   DEB_RUN    what imager runs on the host: e2fsck/resize2fs, ntfsresize,
 #              xfs_growfs and btrfs (growing on partition devices; with
 #              resize.f2fs, shrinking with --shrink), and
@@ -24,7 +24,7 @@ PKGS      := libparted blkid libzstd json-c libxxhash zlib libnbd libguestfs lib
 #   DEB_BOOT   what `make boot` copies into the live medium or builds it
 #              with (busybox, GRUB for BIOS and UEFI, shim and MokManager
 #              signed, xorriso, ssh, sshfs, nbdkit, dialog; the kernel is DEB_RUN's)
-DEB_BUILD := build-essential pkg-config libparted-dev libblkid-dev libzstd-dev \
+DEB_BUILD := build-essential pkg-config clang libclang-rt-14-dev libparted-dev libblkid-dev libzstd-dev \
              libjson-c-dev libxxhash-dev zlib1g-dev libnbd-dev libguestfs-dev \
              libvirt-dev libxml2-dev libhivex-dev libarchive-dev
 DEB_RUN   := e2fsprogs supermin qemu-system-x86 linux-image-amd64 libguestfs-xfs \
@@ -96,13 +96,28 @@ CLI_FLAGS     = $(call layer_flags,4,$(PKGS),-Iimager/cli -Iimager/virt -Iimager
 # Unit tests look inside every layer.
 UNIT_FLAGS    = $(shell pkg-config --cflags $(PKGS) 2>/dev/null) -Itests/unit -Iimager/engine -Iimager/convert -Iimager/virt
 
-.PHONY: all deps check unit unit-san suites demo bench boot install deb layers clean
+# Fuzzing (tests/fuzz, README "Fuzzing"): each harness a libFuzzer binary,
+# built by clang with the engine (and convert's text editors) compiled again
+# with the fuzzer's coverage and ASan/UBSan.  `make fuzz` runs each for
+# FUZZ_SECONDS (default 60) from its seed corpus; `make check` runs each
+# for a few seconds (tests/ts/fuzz/smoke).
+FUZZ_CC      ?= clang
+FUZZ_SECONDS ?= 60
+FUZZ_SRC     := $(wildcard tests/fuzz/fuzz-*.c)
+FUZZERS      := $(FUZZ_SRC:tests/fuzz/%.c=$(BUILD)/fuzz/%)
+FUZZ_FLAGS   := -O1 -g -fno-omit-frame-pointer -fsanitize=address,undefined -fno-sanitize-recover=all
+FUZZ_OBJ     := $(ENGINE_SRC:%.c=$(BUILD)/fz/%.o) $(BUILD)/fz/imager/convert/convtext.o
+FUZZ_BASE     = $(filter-out -Wno-format-truncation,$(BASE_CFLAGS))
+
+.PHONY: all deps check unit unit-san suites demo bench boot install deb layers clean fuzz
 all: $(BUILD)/imager $(BUILD)/imager-live
 
 $(BUILD)/obj/imager/engine/%.o $(BUILD)/san/imager/engine/%.o $(BUILD)/obj/fsplugins/%.o $(BUILD)/san/fsplugins/%.o: LAYER_FLAGS = $(ENGINE_FLAGS)
 $(BUILD)/obj/imager/convert/%.o $(BUILD)/san/imager/convert/%.o: LAYER_FLAGS = $(CONVERT_FLAGS)
 $(BUILD)/obj/imager/virt/%.o $(BUILD)/san/imager/virt/%.o: LAYER_FLAGS = $(VIRT_FLAGS)
 $(BUILD)/obj/imager/cli/%.o: LAYER_FLAGS = $(CLI_FLAGS)
+$(BUILD)/fz/imager/engine/%.o $(BUILD)/fz/fsplugins/%.o: LAYER_FLAGS = $(ENGINE_FLAGS)
+$(BUILD)/fz/imager/convert/%.o: LAYER_FLAGS = $(CONVERT_FLAGS)
 
 $(BUILD)/obj/%.o: %.c $(HEADERS)
 	@mkdir -p $(dir $@)
@@ -110,6 +125,15 @@ $(BUILD)/obj/%.o: %.c $(HEADERS)
 $(BUILD)/san/%.o: %.c $(HEADERS)
 	@mkdir -p $(dir $@)
 	$(CC) $(BASE_CFLAGS) $(LAYER_FLAGS) $(SAN_FLAGS) $(CFLAGS) -c -o $@ $<
+
+$(BUILD)/fz/%.o: %.c $(HEADERS)
+	@mkdir -p $(dir $@)
+	$(FUZZ_CC) $(FUZZ_BASE) $(LAYER_FLAGS) $(FUZZ_FLAGS) -fsanitize=fuzzer-no-link -c -o $@ $<
+$(BUILD)/fuzz/%: tests/fuzz/%.c tests/fuzz/fuzz.h $(BUILD)/libimager-fuzz.a
+	@mkdir -p $(dir $@)
+	$(FUZZ_CC) $(FUZZ_BASE) $(UNIT_FLAGS) -Itests/fuzz $(FUZZ_FLAGS) -fsanitize=fuzzer -o $@ $< \
+		$(BUILD)/libimager-fuzz.a $(LDLIBS)
+$(BUILD)/libimager-fuzz.a: $(FUZZ_OBJ)
 
 $(BUILD)/libimager-engine.a: $(ENGINE_OBJ)
 $(BUILD)/libimager-convert.a: $(CONVERT_OBJ)
@@ -163,14 +187,19 @@ SAN_ENV := ASAN_OPTIONS=detect_leaks=1:intercept_strchr=0 UBSAN_OPTIONS=print_st
 unit-san: $(SAN_UNITS)
 	@$(SAN_ENV) sh tests/lib/run-units.sh $(SAN_UNITS)
 
+fuzz: deps
+	@$(MAKE) --no-print-directory $(FUZZERS)
+	@sh tests/fuzz/run.sh $(FUZZ_SECONDS) $(FUZZERS)
+
 # The suites drive the built binary against disks made by the real tools.
 suites: $(BUILD)/imager
 	@IMAGER=$(abspath $(BUILD)/imager) bash tests/run $(TESTS)
 
 # Everything, with one closing "N passed, N failed, N skipped" line.
 check: deps
-	@$(MAKE) --no-print-directory all $(UNITS) $(SAN_UNITS)
-	@$(SAN_ENV) IMAGER=$(abspath $(BUILD)/imager) UNITS="$(UNITS) $(SAN_UNITS)" bash tests/run $(TESTS)
+	@$(MAKE) --no-print-directory all $(UNITS) $(SAN_UNITS) $(FUZZERS)
+	@$(SAN_ENV) IMAGER=$(abspath $(BUILD)/imager) UNITS="$(UNITS) $(SAN_UNITS)" \
+		FUZZERS="$(abspath $(FUZZERS))" bash tests/run $(TESTS)
 
 demo: deps
 	@$(MAKE) --no-print-directory all

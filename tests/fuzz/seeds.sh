@@ -1,0 +1,99 @@
+#!/bin/bash
+# seeds.sh: (re)make the seed corpora in tests/fuzz/corpus/NAME/ from real
+# tools, as committed: small filesystems and disks (as sparse images,
+# fuzz.h), a qcow2, an image folder's manifest and index, partclone
+# streams, LVM metadata text, and the texts conversion edits.  Needs root
+# for nothing; needs mke2fs, mkfs.fat, mkntfs, mkswap, mkfs.exfat, mkfs.btrfs,
+# mkfs.f2fs, sfdisk, qemu-img, partclone.extfs, pvcreate and build/imager.
+set -euo pipefail
+here=$(cd "$(dirname "$0")" && pwd)
+root=$(cd "$here/../.." && pwd)
+imager=${IMAGER:-$root/build/imager}
+t=$(mktemp -d)
+trap 'rm -rf "$t"' EXIT
+c=$here/corpus
+rm -rf "$c"
+mkdir -p "$c"/{fuzz-fs,fuzz-ptable,fuzz-qcow2,fuzz-manifest,fuzz-index,fuzz-partclone,fuzz-lvmtext,fuzz-convtext}
+sp() { python3 "$here/sparse.py" "$1" "$2"; }
+mkdir -p "$t/tree/d"
+echo hello >"$t/tree/a.txt"
+seq 1 2000 >"$t/tree/d/n.txt"
+
+# filesystems
+mke2fs -q -F -t ext4 -b 1024 -d "$t/tree" -L fz "$t/ext4" 2M && sp "$t/ext4" "$c/fuzz-fs/ext4"
+mke2fs -q -F -t ext2 -d "$t/tree" "$t/ext2" 1M && sp "$t/ext2" "$c/fuzz-fs/ext2"
+for spec in 12:2048 16:16384 32:40000; do
+	b=${spec%:*}
+	rm -f "$t/fat$b"
+	mkfs.fat -C -F "$b" -s 1 -n FZ "$t/fat$b" "${spec#*:}" >/dev/null
+	MTOOLS_SKIP_CHECK=1 mcopy -s -i "$t/fat$b" "$t/tree/a.txt" "$t/tree/d" ::/
+	sp "$t/fat$b" "$c/fuzz-fs/fat$b"
+done
+truncate -s 2M "$t/ntfs" && mkntfs -q -F -f "$t/ntfs" >/dev/null 2>&1 && sp "$t/ntfs" "$c/fuzz-fs/ntfs"
+truncate -s 1M "$t/swap" && mkswap -q -L fz "$t/swap" && sp "$t/swap" "$c/fuzz-fs/swap"
+truncate -s 4M "$t/exfat" && mkfs.exfat "$t/exfat" >/dev/null 2>&1 && sp "$t/exfat" "$c/fuzz-fs/exfat"
+truncate -s 128M "$t/btrfs" && mkfs.btrfs -q -f -r "$t/tree" "$t/btrfs" >/dev/null 2>&1 && sp "$t/btrfs" "$c/fuzz-fs/btrfs"
+truncate -s 64M "$t/f2fs" && mkfs.f2fs -q -f "$t/f2fs" >/dev/null 2>&1 && sp "$t/f2fs" "$c/fuzz-fs/f2fs"
+# an LVM PV header (private configuration: no device-mapper)
+mkdir -p "$t/lvm"
+printf '%s\n' 'global { activation = 0 }' 'backup { backup = 0 archive = 0 }' >"$t/lvm/lvm.conf"
+truncate -s 16M "$t/pv"
+pvdev=$(losetup -f --show "$t/pv" 2>/dev/null || true)
+if [ -n "$pvdev" ]; then
+	f="devices { filter = [ \"a|^$pvdev\$|\", \"r|.*|\" ] }"
+	LVM_SYSTEM_DIR=$t/lvm pvcreate -q --config "$f" "$pvdev" >/dev/null 2>&1 &&
+		LVM_SYSTEM_DIR=$t/lvm vgcreate -q --config "$f" fzvg "$pvdev" >/dev/null 2>&1 &&
+		LVM_SYSTEM_DIR=$t/lvm lvcreate -q --config "$f" -an -Zn -L 4M -n root fzvg >/dev/null 2>&1 &&
+		LVM_SYSTEM_DIR=$t/lvm lvcreate -q --config "$f" -an -Zn -L 4M -n swap fzvg >/dev/null 2>&1 || true
+	losetup -d "$pvdev"
+	head -c 1M "$t/pv" >"$t/pvhead" && sp "$t/pvhead" "$c/fuzz-fs/lvm-pv"
+	# its metadata text, for fuzz-lvmtext
+	strings -n 1 "$t/pvhead" | sed -n '/^fzvg {/,$p' >"$c/fuzz-lvmtext/vg.txt" || true
+fi
+
+# partition tables
+truncate -s 16M "$t/mbr"
+# (sfdisk takes logical partitions by their node names)
+sfdisk -q "$t/mbr" <<-EOF2
+	label: dos
+	$t/mbr1 : start=2048, size=2048, type=83, bootable
+	$t/mbr2 : start=4096, size=20480, type=5
+	$t/mbr5 : start=6144, size=2048, type=82
+	$t/mbr6 : start=10240, size=4096, type=83
+EOF2
+sp "$t/mbr" "$c/fuzz-ptable/mbr-logical"
+truncate -s 8M "$t/gpt"
+sfdisk -q "$t/gpt" <<-EOF2
+	label: gpt
+	start=2048, size=2048, type=21686148-6449-6E6F-744E-656564454649, name="bios"
+	size=4096, type=0FC63DAF-8483-4772-8E79-3D69D8477DE4, name="root"
+	size=2048, type=C12A7328-F81F-11D2-BA4B-00A0C93EC93B, name="esp"
+EOF2
+sp "$t/gpt" "$c/fuzz-ptable/gpt"
+cp "$t/mbr" "$t/mbrfs" && dd if="$t/ext2" of="$t/mbrfs" bs=512 seek=2048 conv=notrunc status=none
+sp "$t/mbrfs" "$c/fuzz-ptable/mbr-ext2"
+
+# qcow2: data, a zero cluster, a compressed cluster
+qemu-img convert -q -c -O qcow2 "$t/ext2" "$t/c.qcow2" && sp "$t/c.qcow2" "$c/fuzz-qcow2/compressed"
+qemu-img convert -q -O qcow2 -o cluster_size=4096 "$t/ext4" "$t/e.qcow2" && sp "$t/e.qcow2" "$c/fuzz-qcow2/small-clusters"
+qemu-img create -q -f qcow2 -o compat=0.10 "$t/v2.qcow2" 1M && sp "$t/v2.qcow2" "$c/fuzz-qcow2/v2-empty"
+
+# an image folder (manifest and index)
+"$imager" -q save "$t/gpt" "$t/img" --no-progress >/dev/null 2>&1 || true
+"$imager" -q save "$t/ext4" "$t/img2" --no-progress >/dev/null 2>&1
+[ -f "$t/img/manifest.json" ] && cp "$t/img/manifest.json" "$c/fuzz-manifest/gpt.json"
+cp "$t/img2/manifest.json" "$c/fuzz-manifest/ext4.json"
+{ printf '\x03'; cat "$t/img2"/part*.idx; } >"$c/fuzz-index/ext4-idx"
+
+# partclone streams: v2 with CRC32 (default), and with XXH64 when the
+# installed partclone writes it; the first byte picks the reader (fuzz-partclone.c)
+partclone.extfs -q -c -s "$t/ext2" -o "$t/p.pcl" >/dev/null 2>&1
+{ printf '\x00'; cat "$t/p.pcl"; } >"$c/fuzz-partclone/v2-crc32"
+{ printf '\x01'; cat "$t/p.pcl"; } >"$c/fuzz-partclone/v2-crc32-marked"
+
+# texts conversion edits (the first byte picks the editor)
+{ printf '\x08'; printf '/dev/sda1 / ext4 defaults 0 1\n/dev/sda2 none swap sw 0 0\n# /dev/sdb1\nUUID=1234 /home ext4 defaults 0 2\n/dev/nvme0n1p3 /srv xfs defaults 0 0\n'; } >"$c/fuzz-convtext/fstab"
+{ printf '\x01'; printf 'set default="1>0"\nmenuentry "Debian" --id debian {\n linux /boot/vmlinuz-6.1.0-13-amd64 root=/dev/sda1\n}\nsubmenu "Advanced" --id adv {\n menuentry "old" --id old {\n  linux /boot/vmlinuz-6.1.0-12-amd64\n }\n}\n'; } >"$c/fuzz-convtext/grub.cfg"
+{ printf '\x06'; printf 'GRUB_DEFAULT=0\nGRUB_CMDLINE_LINUX="root=/dev/sda1"\n'; } >"$c/fuzz-convtext/default-grub"
+{ printf '\x03'; printf 'kernel/drivers/block/virtio_blk.ko: kernel/drivers/virtio/virtio.ko kernel/drivers/virtio/virtio_ring.ko\nkernel/drivers/virtio/virtio.ko:\nkernel/drivers/virtio/virtio_ring.ko:\nkernel/drivers/scsi/virtio_scsi.ko.xz: kernel/drivers/virtio/virtio.ko\nkernel/drivers/virtio/virtio_pci.ko\n'; } >"$c/fuzz-convtext/modules.dep"
+du -sh "$c"/* | sed 's|'"$c"'/||'
