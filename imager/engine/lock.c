@@ -68,11 +68,23 @@ int path_lock(struct path_lock *l, const char *path, bool excl, pid_t *holder)
 		return -e;
 	}
 	if (flock(fd, LOCK_EX | LOCK_NB) < 0) {
-		int e = errno == EWOULDBLOCK ? EBUSY : errno;
-		if (e == EBUSY)
-			*holder = flock_holder(&st);
+		int e = errno;
+		if (e != EWOULDBLOCK) {
+			/* A filesystem without flock for this descriptor (NFS
+			 * takes exclusive locks only on files open for writing,
+			 * some CIFS servers none): the job goes on unlocked, as
+			 * before locks existed; a block device keeps its O_EXCL. */
+			if (S_ISBLK(st.st_mode) && excl) {
+				l->fd = fd;
+				l->on = true;
+			} else {
+				close(fd);
+			}
+			return 0;
+		}
+		*holder = flock_holder(&st);
 		close(fd);
-		return -e;
+		return -EBUSY;
 	}
 	l->fd = fd;
 	l->on = true;

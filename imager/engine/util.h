@@ -48,7 +48,8 @@ struct path_lock {
 };
 /* Returns 0, or -EBUSY with *holder the PID of the imager job holding it
  * (0 when the kernel refused the O_EXCL open for a mount or another
- * program), or -errno. */
+ * program), or -errno.  Where the filesystem has no flock for it (NFS for
+ * a descriptor not open for writing, some CIFS servers), 0 and no lock. */
 int path_lock(struct path_lock *l, const char *path, bool excl, pid_t *holder);
 void path_unlock(struct path_lock *l);
 /* The PID of the job holding path's lock, 0 when none. */
