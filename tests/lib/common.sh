@@ -36,6 +36,38 @@ trap _run_cleanups EXIT
 trap 'exit 130' INT
 trap 'exit 143' TERM
 
+# Killing what a test started, safely.  pid_max is 32768 here, so the PID of
+# a process that has ended soon belongs to another one, maybe another
+# test's: a cleanup must kill only the process it started, still the same
+# one (its start time unchanged; a zombie is harmless to signal).
+# proc_start PID: the process's start time (clock ticks since boot), "" when gone.
+proc_start() {
+	local s
+	s=$(cat "/proc/$1/stat" 2>/dev/null) || return 0
+	s=${s##*) }
+	# shellcheck disable=SC2086
+	set -- $s
+	echo "${20}"
+}
+# kill_same PID START [SIGNAL]: kill PID if it started at START.
+kill_same() {
+	[ -n "$2" ] && [ "$(proc_start "$1")" = "$2" ] && kill -s "${3:-TERM}" "$1" 2>/dev/null
+	return 0
+}
+# on_exit_kill PID [SIGNAL]: at exit, kill PID if it is still the same process.
+on_exit_kill() {
+	local st
+	st=$(proc_start "$1")
+	[ -n "$st" ] && on_exit "kill_same $1 $st ${2:-TERM}"
+	return 0
+}
+# kill_named PID NAME [SIGNAL]: kill PID if its command is NAME (for PIDs
+# read from a daemon's pid file, which may be stale).
+kill_named() {
+	[ -n "$1" ] && [ "$(cat "/proc/$1/comm" 2>/dev/null)" = "$2" ] && kill -s "${3:-TERM}" "$1" 2>/dev/null
+	return 0
+}
+
 # ---- outcomes ----
 # Steps are announced so that a log reads as a story.
 step() { printf '== %s (at %ss)\n' "$*" "$SECONDS"; }

@@ -64,7 +64,9 @@ _guest_kill() {
 	local pid
 	[ -s "$1" ] || return 0
 	pid=$(cat "$1" 2>/dev/null) || return 0
-	[ -n "$pid" ] && kill "$pid" 2>/dev/null
+	# (only a qemu: a stale pid file's PID may be another process's now)
+	[ -n "$pid" ] && [ "$(cat "/proc/$pid/comm" 2>/dev/null)" = qemu-system-x86 ] &&
+		kill "$pid" 2>/dev/null
 	rm -f "$1"
 }
 

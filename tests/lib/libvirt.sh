@@ -89,6 +89,8 @@ _libvirt_stop() { # PIDFILE ANSWERS-COMMAND...
 	shift
 	pid=$(cat "$pidfile" 2>/dev/null) || return 0
 	case $pid in '' | *[!0-9]*) return 0 ;; esac
+	# (only the daemon: a stale pid file's PID may be another process's now)
+	case $(cat "/proc/$pid/comm" 2>/dev/null) in libvirtd | virtlogd) ;; *) return 0 ;; esac
 	kill "$pid" 2>/dev/null
 	_wait_for "$LIBVIRT_WAIT" _not "$@" || kill -9 "$pid" 2>/dev/null
 }

@@ -58,7 +58,7 @@ live_qemu() {
 	qemu-system-x86_64 -accel tcg -m 512 -nographic -no-reboot -monitor none "$@" \
 		</dev/null >"$log" 2>&1 &
 	pid=$!
-	on_exit "kill -9 $pid"
+	on_exit_kill "$pid" KILL
 	rc=124
 	while [ $((SECONDS - start)) -lt "$limit" ]; do
 		if ! kill -0 "$pid" 2>/dev/null; then
@@ -145,7 +145,7 @@ live_sshd() {
 		fi
 	done
 	[ -n "$SSHD_PORT" ] || fail "sshd did not start: $(tail -n 3 "$T/sshd.log")"
-	on_exit "kill \$(cat '$T/sshd.pid')"
+	on_exit "kill_named \$(cat '$T/sshd.pid') sshd"
 	note "sshd on port $SSHD_PORT"
 	mkfs.fat -C -n KEYS "$T/keys.img" 2048 >/dev/null || fail "mkfs.fat keys"
 	mcopy -i "$T/keys.img" "$T/id_ed25519" ::/id_ed25519 || fail "mcopy key"

@@ -159,7 +159,7 @@ nbd_stop() {
 	local sock=$1 pidfile=$2 sig=${3:-TERM} i pid
 	[ -f "$pidfile" ] || return 0
 	pid=$(cat "$pidfile")
-	[ -n "$pid" ] && kill -s "$sig" "$pid" 2>/dev/null
+	kill_named "$pid" nbdkit "$sig"   # (not a stale PID: common.sh)
 	for ((i = 0; i < 50; i++)); do
 		nbd_alive "$sock" || break
 		sleep 0.1
