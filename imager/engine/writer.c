@@ -33,10 +33,11 @@ static int lock_target(struct writer *w, const char *path, bool force, struct im
 	return 0;
 }
 
-/* A new file's preallocation did not fit (the backend removed it). */
-static int no_room_to_create(const char *path, const struct bk_create_opts *co, struct im_err *err)
+/* Free bytes (for unprivileged users) on the filesystem of the folder
+ * holding path; false when unknown. */
+static bool free_of_dir(const char *path, uint64_t *free_b)
 {
-	char dir[600], n[32], f[32] = "?";
+	char dir[600];
 	struct statvfs vf;
 	char *slash;
 
@@ -48,8 +49,20 @@ static int no_room_to_create(const char *path, const struct bk_create_opts *co, 
 		*slash = '\0';
 	else
 		snprintf(dir, sizeof(dir), ".");
-	if (statvfs(dir, &vf) == 0)
-		human_size((uint64_t)vf.f_bavail * vf.f_frsize, f, sizeof(f));
+	if (statvfs(dir, &vf) < 0)
+		return false;
+	*free_b = (uint64_t)vf.f_bavail * vf.f_frsize;
+	return true;
+}
+
+/* A new file's preallocation did not fit (the backend removed it). */
+static int no_room_to_create(const char *path, const struct bk_create_opts *co, struct im_err *err)
+{
+	char n[32], f[32] = "?";
+	uint64_t free_b;
+
+	if (free_of_dir(path, &free_b))
+		human_size(free_b, f, sizeof(f));
 	human_size(co->size, n, sizeof(n));
 	if (err)
 		err->exit_class = 0;   /* (this says more than the backend's) */
@@ -316,26 +329,14 @@ int writer_start(struct writer *w, const struct disk_roots *roots, const char *t
 	return writer_set_layout(w, o, rep->parts, err);
 }
 
-/* Free bytes on the filesystem holding path (for unprivileged users),
- * and the bytes path already takes; false when unknown. */
+/* The bytes path already takes, and free_of_dir()'s; false when unknown
+ * or not a regular file. */
 static bool room_of(const char *path, uint64_t *free_b, uint64_t *taken)
 {
-	char dir[sizeof(((struct target_info *)0)->path)];
-	struct statvfs vf;
 	struct stat st;
-	char *slash;
 
-	snprintf(dir, sizeof(dir), "%s", path);
-	slash = strrchr(dir, '/');
-	if (slash == dir)
-		slash[1] = '\0';
-	else if (slash)
-		*slash = '\0';
-	else
-		snprintf(dir, sizeof(dir), ".");
-	if (statvfs(dir, &vf) < 0 || stat(path, &st) < 0 || !S_ISREG(st.st_mode))
+	if (stat(path, &st) < 0 || !S_ISREG(st.st_mode) || !free_of_dir(path, free_b))
 		return false;
-	*free_b = (uint64_t)vf.f_bavail * vf.f_frsize;
 	*taken = (uint64_t)st.st_blocks * 512;
 	return true;
 }
