@@ -13,7 +13,7 @@ t=$(mktemp -d)
 trap 'rm -rf "$t"' EXIT
 c=$here/corpus
 rm -rf "$c"
-mkdir -p "$c"/{fuzz-fs,fuzz-ptable,fuzz-qcow2,fuzz-manifest,fuzz-index,fuzz-partclone,fuzz-lvmtext,fuzz-convtext}
+mkdir -p "$c"/{fuzz-fs,fuzz-ptable,fuzz-qcow2,fuzz-manifest,fuzz-index,fuzz-partclone,fuzz-lvmtext,fuzz-convtext,fuzz-clonezilla}
 sp() { python3 "$here/sparse.py" "$1" "$2"; }
 mkdir -p "$t/tree/d"
 echo hello >"$t/tree/a.txt"
@@ -90,6 +90,28 @@ cp "$t/img2/manifest.json" "$c/fuzz-manifest/ext4.json"
 partclone.extfs -q -c -s "$t/ext2" -o "$t/p.pcl" >/dev/null 2>&1
 { printf '\x00'; cat "$t/p.pcl"; } >"$c/fuzz-partclone/v2-crc32"
 { printf '\x01'; cat "$t/p.pcl"; } >"$c/fuzz-partclone/v2-crc32-marked"
+
+# a Clonezilla folder (fuzz-clonezilla.c: its files joined by NUL bytes):
+# disk sda, an ext2 and an LVM PV of VG czvg (the PV text above, renamed),
+# its swap LV's info, the ext2's partclone stream
+python3 - "$t" "$c/fuzz-clonezilla/mbr-lvm" "$c/fuzz-lvmtext/vg.txt" <<-'PY'
+	import re, sys
+	t, out, vgtxt = sys.argv[1:4]
+	try:
+	    text = open(vgtxt, 'rb').read().replace(b'fzvg', b'czvg')
+	except OSError:
+	    text = b''
+	m = re.search(rb'pv0 \{\s*id = "([^"]+)"', text)
+	uuid = m.group(1) if m else b'AAAAAA-AAAA-AAAA-AAAA-AAAA-AAAA-AAAAAA'
+	sf = (b'label: dos\nlabel-id: 0x12345678\ndevice: /dev/sda\nunit: sectors\nsector-size: 512\n\n'
+	      b'/dev/sda1 : start=        2048, size=        2048, type=83, bootable\n'
+	      b'/dev/sda2 : start=        4096, size=       32768, type=8e\n')
+	files = [b'sda\n', b'sda1 sda2\n', sf, bytes(446) + bytes(64) + b'\x55\xaa',
+	         b'czvg /dev/sda2 ' + uuid + b'\n', text,
+	         b'UUID="a75aa0af-f3d0-47c6-a5fd-e613ff657d3b"\nLABEL="cz-lvswap"\n',
+	         open(t + '/p.pcl', 'rb').read()]
+	open(out, 'wb').write(b'\0'.join(files))
+PY
 
 # texts conversion edits (the first byte picks the editor)
 { printf '\x08'; printf '/dev/sda1 / ext4 defaults 0 1\n/dev/sda2 none swap sw 0 0\n# /dev/sdb1\nUUID=1234 /home ext4 defaults 0 2\n/dev/nvme0n1p3 /srv xfs defaults 0 0\n'; } >"$c/fuzz-convtext/fstab"
