@@ -1120,11 +1120,14 @@ static void *ring_reader(void *arg)
 	for (unsigned k = 0;; k = (k + 1) % RING) {
 		struct ring_slot *sl = &q->slot[k];
 
+		ssize_t n;
+
 		if (!ring_wait(q, k, SLOT_EMPTY))
 			return NULL;
-		sl->n = pcl_read_run_marked(q->r, &sl->first, sl->buf, q->max, &sl->marks, &q->err);
+		n = sl->n = pcl_read_run_marked(q->r, &sl->first, sl->buf, q->max, &sl->marks, &q->err);
+		/* (the slot is the others' from here: n is read from the copy) */
 		ring_set(q, k, SLOT_READ);
-		if (sl->n <= 0)
+		if (n <= 0)
 			return NULL;
 	}
 }
@@ -1135,12 +1138,18 @@ static void *ring_checker(void *arg)
 	for (unsigned k = 0;; k = (k + 1) % RING) {
 		struct ring_slot *sl = &q->slot[k];
 
+		ssize_t n;
+		int rc;
+
 		if (!ring_wait(q, k, SLOT_READ))
 			return NULL;
-		sl->check_rc = sl->n >= 0
-			? pcl_check_run(q->r, sl->buf, (size_t)sl->n, &sl->marks, &q->cerr) : 0;
+		n = sl->n;
+		rc = sl->check_rc = n >= 0 ? pcl_check_run(q->r, sl->buf, (size_t)n, &sl->marks, &q->cerr) : 0;
+		/* Once CHECKED the slot may be written and read again at once:
+		 * what ends this thread is taken from the copies, never from
+		 * the slot (a later lap's end would stop it a run early). */
 		ring_set(q, k, SLOT_CHECKED);
-		if (sl->n <= 0 || sl->check_rc < 0)
+		if (n <= 0 || rc < 0)
 			return NULL;
 	}
 }
