@@ -54,6 +54,8 @@ struct nbd_state {
 	uint64_t size;
 	size_t max_request;       /* bytes per pread/pwrite request */
 	bool can_zero, can_flush, have_allocation;
+	bool given_up;            /* lost, and every retry spent: later
+				     requests fail at once */
 
 	/* [cache_start, cache_start + sum of lengths) as the server last
 	 * described it; emptied by every write. */
@@ -274,7 +276,7 @@ static int nbd_extents_cb(void *opaque, const char *context, uint64_t offset, ui
 static int request(struct nbd_state *s, enum req kind, void *buf, uint64_t n, uint64_t off,
 		   struct extent_reply *rep)
 {
-	for (unsigned attempt = 0;; attempt++) {
+	for (unsigned attempt = 0;;) {
 		int64_t cookie = -1;
 		int r;
 
@@ -312,17 +314,19 @@ static int request(struct nbd_state *s, enum req kind, void *buf, uint64_t n, ui
 		if (r == 0 || r == -ETIMEDOUT)
 			return r;
 		/* A server's answer (EIO, ENOSPC...) is final; a lost connection
-		 * is made again, after a pause, while retries are left. */
+		 * is made again, after a pause, while retries are left.  Once
+		 * they are spent, the connection stays given up: the job's
+		 * later calls (a flush, a close) fail at once. */
 		if (nbd_aio_is_dead(s->h) != 1 && nbd_aio_is_closed(s->h) != 1)
 			return r;
-		for (;;) {
-			if (attempt >= policy_retries)
+		do {
+			if (s->given_up || attempt >= policy_retries) {
+				s->given_up = true;
 				return r;
+			}
 			sleep(1u << (attempt < 5 ? attempt : 5));
-			if (reconnect(s) == 0)
-				break;
 			attempt++;
-		}
+		} while (reconnect(s) != 0);
 	}
 }
 

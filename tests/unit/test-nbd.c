@@ -509,8 +509,9 @@ out:
 	free(got);
 }
 
-/* The server dies (SIGKILL) in the middle of reading: a clean error, the
- * same for every later call, no hang and no crash. */
+/* The server dies (SIGKILL) in the middle of reading: one reconnection
+ * tried (a pause of 1 s), then a clean error, the same at once for every
+ * later call, no hang and no crash. */
 static void test_server_killed_reading(void)
 {
 	const uint64_t size = 32 * MiB;
@@ -525,9 +526,11 @@ static void test_server_killed_reading(void)
 		goto out;
 	if (!server_start(&sv, "file", sv.file, NULL))
 		goto stop;
+	bk_nbd_set_policy(60, 1);
 	CHECK(bk_open(sv.uri, NULL, 0, &bk, &err) == 0);
 	if (!bk)
 		goto stop;
+	time_t t0 = time(NULL);
 	for (int i = 0; i < 32; i++) {
 		if (i == 3) {
 			server_kill(&sv, SIGKILL);
@@ -546,9 +549,12 @@ static void test_server_killed_reading(void)
 	fprintf(stderr, "  (expected) %s\n", err.msg);
 	CHECK(bk_pread(bk, buf, 4096, 0, NULL) < 0);
 	CHECK(bk_block_status(bk, 0, size, &pnum, NULL) < 0);
+	/* one pause of 1 s, not one per call */
+	CHECK(time(NULL) - t0 <= 2);
 	/* Nothing was written: closing a dead reader is not a failure. */
 	CHECK(bk_close(bk, NULL) == 0);
 stop:
+	bk_nbd_set_policy(60, 3);
 	teardown(&sv);
 out:
 	free(buf);
@@ -571,6 +577,7 @@ static void test_server_killed_writing(void)
 	fill_random(buf, MiB, 8);
 	if (!server_start(&sv, "file", sv.file, NULL))
 		goto stop;
+	bk_nbd_set_policy(60, 0);   /* no reconnection (sources/nbd-stall has them) */
 	CHECK(bk_open(sv.uri, NULL, BK_OPEN_WRITE, &bk, &err) == 0);
 	if (!bk)
 		goto stop;
@@ -591,6 +598,7 @@ static void test_server_killed_writing(void)
 	CHECK(bk_flush(bk, NULL) < 0);
 	CHECK(bk_close(bk, NULL) < 0);
 stop:
+	bk_nbd_set_policy(60, 3);
 	teardown(&sv);
 out:
 	free(buf);
