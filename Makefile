@@ -35,7 +35,7 @@ DEB_TEST  := parted fdisk dosfstools mtools zstd util-linux time procps file git
              libvirt-daemon libvirt-daemon-driver-qemu libvirt-daemon-system \
              libvirt-clients libxml2-utils ovmf libwin-hivex-perl ntfs-3g \
              genisoimage virt-v2v xfsprogs btrfs-progs f2fs-tools exfatprogs \
-             exfat-fuse lvm2 cryptsetup-bin
+             exfat-fuse lvm2 cryptsetup-bin gddrescue
 DEB_PKG   := debhelper dpkg-dev lintian
 # (virt-v2v copies with nbdcopy, from libnbd-bin, which Debian 12's virt-v2v
 # package does not depend on: without it every copy fails)

@@ -248,9 +248,162 @@ int cli_job_option(const char *cmd, int c, const char *arg, struct cli_job *j,
 	return r ? IM_EXIT_OK : cli_usage(cmd, "unknown option");
 }
 
+static unsigned net_retries = 3;
+
+unsigned cli_net_retries(void)
+{
+	return net_retries;
+}
+
+void cli_rescue_opts(struct rescue_opts *o, int argc, char **argv)
+{
+	static char line[2048];
+	size_t at = (size_t)snprintf(line, sizeof(line), "imager");
+
+	for (int i = 0; i < argc && at < sizeof(line); i++)
+		at += (size_t)snprintf(line + at, sizeof(line) - at, " %s", argv[i]);
+	o->on = true;
+	o->retries = net_retries;
+	o->cmdline = line;
+}
+
+int cli_rescue_report(const char *cmd, const struct rescue_report *rep,
+		      const unsigned *numbers, const char *const *filesystems,
+		      const uint64_t *bytes, size_t n, struct json_object *json, bool quiet)
+{
+	char h[32];
+
+	if (json) {
+		json_object *o = json_object_new_object(), *parts = json_object_new_array();
+		json_object_object_add(o, "bytes", json_object_new_uint64(rep->bytes));
+		json_object_object_add(o, "ranges", json_object_new_uint64(rep->ranges));
+		json_object_object_add(o, "map", rep->map[0] ? json_object_new_string(rep->map) : NULL);
+		for (size_t i = 0; i < n; i++) {
+			json_object *p = json_object_new_object();
+			if (!bytes[i])
+				continue;
+			json_object_object_add(p, "number", json_object_new_int((int)numbers[i]));
+			json_object_object_add(p, "filesystem", json_object_new_string(filesystems[i]));
+			json_object_object_add(p, "bytes", json_object_new_uint64(bytes[i]));
+			json_object_array_add(parts, p);
+		}
+		json_object_object_add(o, "partitions", parts);
+		json_object_object_add(json, "unreadable", o);
+	}
+	if (!rep->bytes)
+		return IM_EXIT_OK;
+	if (!quiet) {
+		cli_human(rep->bytes, h, sizeof(h));
+		cli_error(cmd, "complete with unreadable areas: %s (%llu bytes) in %llu range%s, "
+			  "filled with zeros", h, (unsigned long long)rep->bytes,
+			  (unsigned long long)rep->ranges, rep->ranges == 1 ? "" : "s");
+		for (size_t i = 0; i < n; i++) {
+			if (!bytes[i])
+				continue;
+			cli_human(bytes[i], h, sizeof(h));
+			cli_error(cmd, "  partition %u (%s): %s (%llu bytes) unreadable", numbers[i],
+				  filesystems[i][0] ? filesystems[i] : "unknown", h,
+				  (unsigned long long)bytes[i]);
+		}
+		cli_error(cmd, "  the map (GNU ddrescue's format): %s", rep->map);
+	}
+	return IM_EXIT_RESCUED;
+}
+
+/* The partition holding disk byte off, or NULL. */
+static const struct img_part *part_at(const struct img_manifest *m, uint64_t off)
+{
+	for (size_t i = 0; i < m->nparts; i++)
+		if (off >= m->parts[i].start && off - m->parts[i].start < m->parts[i].size)
+			return &m->parts[i];
+	return NULL;
+}
+
+void cli_unreadable_lines(FILE *f, const char *lead, const char *dir,
+			  const struct img_manifest *m)
+{
+	const struct img_unreadable *u = &m->unreadable;
+	char h[32];
+
+	if (!u->bytes)
+		return;
+	cli_human(u->bytes, h, sizeof(h));
+	fprintf(f, "%scomplete with unreadable areas: %s (%llu bytes) in %llu range%s, read as "
+		"zeros when saved (map: %s/%s)\n", lead, h, (unsigned long long)u->bytes,
+		(unsigned long long)u->ranges, u->ranges == 1 ? "" : "s", dir, u->map);
+	for (size_t i = 0; i < m->nparts; i++) {
+		const struct img_part *p = &m->parts[i];
+		if (!p->unreadable_bytes)
+			continue;
+		cli_human(p->unreadable_bytes, h, sizeof(h));
+		fprintf(f, "%s  partition %u (%s): %s (%llu bytes) unreadable\n", lead, p->number,
+			p->filesystem[0] ? p->filesystem : "unknown", h,
+			(unsigned long long)p->unreadable_bytes);
+	}
+	for (size_t i = 0; i < u->nlist; i++) {
+		uint64_t a = u->list[i].offset, len = u->list[i].length;
+		const struct img_part *p = part_at(m, a);
+		fprintf(f, "%s  disk bytes %llu-%llu", lead, (unsigned long long)a,
+			(unsigned long long)(a + len - 1));
+		if (p && p->block_size)
+			fprintf(f, ": partition %u, its %u-byte blocks %llu-%llu", p->number,
+				p->block_size, (unsigned long long)((a - p->start) / p->block_size),
+				(unsigned long long)((a + len - 1 - p->start) / p->block_size));
+		else if (!p)
+			fprintf(f, ": outside the partitions (the table or a gap)");
+		fputc('\n', f);
+	}
+	if (u->ranges > u->nlist)
+		fprintf(f, "%s  (%llu more ranges in the map)\n", lead,
+			(unsigned long long)(u->ranges - u->nlist));
+}
+
+json_object *cli_unreadable_json(const char *dir, const struct img_manifest *m)
+{
+	const struct img_unreadable *u = &m->unreadable;
+	json_object *o = json_object_new_object(), *parts = json_object_new_array(),
+		    *list = json_object_new_array();
+	char map[4200];
+
+	snprintf(map, sizeof(map), "%s/%s", dir, u->map);
+	json_object_object_add(o, "bytes", json_object_new_uint64(u->bytes));
+	json_object_object_add(o, "ranges", json_object_new_uint64(u->ranges));
+	json_object_object_add(o, "map", u->bytes ? json_object_new_string(map) : NULL);
+	for (size_t i = 0; i < m->nparts; i++) {
+		const struct img_part *p = &m->parts[i];
+		json_object *po;
+		if (!p->unreadable_bytes)
+			continue;
+		po = json_object_new_object();
+		json_object_object_add(po, "number", json_object_new_int((int)p->number));
+		json_object_object_add(po, "filesystem", json_object_new_string(p->filesystem));
+		json_object_object_add(po, "bytes", json_object_new_uint64(p->unreadable_bytes));
+		json_object_array_add(parts, po);
+	}
+	for (size_t i = 0; i < u->nlist; i++) {
+		const struct img_part *p = part_at(m, u->list[i].offset);
+		json_object *e = json_object_new_object();
+		json_object_object_add(e, "offset", json_object_new_uint64(u->list[i].offset));
+		json_object_object_add(e, "length", json_object_new_uint64(u->list[i].length));
+		if (p && p->block_size) {
+			json_object_object_add(e, "partition", json_object_new_int((int)p->number));
+			json_object_object_add(e, "first_block", json_object_new_uint64(
+						       (u->list[i].offset - p->start) / p->block_size));
+			json_object_object_add(e, "last_block", json_object_new_uint64(
+						       (u->list[i].offset + u->list[i].length - 1 - p->start) /
+						       p->block_size));
+		}
+		json_object_array_add(list, e);
+	}
+	json_object_object_add(o, "partitions", parts);
+	json_object_object_add(o, "list", list);
+	return o;
+}
+
 int cli_net_option(const char *cmd, int c, const char *arg)
 {
-	static unsigned timeout = 60, retries = 3;
+	static unsigned timeout = 60;
+	unsigned retries = net_retries;
 
 	if (c == CLI_OPT_TIMEOUT) {
 		if (cli_parse_uint(arg, 1, 86400, &timeout) < 0)
@@ -258,6 +411,7 @@ int cli_net_option(const char *cmd, int c, const char *arg)
 	} else if (c == CLI_OPT_RETRIES) {
 		if (cli_parse_uint(arg, 0, 100, &retries) < 0)
 			return cli_usage(cmd, "--retries takes 0..100"), -1;
+		net_retries = retries;
 	} else {
 		return 0;
 	}

@@ -3,9 +3,28 @@
 #include <getopt.h>
 #include <json-c/json.h>
 #include <string.h>
+#include <sys/stat.h>
 
 #include "commands.h"
 #include "imager/convert.h"
+
+/* What --rescue could not read, per source partition. */
+static int clone_rescue_report(const struct clone_opts *o, const struct clone_stats *st,
+			       json_object *json, bool quiet)
+{
+	unsigned num[64];
+	const char *fs[64];
+	uint64_t bytes[64];
+
+	if (!o->rescue.on)
+		return IM_EXIT_OK;
+	for (size_t i = 0; i < st->nrescued; i++) {
+		num[i] = st->rescued[i].number;
+		fs[i] = st->rescued[i].filesystem;
+		bytes[i] = st->rescued[i].bytes;
+	}
+	return cli_rescue_report("clone", &st->rescue, num, fs, bytes, st->nrescued, json, quiet);
+}
 
 int cmd_clone(int argc, char **argv, struct cli *cli)
 {
@@ -14,6 +33,8 @@ int cmd_clone(int argc, char **argv, struct cli *cli)
 		CLI_JOB_OPTIONS,
 		{ "source-format", required_argument, NULL, 'S' },
 		{ "verify", no_argument, NULL, 'V' },
+		{ "rescue", no_argument, NULL, CLI_OPT_RESCUE },
+		{ "map", required_argument, NULL, CLI_OPT_MAP },
 		{ NULL, 0, NULL, 0 },
 	};
 	struct clone_opts o = { 0 };
@@ -24,8 +45,11 @@ int cmd_clone(int argc, char **argv, struct cli *cli)
 	struct cli_job job = { .progress = true };
 	struct conv_opts co;
 	struct conv_step step = { 0 };
+	bool rescue = false;
+	const char *map = NULL;
+	char map_path[4200];
 	double t0;
-	int c, r;
+	int c, r, rc;
 
 	while ((c = getopt_long(argc, argv, "", opts, NULL)) != -1) {
 		switch (c) {
@@ -35,6 +59,8 @@ int cmd_clone(int argc, char **argv, struct cli *cli)
 			o.source_format = optarg;
 			break;
 		case 'V': o.verify = true; break;
+		case CLI_OPT_RESCUE: rescue = true; break;
+		case CLI_OPT_MAP: map = optarg; break;
 		default:
 			if ((r = cli_job_option("clone", c, optarg, &job, &t)) != IM_EXIT_OK)
 				return r;
@@ -45,6 +71,24 @@ int cmd_clone(int argc, char **argv, struct cli *cli)
 	t.o.force = o.force_fs = job.force;
 	if (argc - optind != 2)
 		return cli_usage("clone", "needs SOURCE and TARGET");
+	if (map && !rescue)
+		return cli_usage("clone", "--map goes with --rescue");
+	if (rescue) {
+		struct stat sb;
+		const char *tg = argv[optind + 1];
+		if (t.o.shrink)
+			return cli_usage("clone", "--rescue does not shrink: save --rescue into a folder, "
+				       "then restore --shrink");
+		if (!map && (strstr(tg, "://") || (stat(tg, &sb) == 0 && !S_ISREG(sb.st_mode))))
+			return cli_usage("clone", "--rescue onto a device or an NBD export needs --map FILE "
+				       "(where the map of unreadable sectors goes)");
+		if (!map) {
+			snprintf(map_path, sizeof(map_path), "%s.map", tg);
+			map = map_path;
+		}
+		cli_rescue_opts(&o.rescue, argc, argv);
+		o.rescue.map = map;
+	}
 	cli_progress_job(&prog, job.progress, cli, &o.progress);
 	t0 = cli_now();
 	o.target = t.o;
@@ -57,8 +101,9 @@ int cmd_clone(int argc, char **argv, struct cli *cli)
 		cli_error("clone", "warning: %s", st.warnings[i]);
 	json_object *conv = NULL;
 	int crc = cli_target_done("clone", argv[optind + 1], &st.grow, &step, job.json, cli, &conv);
+	json_object *root = job.json ? json_object_new_object() : NULL;
+	rc = clone_rescue_report(&o, &st, root, cli->verbose < 0);
 	if (job.json) {
-		json_object *root = json_object_new_object();
 		if (conv)
 			json_object_object_add(root, "convert", conv);
 		json_object_object_add(root, "source", json_object_new_string(argv[optind]));
@@ -80,5 +125,5 @@ int cmd_clone(int argc, char **argv, struct cli *cli)
 		       argv[optind + 1], st.target.format, a, b, o.verify ? ", verified" : "",
 		       cli_now() - t0);
 	}
-	return cli_finish_stdout("clone", crc);
+	return cli_finish_stdout("clone", crc ? crc : rc);
 }

@@ -242,8 +242,8 @@ static int info_image(const char *dir, bool json, struct cli *cli)
 		char size[32];
 		uint64_t stored = 0;
 		cli_human(m.disk_size, size, sizeof(size));
-		printf("image %s: complete\n  saved %s by imager %s from %s\n  disk %s (%llu bytes), sector %u, table %s\n",
-		       dir, m.created, m.tool_version, m.source, size,
+		printf("image %s: complete%s\n  saved %s by imager %s from %s\n  disk %s (%llu bytes), sector %u, table %s\n",
+		       dir, m.unreadable.bytes ? " (with unreadable areas, below)" : "", m.created, m.tool_version, m.source, size,
 		       (unsigned long long)m.disk_size, m.logical_sector_size, m.table);
 		for (size_t i = 0; i < m.nareas; i++)
 			printf("  boot area %-10s %10llu bytes at %llu\n", m.areas[i].name,
@@ -266,6 +266,7 @@ static int info_image(const char *dir, bool json, struct cli *cli)
 		}
 		cli_human(stored, size, sizeof(size));
 		printf("  streams total %s\n", size);
+		cli_unreadable_lines(stdout, "  ", dir, &m);
 	}
 	img_manifest_free(&m);
 	return cli_finish_stdout("info", IM_EXIT_OK);

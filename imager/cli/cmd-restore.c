@@ -43,6 +43,13 @@ int cmd_restore(int argc, char **argv, struct cli *cli)
 		return cli_fail("restore", &err);
 	json_object *conv = NULL;
 	int crc = cli_target_done("restore", argv[optind + 1], &st.grow, &step, job.json, cli, &conv);
+	/* An image saved with --rescue: the sectors it could not read are
+	 * zeros on the target too. */
+	struct img_manifest m = { 0 };
+	struct im_err me = { 0 };
+	bool have_m = img_manifest_read(&m, argv[optind], &me) == 0 && m.unreadable.bytes;
+	if (have_m && cli->verbose >= 0)
+		cli_unreadable_lines(stderr, "imager restore: warning: ", argv[optind], &m);
 	if (job.json) {
 		json_object *root = json_object_new_object();
 		if (conv)
@@ -54,6 +61,8 @@ int cmd_restore(int argc, char **argv, struct cli *cli)
 		json_object_object_add(root, "bytes_written", json_object_new_uint64(st.bytes_written));
 		json_object_object_add(root, "partitions", cli_grow_json(&st.grow));
 		json_object_object_add(root, "seconds", json_object_new_double(cli_now() - t0));
+		if (have_m)
+			json_object_object_add(root, "unreadable", cli_unreadable_json(argv[optind], &m));
 		cli_print_json(root);
 	} else if (cli->verbose >= 0) {
 		char a[32];
@@ -61,5 +70,6 @@ int cmd_restore(int argc, char **argv, struct cli *cli)
 		printf("restored %s to %s: %s of data, %.1f s\n", argv[optind], argv[optind + 1], a,
 		       cli_now() - t0);
 	}
+	img_manifest_free(&m);
 	return cli_finish_stdout("restore", crc);
 }

@@ -7,12 +7,32 @@
 
 #include "commands.h"
 
+/* What --rescue could not read, from the manifest's partitions. */
+static int save_rescue_report(const struct img_manifest *m, const struct save_stats *st, bool rescue,
+			      json_object *const *json, bool quiet)
+{
+	unsigned num[64];
+	const char *fs[64];
+	uint64_t bytes[64];
+	size_t n = 0;
+
+	if (!rescue)
+		return IM_EXIT_OK;
+	for (size_t i = 0; i < m->nparts && n < 64; i++, n++) {
+		num[n] = m->parts[i].number;
+		fs[n] = m->parts[i].filesystem;
+		bytes[n] = m->parts[i].unreadable_bytes;
+	}
+	return cli_rescue_report("save", &st->rescue, num, fs, bytes, n, json ? *json : NULL, quiet);
+}
+
 int cmd_save(int argc, char **argv, struct cli *cli)
 {
 	static const struct option opts[] = {
 		CLI_JOB_OPTIONS,
 		{ "level", required_argument, NULL, 'l' },
 		{ "format", required_argument, NULL, 'F' },
+		{ "rescue", no_argument, NULL, CLI_OPT_RESCUE },
 		{ NULL, 0, NULL, 0 },
 	};
 	struct save_opts o = { .level = 3 };
@@ -21,9 +41,11 @@ int cmd_save(int argc, char **argv, struct cli *cli)
 	struct save_stats st;
 	struct im_err err = { 0 };
 	struct cli_job job = { .progress = true };
+	json_object *json = NULL;
 	unsigned level = 3;
+	bool rescue = false;
 	double t0;
-	int c, r;
+	int c, r, rc;
 
 	while ((c = getopt_long(argc, argv, "", opts, NULL)) != -1) {
 		switch (c) {
@@ -37,6 +59,9 @@ int cmd_save(int argc, char **argv, struct cli *cli)
 				return cli_usage("save", "--format takes raw or qcow2");
 			o.format = optarg;
 			break;
+		case CLI_OPT_RESCUE:
+			rescue = true;
+			break;
 		default:
 			if ((r = cli_job_option("save", c, optarg, &job, NULL)) != IM_EXIT_OK)
 				return r;
@@ -47,16 +72,21 @@ int cmd_save(int argc, char **argv, struct cli *cli)
 	o.force = job.force;
 	if (argc - optind != 2)
 		return cli_usage("save", "needs SOURCE and DIR");
+	if (rescue)
+		cli_rescue_opts(&o.rescue, argc, argv);
 	cli_progress_job(&prog, job.progress, cli, &o.progress);
 	t0 = cli_now();
 	r = im_save(&cli->roots, argv[optind], argv[optind + 1], &o, &m, &st, &err);
 	cli_progress_end(&prog);
 	if (r < 0)
 		return cli_fail("save", &err);
+	if (job.json)
+		json = json_object_new_object();
 	for (size_t i = 0; i < st.nwarnings && cli->verbose >= 0; i++)
 		cli_error("save", "warning: %s", st.warnings[i]);
+	rc = save_rescue_report(&m, &st, rescue, job.json ? &json : NULL, cli->verbose < 0);
 	if (job.json) {
-		json_object *root = json_object_new_object(), *parts = json_object_new_array();
+		json_object *root = json, *parts = json_object_new_array();
 		json_object_object_add(root, "image", json_object_new_string(argv[optind + 1]));
 		json_object_object_add(root, "source", json_object_new_string(m.source));
 		json_object_object_add(root, "disk_size", json_object_new_uint64(m.disk_size));
@@ -87,5 +117,5 @@ int cmd_save(int argc, char **argv, struct cli *cli)
 		       m.source, m.table, m.nparts, m.nparts == 1 ? "" : "s", a, b, cli_now() - t0);
 	}
 	img_manifest_free(&m);
-	return cli_finish_stdout("save", IM_EXIT_OK);
+	return cli_finish_stdout("save", rc);
 }

@@ -50,6 +50,10 @@ int cmd_verify(int argc, char **argv, struct cli *cli)
 		return cli_fail("verify", &err);
 	}
 	rc = rep.ndamage ? IM_EXIT_DAMAGED : IM_EXIT_OK;
+	/* An intact image may still hold sectors its save could not read. */
+	struct img_manifest m = { 0 };
+	struct im_err me = { 0 };
+	bool have_m = img_manifest_read(&m, argv[optind], &me) == 0;
 	if (json) {
 		json_object *root = json_object_new_object(), *arr = json_object_new_array();
 		json_object_object_add(root, "image", json_object_new_string(argv[optind]));
@@ -67,6 +71,8 @@ int cmd_verify(int argc, char **argv, struct cli *cli)
 			json_object_array_add(arr, o);
 		}
 		json_object_object_add(root, "damage", arr);
+		if (have_m && m.unreadable.bytes)
+			json_object_object_add(root, "unreadable", cli_unreadable_json(argv[optind], &m));
 		cli_print_json(root);
 	} else {
 		for (size_t i = 0; i < rep.ndamage; i++) {
@@ -82,7 +88,11 @@ int cmd_verify(int argc, char **argv, struct cli *cli)
 			printf("%s: %s (%llu frames checked, %zu damaged)\n", argv[optind],
 			       rep.ndamage ? "DAMAGED" : "ok", (unsigned long long)rep.frames_checked,
 			       rep.ndamage);
+		if (have_m && cli->verbose >= 0)
+			cli_unreadable_lines(stdout, "  ", argv[optind], &m);
 	}
+	if (have_m)
+		img_manifest_free(&m);
 	verify_report_free(&rep);
 	return cli_finish_stdout("verify", rc);
 }

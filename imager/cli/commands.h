@@ -122,6 +122,8 @@ struct cli_job {
 };
 #define CLI_OPT_TIMEOUT 0x300
 #define CLI_OPT_RETRIES 0x301
+#define CLI_OPT_RESCUE  0x302
+#define CLI_OPT_MAP     0x303
 #define CLI_JOB_OPTIONS \
 	{ "threads", required_argument, NULL, 't' }, \
 	{ "force", no_argument, NULL, 'f' }, \
@@ -138,6 +140,31 @@ int cli_job_option(const char *cmd, int c, const char *arg, struct cli_job *j,
 /* --timeout SECONDS (1..86400) and --retries N (0..100): 1 when c is one of
  * them and was taken, 0 when it is not, -1 on a bad value (said). */
 int cli_net_option(const char *cmd, int c, const char *arg);
+/* The --retries value given (3 when none). */
+unsigned cli_net_retries(void);
+
+/* --rescue (save, clone): o gets on, the retries (--retries) and the
+ * command line for the map's header (argv joined, kept in a static
+ * buffer). */
+void cli_rescue_opts(struct rescue_opts *o, int argc, char **argv);
+/* Tell what a rescue could not read (stderr: "complete with unreadable
+ * areas: ..."), each partition's part, and the map; json: add an
+ * "unreadable" object.  Returns IM_EXIT_RESCUED when something was
+ * unreadable, else IM_EXIT_OK. */
+struct json_object;
+struct img_manifest;
+/* An image whose save met unreadable sectors (m->unreadable.bytes): lines
+ * on f, each starting with lead: the total, then each listed range with
+ * the partition it lies in and that partition's blocks.  Nothing when the
+ * image has none. */
+void cli_unreadable_lines(FILE *f, const char *lead, const char *dir,
+			  const struct img_manifest *m);
+/* The same as JSON: {bytes, ranges, map, partitions: [{number, filesystem,
+ * bytes}], list: [{offset, length, partition, first_block, last_block}]}. */
+struct json_object *cli_unreadable_json(const char *dir, const struct img_manifest *m);
+int cli_rescue_report(const char *cmd, const struct rescue_report *rep,
+		      const unsigned *numbers, const char *const *filesystems,
+		      const uint64_t *bytes, size_t n, struct json_object *json, bool quiet);
 
 /* The format of an existing disk or image ("raw", "qcow2"), probed.  A
  * folder is refused with a hint (restore --convert). */

@@ -5,6 +5,7 @@
 #include <linux/falloc.h>
 #include <linux/fs.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/ioctl.h>
 #include <sys/stat.h>
@@ -19,6 +20,8 @@ struct raw_state {
 	struct dio dio;           /* writable: big aligned writes go direct */
 	enum bk_prealloc prealloc;
 	bool created;
+	int rfd;                  /* rescue reads: O_DIRECT, opened at first use */
+	bool rfd_tried;
 };
 
 /* Anything can be raw; this is the lowest positive score. */
@@ -164,6 +167,35 @@ static int raw_pread(struct bk *bk, void *buf, size_t len, uint64_t off)
 	return pread_full(s->fd, buf, len, off);
 }
 
+/* Rescue reads: the sectors asked for, read with O_DIRECT (a buffered
+ * read of a block device fails its whole page when one of its sectors is
+ * bad) through an aligned buffer; buffered where O_DIRECT is refused. */
+static int raw_pread_direct(struct bk *bk, void *buf, size_t len, uint64_t off)
+{
+	struct raw_state *s = bk->priv;
+	uint64_t g = bk->sector_size >= 512 ? bk->sector_size : 512, a, b;
+	unsigned char *bounce;
+	int r;
+
+	if (!s->rfd_tried) {
+		s->rfd_tried = true;
+		s->rfd = open(bk->raw_path, O_RDONLY | O_DIRECT | O_CLOEXEC);
+	}
+	a = off / g * g;
+	b = (off + len + g - 1) / g * g;
+	if (b > bk->size)
+		b = bk->size;
+	if (s->rfd < 0 || (b - a) % g || !(bounce = dio_alloc(b - a)))
+		return pread_full(s->fd, buf, len, off);
+	r = pread_full(s->rfd, bounce, b - a, a);
+	if (r == -EINVAL)   /* refused after all: buffered */
+		r = pread_full(s->fd, bounce, b - a, a);
+	if (r == 0)
+		memcpy(buf, bounce + (off - a), len);
+	free(bounce);
+	return r;
+}
+
 static int raw_pwrite(struct bk *bk, const void *buf, size_t len, uint64_t off)
 {
 	struct raw_state *s = bk->priv;
@@ -236,6 +268,8 @@ static int raw_close(struct bk *bk)
 	if (bk->is_block_device && bk->writable)
 		ioctl(s->fd, BLKRRPART);   /* best effort: have the kernel read the new table */
 	dio_close(&s->dio);
+	if (s->rfd_tried && s->rfd >= 0)
+		close(s->rfd);
 	return close(s->fd) < 0 ? -errno : 0;
 }
 
@@ -246,6 +280,7 @@ const struct bk_driver bk_raw = {
 	.create = raw_create,
 	.open = raw_open,
 	.pread = raw_pread,
+	.pread_direct = raw_pread_direct,
 	.pwrite = raw_pwrite,
 	.pwrite_zeroes = raw_pwrite_zeroes,
 	.block_status = raw_block_status,

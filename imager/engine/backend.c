@@ -2,6 +2,7 @@
 /* The container framework: choosing a driver, owning its state, and
  * checking every range before a driver sees it. */
 #include "imager/backend.h"
+#include "rescue.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -227,7 +228,22 @@ static int io_error(struct bk *bk, int r, const char *what, uint64_t off, uint64
 int bk_pread(struct bk *bk, void *buf, size_t len, uint64_t off, struct im_err *err)
 {
 	int r = check_range(bk, off, len, err);
-	if (r == 0 && len && (r = bk->drv->pread(bk, buf, len, off)) < 0)
+
+	if (r < 0 || !len)
+		return r;
+	r = bk->drv->pread(bk, buf, len, off);
+	if (bk->rescue) {
+		if (r < 0 && rescue_media_error(r))
+			r = rescue_read(bk, buf, len, off);
+		if (r == 0)
+			rescue_note_read(bk, off, len);
+	}
+	if (r < 0 && rescue_media_error(r) && !bk->rescue)
+		return im_errf(err, IM_EXIT_IO, r,
+			       "%s: reading %llu bytes at %llu: %s (unreadable sectors: --rescue "
+			       "copies around them)", bk->name, (unsigned long long)len,
+			       (unsigned long long)off, strerror(-r));
+	if (r < 0)
 		return io_error(bk, r, "reading", off, len, err);
 	return r;
 }
@@ -313,6 +329,7 @@ int bk_close(struct bk *bk, struct im_err *err)
 		r = bk->drv->close(bk);
 	if (r < 0)
 		im_errf(err, IM_EXIT_IO, r, "%s: closing: %s", bk->name, strerror(-r));
+	rescue_free(bk->rescue);
 	bk_free(bk);
 	return r;
 }

@@ -155,6 +155,25 @@ static int clone_partition(struct source *src, size_t i, struct writer *w,
 	return r;
 }
 
+/* After a rescue: the map written, and each partition's unreadable bytes. */
+static int clone_rescue_finish(struct source *src, const struct clone_opts *opts,
+			       struct clone_stats *stats, struct im_err *err)
+{
+	int r = source_rescue_finish(src, opts->rescue.map, &opts->rescue, &stats->rescue, err);
+
+	for (size_t i = 0; r == 0 && i < src->pt->nparts && stats->nrescued < 64; i++) {
+		const struct pt_part *pp = &src->pt->parts[i];
+		uint64_t bad = bk_rescue_bad_bytes(src->bk, pp->start, pp->size);
+		if (!bad)
+			continue;
+		stats->rescued[stats->nrescued].number = pp->number;
+		snprintf(stats->rescued[stats->nrescued].filesystem,
+			 sizeof(stats->rescued[0].filesystem), "%s", src->fs[i].type);
+		stats->rescued[stats->nrescued++].bytes = bad;
+	}
+	return r;
+}
+
 int im_clone(const struct disk_roots *roots, const char *source, const char *target,
 	     const struct clone_opts *opts, struct clone_stats *stats, struct im_err *err)
 {
@@ -165,7 +184,7 @@ int im_clone(const struct disk_roots *roots, const char *source, const char *tar
 	int r;
 
 	memset(stats, 0, sizeof(*stats));
-	r = source_open(roots, source, opts->source_format, opts->force_fs, &src, err);
+	r = source_open(roots, source, opts->source_format, opts->force_fs, &opts->rescue, &src, err);
 	if (r < 0)
 		return r;
 	for (size_t i = 0; i < src.nwarnings; i++)
@@ -214,6 +233,8 @@ int im_clone(const struct disk_roots *roots, const char *source, const char *tar
 		stats->verified_bytes += src.fs[i].used_blocks * src.fs[i].block_size;
 	}
 	r = writer_end(&w, r, &opts->target, pl.fs, &stats->grow, &stats->target, err);
+	if (r == 0 && opts->rescue.on)
+		r = clone_rescue_finish(&src, opts, stats, err);
 	disk_plan_free(&pl);
 	source_close(&src);
 	return r;

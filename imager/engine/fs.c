@@ -291,16 +291,15 @@ static void ctx_init(struct fs_ctx *ctx, const struct fs_source *src, uint64_t o
 	ctx->forced = force;
 }
 
-int fs_examine_with(const struct fs_plugin *plugin, int fd, uint64_t offset,
-		    uint64_t size, bool force, struct fs_info *out,
-		    struct im_err *err)
+int fs_examine_src_with(const struct fs_plugin *plugin, const struct fs_source *src,
+			uint64_t offset, uint64_t size, bool force, struct fs_info *out,
+			struct im_err *err)
 {
-	struct fs_source src = { .pread = fd_pread, .opaque = &fd, .fd = fd };
 	struct fs_ctx ctx;
 	int r;
 
 	memset(out, 0, sizeof(*out));
-	ctx_init(&ctx, &src, offset, size, force);
+	ctx_init(&ctx, src, offset, size, force);
 	if (size < plugin->min_size) {
 		r = im_errf(err, IM_EXIT_SOURCE, -EINVAL,
 			    "%s: %llu bytes is smaller than the smallest filesystem",
@@ -310,6 +309,14 @@ int fs_examine_with(const struct fs_plugin *plugin, int fd, uint64_t offset,
 	}
 	ctx_release(&ctx);
 	return r;
+}
+
+int fs_examine_with(const struct fs_plugin *plugin, int fd, uint64_t offset,
+		    uint64_t size, bool force, struct fs_info *out,
+		    struct im_err *err)
+{
+	struct fs_source src = { .pread = fd_pread, .opaque = &fd, .fd = fd };
+	return fs_examine_src_with(plugin, &src, offset, size, force, out, err);
 }
 
 int fs_examine(int fd, uint64_t offset, uint64_t size, bool force,

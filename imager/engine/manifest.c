@@ -152,9 +152,28 @@ struct json_object *img_manifest_to_json(const struct img_manifest *m)
 			add_str(o, "container", p->container);
 			json_object_object_add(o, "volumes", img_volumes_to_json(p->volumes, p->nvolumes));
 		}
+		if (p->unreadable_bytes)
+			add_u64(o, "unreadable_bytes", p->unreadable_bytes);
 		json_object_array_add(parts, o);
 	}
 	json_object_object_add(root, "partitions", parts);
+	if (m->unreadable.bytes) {
+		const struct img_unreadable *u = &m->unreadable;
+		json_object *o = json_object_new_object(), *list = json_object_new_array();
+		add_u64(o, "bytes", u->bytes);
+		add_u64(o, "ranges", u->ranges);
+		add_str(o, "map", u->map);
+		add_u64(o, "map_size", u->map_size);
+		add_hash(o, "map_xxh3", u->map_xxh3);
+		for (size_t i = 0; i < u->nlist; i++) {
+			json_object *e = json_object_new_object();
+			add_u64(e, "offset", u->list[i].offset);
+			add_u64(e, "length", u->list[i].length);
+			json_object_array_add(list, e);
+		}
+		json_object_object_add(o, "list", list);
+		json_object_object_add(root, "unreadable", o);
+	}
 	return root;
 }
 
@@ -489,6 +508,8 @@ static void read_partition_fields(struct reader *rd, json_object *o, struct img_
 	get_hash(rd, o, "index_xxh3", &p->index_xxh3);
 	p->frames = get_u64(rd, o, "frames", MAX_DISK);
 	p->data_bytes = get_u64(rd, o, "data_bytes", MAX_DISK);
+	if (json_object_object_get_ex(o, "unreadable_bytes", NULL))
+		p->unreadable_bytes = get_u64(rd, o, "unreadable_bytes", p->size);
 	check_name(rd, p->stream);
 	check_name(rd, p->index);
 }
@@ -549,6 +570,39 @@ static void read_partitions(struct reader *rd, json_object *root, struct img_man
 	}
 }
 
+/* The optional "unreadable" object (save --rescue): counts inside the
+ * disk, a plain map name, each listed range inside the disk. */
+static void read_unreadable(struct reader *rd, json_object *root, struct img_manifest *m)
+{
+	struct img_unreadable *u = &m->unreadable;
+	json_object *o, *arr, *e;
+	size_t n;
+
+	if (rd->r < 0 || !json_object_object_get_ex(root, "unreadable", NULL))
+		return;
+	if (!(o = get(rd, root, "unreadable", json_type_object)))
+		return;
+	u->bytes = get_u64(rd, o, "bytes", m->disk_size);
+	u->ranges = get_u64(rd, o, "ranges", m->disk_size / 512);
+	get_str(rd, o, "map", u->map, sizeof(u->map));
+	u->map_size = get_u64(rd, o, "map_size", 1ull << 34);
+	get_hash(rd, o, "map_xxh3", &u->map_xxh3);
+	check_name(rd, u->map);
+	if (!(arr = get(rd, o, "list", json_type_array)))
+		return;
+	n = json_object_array_length(arr);
+	if (rd->r == 0 && (n > IMG_UNREADABLE_LIST || n > u->ranges || !u->bytes))
+		rd->r = im_errf(rd->err, IM_EXIT_DAMAGED, -EBADMSG,
+				"%s: the unreadable ranges are not consistent", rd->path);
+	for (size_t i = 0; i < n && rd->r == 0; i++) {
+		if (!(e = get_item(rd, arr, i, "unreadable range")))
+			break;
+		u->list[i].offset = get_u64(rd, e, "offset", m->disk_size);
+		u->list[i].length = get_u64(rd, e, "length", m->disk_size - u->list[i].offset);
+		u->nlist = i + 1;
+	}
+}
+
 int img_manifest_read(struct img_manifest *m, const char *dir, struct im_err *err)
 {
 	struct reader rd = { .err = err };
@@ -575,6 +629,7 @@ int img_manifest_read(struct img_manifest *m, const char *dir, struct im_err *er
 	check_sector_size(&rd, m);
 	read_boot_areas(&rd, root, m);
 	read_partitions(&rd, root, m);
+	read_unreadable(&rd, root, m);
 	json_object_put(root);
 	if (rd.r < 0)
 		img_manifest_free(m);

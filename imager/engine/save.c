@@ -226,7 +226,7 @@ static int save_partition(struct bk *src, const struct pt_part *pp, const struct
 /* ---- the whole disk ---- */
 
 /* A file an interrupted save may have left: boot-*.bin, part*.zst,
- * part*.idx, and their .tmp forms.  Never manifest.json. */
+ * part*.idx, rescue.map, and their .tmp forms.  Never manifest.json. */
 static bool is_our_file(const char *n)
 {
 	size_t len = strlen(n);
@@ -242,7 +242,7 @@ static bool is_our_file(const char *n)
 	if (!strncmp(base, "part", 4) && len > 4 &&
 	    (!strcmp(base + len - 4, ".zst") || !strcmp(base + len - 4, ".idx")))
 		return true;
-	return false;
+	return !strcmp(base, IMG_RESCUE_MAP);
 }
 
 static int prepare_dir(struct created *cr, const char *dir, struct im_err *err)
@@ -377,6 +377,40 @@ static void describe_disk(const struct disk_roots *roots, const struct source *s
 	snprintf(m->table, sizeof(m->table), "%s", pt->type);
 }
 
+/* After a rescue: the map into the folder, and in the manifest what was
+ * unreadable in all, in each partition, and the first ranges. */
+static int record_unreadable(struct source *src, const struct save_opts *opts, struct created *cr,
+			     struct img_manifest *m, struct save_stats *stats, struct im_err *err)
+{
+	struct img_unreadable *u = &m->unreadable;
+	const struct bk_range *bad;
+	char path[4200];
+	size_t n;
+	int r;
+
+	snprintf(path, sizeof(path), "%s/%s", cr->dir, IMG_RESCUE_MAP);
+	if (created_add(cr, IMG_RESCUE_MAP) < 0)
+		return im_errf(err, IM_EXIT_INTERNAL, -ENOMEM, "out of memory");
+	r = source_rescue_finish(src, path, &opts->rescue, &stats->rescue, err);
+	if (r < 0 || !stats->rescue.bytes)
+		return r;
+	u->bytes = stats->rescue.bytes;
+	u->ranges = stats->rescue.ranges;
+	snprintf(u->map, sizeof(u->map), "%s", IMG_RESCUE_MAP);
+	r = img_hash_file(path, &u->map_size, &u->map_xxh3);
+	if (r < 0)
+		return im_errf(err, IM_EXIT_IO, r, "%s: %s", path, strerror(-r));
+	bad = bk_rescue_bad(src->bk, &n);
+	for (size_t i = 0; i < n && u->nlist < IMG_UNREADABLE_LIST; i++) {
+		u->list[u->nlist].offset = bad[i].off;
+		u->list[u->nlist++].length = bad[i].len;
+	}
+	for (size_t i = 0; i < m->nparts; i++)
+		m->parts[i].unreadable_bytes =
+			bk_rescue_bad_bytes(src->bk, m->parts[i].start, m->parts[i].size);
+	return 0;
+}
+
 int im_save(const struct disk_roots *roots, const char *source, const char *dir,
 	    const struct save_opts *opts, struct img_manifest *m, struct save_stats *stats,
 	    struct im_err *err)
@@ -391,7 +425,7 @@ int im_save(const struct disk_roots *roots, const char *source, const char *dir,
 	memset(stats, 0, sizeof(*stats));
 	/* Every filesystem is examined before anything is written: an unclean
 	 * one stops the save while nothing has been spent. */
-	r = source_open(roots, source, opts->format, opts->force, &src, err);
+	r = source_open(roots, source, opts->format, opts->force, &opts->rescue, &src, err);
 	if (r < 0)
 		return r;
 	pt = src.pt;
@@ -432,6 +466,8 @@ int im_save(const struct disk_roots *roots, const char *source, const char *dir,
 		m->nparts++;
 	}
 	describe_disk(roots, &src, m);
+	if (opts->rescue.on && (r = record_unreadable(&src, opts, &cr, m, stats, err)) < 0)
+		goto out;
 	/* Last, atomically: from here on the folder is an image. */
 	r = img_manifest_write(m, dir, err);
 out:

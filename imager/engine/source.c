@@ -10,6 +10,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "imager/fsplugin.h"
 #include "util.h"
 
 /* Plugins see only an errno; the container's own words are kept here so a
@@ -25,8 +26,37 @@ static int src_pread(void *opaque, void *buf, size_t len, uint64_t off)
 	return bk_pread(rd->bk, buf, len, off, &rd->first);
 }
 
+/* Partition i met unreadable sectors while its plugin read the metadata:
+ * the bitmap may say blocks are free that are not, so the whole partition
+ * is copied by the raw plugin; what libblkid told of it is kept. */
+static int examine_rescued(struct source *s, size_t i, const struct fs_source *fsrc, bool force,
+			   struct im_err *err)
+{
+	const struct pt_part *pp = &s->pt->parts[i];
+	struct fs_info *fs = &s->fs[i];
+	char type[32], uuid[64], label[256], bad[32];
+	int r;
+
+	memcpy(type, fs->type, sizeof(type));
+	memcpy(uuid, fs->uuid, sizeof(uuid));
+	memcpy(label, fs->label, sizeof(label));
+	fs_info_free(fs);
+	r = fs_examine_src_with(&fs_plugin_raw, fsrc, pp->start, pp->size, force, fs, err);
+	if (r < 0)
+		return r;
+	memcpy(fs->type, type, sizeof(type));
+	memcpy(fs->uuid, uuid, sizeof(uuid));
+	memcpy(fs->label, label, sizeof(label));
+	human_size(bk_rescue_bad_bytes(s->bk, pp->start, pp->size), bad, sizeof(bad));
+	snprintf(fs->warning, sizeof(fs->warning),
+		 "unreadable sectors (%s) in its %s metadata: copied whole, as raw data", bad,
+		 type[0] ? type : "filesystem");
+	return 0;
+}
+
 int source_open(const struct disk_roots *roots, const char *spec, const char *format,
-		bool force, struct source *s, struct im_err *err)
+		bool force, const struct rescue_opts *rescue, struct source *s,
+		struct im_err *err)
 {
 	struct ptable *pt;
 	int r;
@@ -55,6 +85,8 @@ int source_open(const struct disk_roots *roots, const char *spec, const char *fo
 	r = bk_open(s->ref.path, format, 0, &s->bk, err);
 	if (r < 0)
 		return r;
+	if (rescue && rescue->on && (r = bk_rescue_start(s->bk, rescue->retries, err)) < 0)
+		goto fail;
 	if (s->bk->raw_path[0])
 		s->blkid_fd = open(s->bk->raw_path, O_RDONLY | O_CLOEXEC);
 	s->pt = pt = calloc(1, sizeof(*pt));
@@ -87,7 +119,12 @@ int source_open(const struct disk_roots *roots, const char *spec, const char *fo
 		const struct pt_part *pp = &pt->parts[i];
 		struct src_reader rd = { .bk = s->bk };
 		struct fs_source fsrc = { .pread = src_pread, .opaque = &rd, .fd = s->blkid_fd };
+		uint64_t bad = bk_rescue_bad_total(s->bk);
 		r = fs_examine_src(&fsrc, pp->start, pp->size, force, &s->fs[i], err);
+		if (bk_rescue_bad_total(s->bk) != bad && !rd.first.exit_class) {
+			memset(err, 0, sizeof(*err));
+			r = examine_rescued(s, i, &fsrc, force, err);
+		}
 		if (r < 0 && rd.first.exit_class) {
 			*err = rd.first;   /* the source failed, not the filesystem */
 			r = rd.first.code;
@@ -104,6 +141,25 @@ int source_open(const struct disk_roots *roots, const char *spec, const char *fo
 	return 0;
 fail:
 	source_close(s);
+	return r;
+}
+
+int source_rescue_finish(struct source *s, const char *path, const struct rescue_opts *o,
+			 struct rescue_report *rep, struct im_err *err)
+{
+	int r;
+
+	size_t n;
+
+	memset(rep, 0, sizeof(*rep));
+	bk_rescue_bad(s->bk, &n);
+	rep->ranges = n;
+	rep->bytes = bk_rescue_bad_total(s->bk) ? bk_rescue_bad_bytes(s->bk, 0, s->bk->size) : 0;
+	if (!rep->bytes)
+		return 0;
+	r = bk_rescue_write_map(s->bk, path, o->cmdline ? o->cmdline : "imager", err);
+	if (r == 0)
+		snprintf(rep->map, sizeof(rep->map), "%s", path);
 	return r;
 }
 

@@ -29,9 +29,17 @@ struct source {
 };
 
 /* Open, read the table, examine every filesystem (refusing unclean ones
- * unless force).  Nothing is written anywhere. */
+ * unless force).  Nothing is written anywhere.  rescue (NULL: none): reads
+ * go around unreadable sectors from the first one (the table's), and a
+ * partition whose filesystem metadata met one is copied whole by the raw
+ * plugin, with a warning (its bitmap could be wrong). */
 int source_open(const struct disk_roots *roots, const char *spec, const char *format,
-		bool force, struct source *s, struct im_err *err);
+		bool force, const struct rescue_opts *rescue, struct source *s,
+		struct im_err *err);
+/* After a rescue: the map written to path (nothing when all was read) and
+ * rep filled.  Returns 0 or negative errno. */
+int source_rescue_finish(struct source *s, const char *path, const struct rescue_opts *o,
+			 struct rescue_report *rep, struct im_err *err);
 void source_close(struct source *s);
 /* Read one boot area (malloc'ed into *buf). */
 int source_read_area(struct source *s, const struct pt_area *a, unsigned char **buf,

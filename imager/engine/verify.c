@@ -184,6 +184,16 @@ int im_verify(const char *dir, unsigned threads, const struct im_progress *progr
 				       m.areas[i].length, e.msg);
 		free(buf);
 	}
+	if (r == 0 && m.unreadable.bytes) {
+		/* the map of what save --rescue could not read */
+		char path[4200];
+		uint64_t size, h;
+		snprintf(path, sizeof(path), "%s/%s", dir, m.unreadable.map);
+		int hr = img_hash_file(path, &size, &h);
+		if (hr < 0 || size != m.unreadable.map_size || h != m.unreadable.map_xxh3)
+			r = add_damage(rep, NULL, m.unreadable.map, -1, 0, 0,
+				       hr < 0 ? strerror(-hr) : "differs from the manifest's checksum");
+	}
 	for (size_t i = 0; i < m.nparts && r == 0; i++) {
 		const struct img_part *p = &m.parts[i];
 		struct img_index ix;

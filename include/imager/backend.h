@@ -98,6 +98,12 @@ struct bk_driver {
 	 * (1 <= *pnum <= len).  Optional: NULL means everything is DATA. */
 	int (*block_status)(struct bk *bk, uint64_t off, uint64_t len, uint64_t *pnum);
 
+	/* Read len bytes at off around the host's cache, at the granularity
+	 * of the logical sector (rescue reads: a failing sector is then told
+	 * from its good neighbours in the same page).  Optional: NULL means
+	 * pread(). */
+	int (*pread_direct)(struct bk *bk, void *buf, size_t len, uint64_t off);
+
 	/* A hint that [off, off+len) will be read soon: start reading it in
 	 * the background.  Optional; never fails the job. */
 	void (*prefetch)(struct bk *bk, uint64_t off, uint64_t len);
@@ -123,6 +129,8 @@ struct bk {
 	/* For raw containers: a path that libparted and libblkid can open to
 	 * see the virtual disk itself ("" for formats they cannot read). */
 	char raw_path[600];
+	/* Rescue reads (bk_rescue_start), NULL otherwise; owned. */
+	struct bk_rescue *rescue;
 };
 
 /* ---- the framework ---- */
@@ -171,5 +179,33 @@ int bk_flush(struct bk *bk, struct im_err *err);
 void bk_prefetch(struct bk *bk, uint64_t off, uint64_t len);
 /* Close and free; NULL is allowed.  Returns the driver's close() result. */
 int bk_close(struct bk *bk, struct im_err *err);
+
+/* ---- rescue reads (save --rescue, clone --rescue; rescue.c) ----
+ *
+ * Once started on a source, a read that fails with a media error (EIO,
+ * ENODATA, EILSEQ: a bad sector; never a lost connection, a timeout or a
+ * corrupt container) does not fail: the range is read again in halves, and
+ * the failing halves in halves again, down to the logical sector, which is
+ * tried 1 + retries times (around the host's cache where the driver can).
+ * What cannot be read is returned as zeros and recorded.  Every range read
+ * is recorded too, so that the map tells read, unreadable and never read
+ * apart.  The map is GNU ddrescue's mapfile: "+" finished, "-" bad sector,
+ * "?" not tried (not needed: free space), so that ddrescuelog(1) and
+ * nbdkit's ddrescue filter read it. */
+struct bk_range {
+	uint64_t off, len;
+};
+int bk_rescue_start(struct bk *bk, unsigned retries, struct im_err *err);
+/* The unreadable ranges so far, sorted and merged (NULL, 0 when none or
+ * not rescuing), and their bytes in all and inside [off, off+len). */
+const struct bk_range *bk_rescue_bad(const struct bk *bk, size_t *n);
+uint64_t bk_rescue_bad_bytes(const struct bk *bk, uint64_t off, uint64_t len);
+/* Bad bytes recorded so far: compare before and after a step to know
+ * whether it met unreadable sectors. */
+uint64_t bk_rescue_bad_total(const struct bk *bk);
+/* Write the map of [0, bk->size) to path atomically; cmdline goes into
+ * its header.  Returns 0 or negative errno (IM_EXIT_IO, IM_EXIT_TARGET). */
+int bk_rescue_write_map(const struct bk *bk, const char *path, const char *cmdline,
+			struct im_err *err);
 
 #endif

@@ -25,6 +25,7 @@ enum im_exit {
 	IM_EXIT_INTERNAL = 8,  /* out of memory or a bug */
 	IM_EXIT_INTERRUPTED = 9, /* stopped by SIGINT/SIGTERM; nothing complete-looking left */
 	IM_EXIT_APPLIANCE = 10,  /* libguestfs's appliance cannot start here (no kernel, no room...) */
+	IM_EXIT_RESCUED  = 11,   /* --rescue: complete, but sectors were unreadable (zeros, in the map) */
 };
 
 struct im_err {

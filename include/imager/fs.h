@@ -73,6 +73,11 @@ int fs_examine_with(const struct fs_plugin *plugin, int fd, uint64_t offset,
 		    uint64_t size, bool force, struct fs_info *out,
 		    struct im_err *err);
 
+/* As fs_examine_with(), for bytes read through a source. */
+int fs_examine_src_with(const struct fs_plugin *plugin, const struct fs_source *src,
+			uint64_t offset, uint64_t size, bool force, struct fs_info *out,
+			struct im_err *err);
+
 const struct fs_plugin *fs_plugin_by_name(const char *name);
 
 void fs_info_free(struct fs_info *info);

@@ -113,6 +113,22 @@ struct img_part {
 	char container[128];
 	size_t nvolumes;
 	struct fs_volume *volumes;   /* owned by the manifest */
+	/* save --rescue: bytes of it that could not be read (zeros in the
+	 * image); optional "unreadable_bytes", 0 when absent */
+	uint64_t unreadable_bytes;
+};
+
+/* What save --rescue could not read (optional "unreadable" object; bytes
+ * 0 when absent): bytes and ranges in all, the map (GNU ddrescue's format)
+ * in the folder with its size and XXH3, and the first ranges. */
+#define IMG_RESCUE_MAP   "rescue.map"
+#define IMG_UNREADABLE_LIST 64
+struct img_unreadable {
+	uint64_t bytes, ranges;
+	char map[32];
+	uint64_t map_size, map_xxh3;
+	size_t nlist;
+	struct { uint64_t offset, length; } list[IMG_UNREADABLE_LIST];
 };
 
 struct img_manifest {
@@ -126,6 +142,7 @@ struct img_manifest {
 	struct img_area *areas;
 	size_t nparts;
 	struct img_part *parts;
+	struct img_unreadable unreadable;
 };
 
 void img_manifest_free(struct img_manifest *m);

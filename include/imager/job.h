@@ -29,11 +29,29 @@ struct im_progress {
 	void (*note)(void *opaque, const char *line);
 };
 
+/* save --rescue, clone --rescue: read around unreadable sectors
+ * (backend.h, "rescue reads"); they become zeros, listed in a map in GNU
+ * ddrescue's mapfile format.  Without it a read error ends the job. */
+struct rescue_opts {
+	bool on;
+	unsigned retries;          /* times an unreadable sector is tried again */
+	const char *map;           /* clone: the map's path (save: DIR/rescue.map) */
+	const char *cmdline;       /* for the map's header */
+};
+
+/* What a rescue met: unreadable bytes and ranges, and where the map is
+ * ("" when nothing was unreadable: no map is written). */
+struct rescue_report {
+	uint64_t bytes, ranges;
+	char map[4096];
+};
+
 struct save_opts {
 	const char *format;        /* source container format; NULL = probe */
 	int level;                 /* zstd level, 1..19 */
 	unsigned threads;          /* compression workers; 0 = all cores */
 	bool force;                /* copy unclean or inconsistent filesystems */
+	struct rescue_opts rescue;
 	struct im_progress progress;
 };
 
@@ -42,6 +60,7 @@ struct save_stats {
 	uint64_t image_bytes;      /* written into the folder */
 	char warnings[4][600];     /* plugin warnings worth telling */
 	size_t nwarnings;
+	struct rescue_report rescue;  /* also in the manifest ("unreadable") */
 };
 
 /* Save SOURCE (a disk, a partition or an image file) into DIR (created; an
@@ -131,6 +150,7 @@ struct clone_opts {
 	bool force_fs;              /* copy unclean or inconsistent filesystems */
 	bool verify;                /* read back and compare after the copy */
 	unsigned threads;
+	struct rescue_opts rescue;
 	struct im_progress progress;
 };
 
@@ -140,6 +160,10 @@ struct clone_stats {
 	struct grow_report grow;
 	char warnings[4][600];
 	size_t nwarnings;
+	struct rescue_report rescue;
+	/* per source partition (at most 64): its number and unreadable bytes */
+	size_t nrescued;
+	struct { unsigned number; char filesystem[32]; uint64_t bytes; } rescued[64];
 };
 
 /* Copy SOURCE (disk, partition, image file, NBD export) onto TARGET in one
