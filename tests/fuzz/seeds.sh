@@ -83,6 +83,14 @@ qemu-img create -q -f qcow2 -o compat=0.10 "$t/v2.qcow2" 1M && sp "$t/v2.qcow2" 
 "$imager" -q save "$t/ext4" "$t/img2" --no-progress >/dev/null 2>&1
 [ -f "$t/img/manifest.json" ] && cp "$t/img/manifest.json" "$c/fuzz-manifest/gpt.json"
 cp "$t/img2/manifest.json" "$c/fuzz-manifest/ext4.json"
+# a manifest with unreadable areas: save --rescue through nbdkit's ddrescue
+# filter, two of the ext4's sectors bad
+printf '# Mapfile\n0x0     +     1\n0x00000000  0x00000800  +\n0x00000800  0x00000200  -\n0x00000A00  0x00001600  +\n0x00002000  0x00000200  -\n0x00002200  0x%08X  +\n' \
+	$(($(stat -c %s "$t/ext4") - 0x2200)) >"$t/bad.map"
+nbdkit -U "$t/r.sock" -P "$t/r.pid" -r --filter=ddrescue file "$t/ext4" ddrescue-mapfile="$t/bad.map" &&
+	sleep 0.5 && "$imager" -q save --rescue "nbd+unix:///?socket=$t/r.sock" "$t/img3" --no-progress >/dev/null 2>&1
+[ -f "$t/r.pid" ] && kill "$(cat "$t/r.pid")"
+[ -f "$t/img3/manifest.json" ] && cp "$t/img3/manifest.json" "$c/fuzz-manifest/rescued.json"
 { printf '\x03'; cat "$t/img2"/part*.idx; } >"$c/fuzz-index/ext4-idx"
 
 # partclone streams: v2 with CRC32 (default), and with XXH64 when the
