@@ -12,7 +12,7 @@ const struct command commands[] = {
 	{ "clone", cmd_clone, CMD_DEVICES,
 	  "SOURCE TARGET [--format raw|qcow2] [--preallocation off|metadata|falloc|full]\n"
 	  "        [--cluster-size SIZE] [--size SIZE] [--grow-last|--proportional|--shrink]\n"
-	  "        [--source-format raw|qcow2] [--verify]\n"
+	  "        [--source-format raw|qcow2] [--verify] [--rescue [--map FILE]]\n"
 	  "        [--convert [--block virtio-blk|virtio-scsi] [--rebuild-initramfs]\n"
 	  "                   [--virtio-win PATH]]\n"
 	  "        [--threads N] [--force] [--timeout SECONDS] [--retries N] [--json] [--no-progress]",
@@ -54,7 +54,7 @@ const struct command commands[] = {
 	  "        [--threads N] [--force] [--timeout SECONDS] [--retries N] [--json] [--no-progress]",
 	  "write an image folder (imager's or Clonezilla's) onto a disk or image file" },
 	{ "save", cmd_save, CMD_DEVICES,
-	  "SOURCE DIR [--format raw|qcow2] [--level N] [--threads N] [--force]\n"
+	  "SOURCE DIR [--format raw|qcow2] [--level N] [--rescue] [--threads N] [--force]\n"
 	  "        [--timeout SECONDS] [--retries N] [--json] [--no-progress]",
 	  "save the used blocks of a disk, partition or image file into a folder" },
 	{ "verify", cmd_verify, 0, "DIR [--threads N] [--json] [--no-progress]",
