@@ -29,11 +29,11 @@ struct bk_rescue {
 	int failed;               /* recording ran out of memory: -ENOMEM */
 };
 
-/* Add [off, off+len) to the set, merging what touches it.  Returns 0 or
- * -ENOMEM. */
-static int rs_add(struct rangeset *s, uint64_t off, uint64_t len)
+/* Add [off, off+len) to the set, merging what touches it.  Returns the
+ * bytes that were not in the set yet, or -ENOMEM. */
+static int64_t rs_add(struct rangeset *s, uint64_t off, uint64_t len)
 {
-	uint64_t end = off + len;
+	uint64_t end = off + len, had = 0;
 	size_t lo = 0, hi = s->n, j;
 
 	if (!len)
@@ -41,10 +41,12 @@ static int rs_add(struct rangeset *s, uint64_t off, uint64_t len)
 	/* Reads mostly go forwards: the last range grows, or one follows it. */
 	if (s->n && s->r[s->n - 1].off <= off) {
 		struct bk_range *last = &s->r[s->n - 1];
-		if (off <= last->off + last->len) {
-			if (end > last->off + last->len)
-				last->len = end - last->off;
-			return 0;
+		uint64_t last_end = last->off + last->len;
+		if (off <= last_end) {
+			if (end <= last_end)
+				return 0;
+			last->len = end - last->off;
+			return (int64_t)(end - last_end);
 		}
 		lo = hi = s->n;
 	}
@@ -58,17 +60,20 @@ static int rs_add(struct rangeset *s, uint64_t off, uint64_t len)
 	}
 	/* ranges lo..j-1 touch [off, end): they become one */
 	for (j = lo; j < s->n && s->r[j].off <= end; j++) {
-		if (s->r[j].off < off)
-			off = s->r[j].off;
-		if (s->r[j].off + s->r[j].len > end)
-			end = s->r[j].off + s->r[j].len;
+		uint64_t a = s->r[j].off, b = a + s->r[j].len;
+		if (a < end && b > off)   /* its overlap with the new range */
+			had += (b < end ? b : end) - (a > off ? a : off);
+		if (a < off)
+			off = a;
+		if (b > end)
+			end = b;
 	}
 	if (j > lo) {
 		s->r[lo].off = off;
 		s->r[lo].len = end - off;
 		memmove(&s->r[lo + 1], &s->r[j], (s->n - j) * sizeof(*s->r));
 		s->n -= j - lo - 1;
-		return 0;
+		return (int64_t)(len - had);
 	}
 	if (s->n == s->cap) {
 		size_t cap = s->cap ? s->cap * 2 : 64;
@@ -82,7 +87,7 @@ static int rs_add(struct rangeset *s, uint64_t off, uint64_t len)
 	s->r[lo].off = off;
 	s->r[lo].len = end - off;
 	s->n++;
-	return 0;
+	return (int64_t)len;
 }
 
 /* Bytes of the set inside [off, off+len). */
@@ -154,10 +159,11 @@ static int split(struct bk *bk, unsigned char *buf, size_t len, uint64_t off)
 			if (r == 0 || !rescue_media_error(r))
 				return r;
 		}
+		int64_t added = rs_add(&rs->bad, off, len);
 		memset(buf, 0, len);
-		rs->bad_bytes += len;
-		if (rs_add(&rs->bad, off, len) < 0)
+		if (added < 0)
 			return -ENOMEM;
+		rs->bad_bytes += (uint64_t)added;   /* (a sector met again counts once) */
 		return 0;
 	}
 	half = len / 2 / g * g;
