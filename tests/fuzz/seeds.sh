@@ -13,7 +13,7 @@ t=$(mktemp -d)
 trap 'rm -rf "$t"' EXIT
 c=$here/corpus
 rm -rf "$c"
-mkdir -p "$c"/{fuzz-fs,fuzz-ptable,fuzz-qcow2,fuzz-manifest,fuzz-index,fuzz-partclone,fuzz-lvmtext,fuzz-convtext,fuzz-clonezilla}
+mkdir -p "$c"/{fuzz-fs,fuzz-ptable,fuzz-qcow2,fuzz-manifest,fuzz-index,fuzz-partclone,fuzz-lvmtext,fuzz-convtext,fuzz-clonezilla,fuzz-frames}
 sp() { python3 "$here/sparse.py" "$1" "$2"; }
 mkdir -p "$t/tree/d"
 echo hello >"$t/tree/a.txt"
@@ -92,6 +92,14 @@ nbdkit -U "$t/r.sock" -P "$t/r.pid" -r --filter=ddrescue file "$t/ext4" ddrescue
 [ -f "$t/r.pid" ] && kill "$(cat "$t/r.pid")"
 [ -f "$t/img3/manifest.json" ] && cp "$t/img3/manifest.json" "$c/fuzz-manifest/rescued.json"
 { printf '\x03'; cat "$t/img2"/part*.idx; } >"$c/fuzz-index/ext4-idx"
+# the frame reader: block-count byte, u16 index length (without its
+# trailer), the index, the stream (fuzz-frames.c)
+python3 - "$t/img2" "$c/fuzz-frames/ext4" <<'PY'
+import glob, struct, sys
+idx = open(glob.glob(sys.argv[1] + "/part*.idx")[0], "rb").read()[:-8]
+zst = open(glob.glob(sys.argv[1] + "/part*.zst")[0], "rb").read()
+open(sys.argv[2], "wb").write(b"\x03" + struct.pack("<H", len(idx)) + idx + zst)
+PY
 
 # partclone streams: v2 with CRC32 (default), and with XXH64 when the
 # installed partclone writes it; the first byte picks the reader (fuzz-partclone.c)
