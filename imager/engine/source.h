@@ -10,6 +10,8 @@
 #ifndef IMAGER_SOURCE_H
 #define IMAGER_SOURCE_H
 
+#include <sys/types.h>
+
 #include "imager/backend.h"
 #include "imager/fs.h"
 #include "imager/layout.h"
@@ -88,6 +90,8 @@ struct writer {
 	bool locked;                       /* lock_fd: the job's hold on the target */
 	uint64_t written;                  /* data bytes written so far */
 	int lock_fd;
+	dev_t dev;                         /* the target as locked: a file */
+	ino_t ino;                         /* deleted or replaced meanwhile is told */
 };
 
 /* What a partition holds, for growing it: its libblkid type, and for an

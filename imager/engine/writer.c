@@ -30,7 +30,43 @@ static int lock_target(struct writer *w, const char *path, bool force, struct im
 		return path_lock_err(err, path, r, holder);
 	w->locked = true;
 	w->lock_fd = l.fd;
+	struct stat st;
+	if (fstat(l.fd, &st) == 0) {
+		w->dev = st.st_dev;
+		w->ino = st.st_ino;
+	}
 	return 0;
+}
+
+/* Is path still the target the job locked (not deleted, moved away or
+ * replaced by another file meanwhile)?  true when it cannot be told (no
+ * lock). */
+static bool same_target(const struct writer *w, const char *path)
+{
+	struct stat st;
+
+	if (!w->locked || !w->ino)
+		return true;
+	return stat(path, &st) == 0 && st.st_dev == w->dev && st.st_ino == w->ino;
+}
+
+/* Before the table goes on: a target deleted, moved or replaced while the
+ * job ran would take the result with it, or get someone else's file a
+ * table.  Refused, and nothing more is written. */
+static int target_still_there(const struct writer *w, struct im_err *err)
+{
+	struct stat st;
+
+	if (same_target(w, w->tgt->name))
+		return 0;
+	if (fstat(w->lock_fd, &st) == 0 && st.st_nlink == 0 && !S_ISBLK(st.st_mode))
+		return im_errf(err, IM_EXIT_IO, -ENOENT,
+			       "%s was deleted while the job ran: the copy is lost, and no table "
+			       "was written", w->tgt->name);
+	return im_errf(err, IM_EXIT_IO, -ESTALE,
+		       "%s vanished or was replaced while the job ran (moved, renamed, or the "
+		       "device removed): the job stops before writing the table, and leaves "
+		       "what is at that path alone", w->tgt->name);
 }
 
 /* Free bytes (for unprivileged users) on the filesystem of the folder
@@ -426,6 +462,7 @@ int writer_finish(struct writer *w, const struct disk_plan *pl, struct im_err *e
 	for (size_t i = 0; i < pl->nareas; i++)
 		backup |= !strcmp(pl->area_names[i], "gpt-backup");
 
+	r = target_still_there(w, err);
 	for (size_t i = 0; i < w->nparts && r == 0; i++)
 		r = bk_pwrite(w->tgt, w->heads[i], w->part_head[i], w->part_start[i], err);
 	bool moved = w->layout && layout_changed(w->layout, w->nparts);
@@ -484,7 +521,8 @@ int writer_close(struct writer *w, bool ok, struct im_err *err)
 		r = bk_close(w->tgt, ok ? err : NULL);
 		w->tgt = NULL;
 	}
-	if ((!ok || r < 0) && w->created)
+	/* (only our file: another one put at the path meanwhile stays) */
+	if ((!ok || r < 0) && w->created && same_target(w, path))
 		unlink(path);
 	if (w->locked)
 		close(w->lock_fd);
