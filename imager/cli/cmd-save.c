@@ -33,6 +33,7 @@ int cmd_save(int argc, char **argv, struct cli *cli)
 		{ "level", required_argument, NULL, 'l' },
 		{ "format", required_argument, NULL, 'F' },
 		{ "rescue", no_argument, NULL, CLI_OPT_RESCUE },
+		{ "resume", no_argument, NULL, CLI_OPT_RESUME },
 		{ NULL, 0, NULL, 0 },
 	};
 	struct save_opts o = { .level = 3 };
@@ -61,6 +62,9 @@ int cmd_save(int argc, char **argv, struct cli *cli)
 			break;
 		case CLI_OPT_RESCUE:
 			rescue = true;
+			break;
+		case CLI_OPT_RESUME:
+			o.resume = true;
 			break;
 		default:
 			if ((r = cli_job_option("save", c, optarg, &job, NULL)) != IM_EXIT_OK)
@@ -107,6 +111,8 @@ int cmd_save(int argc, char **argv, struct cli *cli)
 		json_object_object_add(root, "partitions", parts);
 		json_object_object_add(root, "bytes_read", json_object_new_uint64(st.bytes_read));
 		json_object_object_add(root, "image_size", json_object_new_uint64(st.image_bytes));
+		if (o.resume)
+			json_object_object_add(root, "resumed_bytes", json_object_new_uint64(st.resumed_bytes));
 		json_object_object_add(root, "seconds", json_object_new_double(cli_now() - t0));
 		cli_print_json(root);
 	} else if (cli->verbose >= 0) {
@@ -115,6 +121,10 @@ int cmd_save(int argc, char **argv, struct cli *cli)
 		cli_human(st.image_bytes, b, sizeof(b));
 		printf("saved %s (%s table, %zu partition%s): read %s, image %s, %.1f s\n",
 		       m.source, m.table, m.nparts, m.nparts == 1 ? "" : "s", a, b, cli_now() - t0);
+		if (o.resume) {
+			cli_human(st.resumed_bytes, a, sizeof(a));
+			printf("resumed: %s of used data kept from the interrupted save\n", a);
+		}
 	}
 	img_manifest_free(&m);
 	return cli_finish_stdout("save", rc);

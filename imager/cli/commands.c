@@ -54,7 +54,7 @@ const struct command commands[] = {
 	  "        [--threads N] [--force] [--timeout SECONDS] [--retries N] [--json] [--no-progress]",
 	  "write an image folder (imager's or Clonezilla's) onto a disk or image file" },
 	{ "save", cmd_save, CMD_DEVICES,
-	  "SOURCE DIR [--format raw|qcow2] [--level N] [--rescue] [--threads N] [--force]\n"
+	  "SOURCE DIR [--format raw|qcow2] [--level N] [--rescue] [--resume] [--threads N] [--force]\n"
 	  "        [--timeout SECONDS] [--retries N] [--json] [--no-progress]",
 	  "save the used blocks of a disk, partition or image file into a folder" },
 	{ "verify", cmd_verify, 0, "DIR [--threads N] [--json] [--no-progress]",

@@ -124,6 +124,7 @@ struct cli_job {
 #define CLI_OPT_RETRIES 0x301
 #define CLI_OPT_RESCUE  0x302
 #define CLI_OPT_MAP     0x303
+#define CLI_OPT_RESUME  0x304
 #define CLI_JOB_OPTIONS \
 	{ "threads", required_argument, NULL, 't' }, \
 	{ "force", no_argument, NULL, 'f' }, \

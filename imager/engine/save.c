@@ -44,6 +44,19 @@ static int created_add(struct created *c, const char *name)
 	return 0;
 }
 
+/* The journals, once the manifest makes the folder an image. */
+static void remove_journals(struct created *c)
+{
+	char path[4200];
+	size_t len;
+
+	for (size_t i = 0; i < c->n; i++)
+		if ((len = strlen(c->names[i])) > 4 && !strcmp(c->names[i] + len - 4, ".jnl")) {
+			snprintf(path, sizeof(path), "%s/%s", c->dir, c->names[i]);
+			unlink(path);
+		}
+}
+
 static void created_undo(struct created *c)
 {
 	char path[4200];
@@ -65,12 +78,191 @@ struct part_job {
 	int level;
 	/* consumer */
 	int out_fd;
+	int jnl_fd;               /* partN.jnl: a record per frame written */
 	uint64_t out_off;
 	XXH3_state_t *stream_hash;
 	struct img_index *ix;
+	struct img_part *ip;
+	bool resumed;             /* carried on from an interrupted save's frames */
 	uint64_t *bytes_done, bytes_total;
 	const struct im_progress *progress;
 };
+
+/* ---- the journal: what an interrupted save had written (--resume) ----
+ *
+ * partN.jnl, beside the stream while the save runs (removed once the
+ * manifest is written), all integers little-endian:
+ *   header (48 bytes): magic "IMGJNL\0\1", u32 block_size, u32 0,
+ *     u64 block_count, u64 used_blocks, u64 XXH3-64 of the used bitmap,
+ *     u64 XXH3-64 of the 40 bytes before it
+ *   a record per frame, after the frame's bytes are in the stream:
+ *     u64 comp_offset, u32 comp_size, u32 raw_size, u32 nextents, u32 0,
+ *     u64 raw_xxh3, u64 comp_xxh3, nextents extents (u64 start, u32 count,
+ *     u32 flags), u64 XXH3-64 of the record before it.
+ * A resumed save keeps the frames whose records and stream bytes check
+ * out, in order, and reads on from the block after the last one; a header
+ * that does not match the source's filesystem (another disk, or one that
+ * changed) starts the partition afresh. */
+#define JNL_MAGIC  "IMGJNL\0\1"
+#define JNL_HEADER 48
+#define JNL_RECORD 40
+
+/* partN.jnl for the stream partN.zst */
+static void jnl_name(const char *stream, char *out, size_t n)
+{
+	size_t len = strlen(stream);
+	snprintf(out, n, "%.*s.jnl", (int)(len > 4 ? len - 4 : len), stream);
+}
+
+static uint64_t bitmap_hash(const struct bitmap *b)
+{
+	return XXH3_64bits(b->words, (size_t)((b->nbits + 63) / 64) * 8);
+}
+
+static void jnl_header(unsigned char *h, const struct fs_info *fs)
+{
+	memset(h, 0, JNL_HEADER);
+	memcpy(h, JNL_MAGIC, 8);
+	put_le32(h + 8, fs->block_size);
+	put_le64(h + 16, fs->block_count);
+	put_le64(h + 24, fs->used_blocks);
+	put_le64(h + 32, bitmap_hash(&fs->used));
+	put_le64(h + 40, XXH3_64bits(h, 40));
+}
+
+static int jnl_append(int fd, const struct img_frame *f, const struct img_extent *ext, uint32_t n)
+{
+	size_t len = JNL_RECORD + (size_t)n * IMG_INDEX_EXTENT + 8;
+	unsigned char *rec = malloc(len), *p;
+	int r;
+
+	if (!rec)
+		return -ENOMEM;
+	put_le64(rec, f->comp_offset);
+	put_le32(rec + 8, f->comp_size);
+	put_le32(rec + 12, f->raw_size);
+	put_le32(rec + 16, n);
+	put_le32(rec + 20, 0);
+	put_le64(rec + 24, f->raw_xxh3);
+	put_le64(rec + 32, f->comp_xxh3);
+	p = rec + JNL_RECORD;
+	for (uint32_t i = 0; i < n; i++, p += IMG_INDEX_EXTENT) {
+		put_le64(p, ext[i].start);
+		put_le32(p + 8, ext[i].count);
+		put_le32(p + 12, ext[i].flags);
+	}
+	put_le64(p, XXH3_64bits(rec, len - 8));
+	r = write_full(fd, rec, len);
+	free(rec);
+	return r;
+}
+
+/* What a resumed partition keeps: its frames (in ix, the stream hash
+ * and the reader's cursor set), the stream's and the journal's good
+ * lengths.  Returns 1 when something is kept, 0 when the partition starts
+ * afresh, or a negative errno (no memory). */
+static int jnl_replay(int jfd, int sfd, const struct fs_info *fs, struct part_job *j,
+		      uint64_t *jnl_len)
+{
+	const uint64_t max_ext = 2 * (IMG_FRAME_BLOCKS_BYTES / fs->block_size + 1);
+	unsigned char want[JNL_HEADER], h[JNL_HEADER], rh[JNL_RECORD], *ext = NULL, *comp = NULL;
+	uint64_t joff = JNL_HEADER, next_block = 0, bytes = 0;
+	struct img_extent *e = NULL;
+	int r = 0;
+
+	jnl_header(want, fs);
+	if (pread_full(jfd, h, JNL_HEADER, 0) < 0 || memcmp(h, want, JNL_HEADER))
+		return 0;
+	*jnl_len = JNL_HEADER;
+	comp = malloc(ZSTD_compressBound(IMG_FRAME_BLOCKS_BYTES));
+	ext = malloc(max_ext * IMG_INDEX_EXTENT + 8);
+	e = malloc(max_ext * sizeof(*e));
+	if (!comp || !ext || !e) {
+		r = -ENOMEM;
+		goto out;
+	}
+	for (;;) {
+		struct img_frame f = { 0 };
+		uint64_t data = 0, zero = 0;
+		uint32_t n;
+		size_t elen;
+
+		if (pread_full(jfd, rh, JNL_RECORD, joff) < 0)
+			break;
+		f.comp_offset = le64(rh);
+		f.comp_size = le32(rh + 8);
+		f.raw_size = le32(rh + 12);
+		n = le32(rh + 16);
+		f.raw_xxh3 = le64(rh + 24);
+		f.comp_xxh3 = le64(rh + 32);
+		/* every field as hostile: this frame follows the last, fits
+		 * the buffers, and its extents walk forwards inside the
+		 * filesystem over used blocks only */
+		if (f.comp_offset != j->out_off || !f.comp_size ||
+		    f.comp_size > ZSTD_compressBound(IMG_FRAME_BLOCKS_BYTES) ||
+		    f.raw_size > IMG_FRAME_BLOCKS_BYTES || n == 0 || n > max_ext)
+			break;
+		elen = (size_t)n * IMG_INDEX_EXTENT + 8;
+		if (pread_full(jfd, ext, elen, joff + JNL_RECORD) < 0)
+			break;
+		{
+			XXH3_state_t *st = XXH3_createState();
+			uint64_t hsum;
+			if (!st) {
+				r = -ENOMEM;
+				goto out;
+			}
+			XXH3_64bits_reset(st);
+			XXH3_64bits_update(st, rh, JNL_RECORD);
+			XXH3_64bits_update(st, ext, elen - 8);
+			hsum = XXH3_64bits_digest(st);
+			XXH3_freeState(st);
+			if (hsum != le64(ext + elen - 8))
+				break;
+		}
+		bool ok = true;
+		for (uint32_t i = 0; i < n && ok; i++) {
+			e[i].start = le64(ext + (size_t)i * IMG_INDEX_EXTENT);
+			e[i].count = le32(ext + (size_t)i * IMG_INDEX_EXTENT + 8);
+			e[i].flags = le32(ext + (size_t)i * IMG_INDEX_EXTENT + 12);
+			ok = e[i].count && e[i].start >= next_block && e[i].start < fs->block_count &&
+			     e[i].count <= fs->block_count - e[i].start && !(e[i].flags & ~IMG_EXT_ZERO);
+			for (uint64_t b = e[i].start; ok && b < e[i].start + e[i].count; b++)
+				ok = bitmap_test(&fs->used, b);
+			if (ok) {
+				next_block = e[i].start + e[i].count;
+				if (e[i].flags & IMG_EXT_ZERO)
+					zero += e[i].count;
+				else
+					data += e[i].count;
+			}
+		}
+		if (!ok || data * fs->block_size != f.raw_size)
+			break;
+		/* the frame's bytes are in the stream, as the record says */
+		if (pread_full(sfd, comp, f.comp_size, f.comp_offset) < 0 ||
+		    XXH3_64bits(comp, f.comp_size) != f.comp_xxh3)
+			break;
+		r = img_index_add(j->ix, &f, e, n);
+		if (r < 0)
+			goto out;
+		XXH3_64bits_update(j->stream_hash, comp, f.comp_size);
+		j->out_off += f.comp_size;
+		bytes += (data + zero) * fs->block_size;
+		joff += JNL_RECORD + elen;
+		*jnl_len = joff;
+	}
+	r = j->ix->nframes ? 1 : 0;
+	/* the reader goes on from the block after the last frame's */
+	j->rd.run_pos = j->rd.ahead_pos = next_block;
+	j->rd.run_left = 0;
+	*j->bytes_done += bytes;
+out:
+	free(comp);
+	free(ext);
+	free(e);
+	return r;
+}
 
 static int save_produce(void *ctx, struct pipe_slot *s, struct im_err *err)
 {
@@ -151,10 +343,127 @@ static int save_consume(void *ctx, struct pipe_slot *s, struct im_err *err)
 	r = img_index_add(j->ix, &m->frame, m->ext + m->nin, m->nout);
 	if (r < 0)
 		return im_errf(err, IM_EXIT_INTERNAL, r, "out of memory");
+	r = jnl_append(j->jnl_fd, &m->frame, m->ext + m->nin, m->nout);
+	if (r < 0)
+		return im_errf(err, r == -ENOMEM ? IM_EXIT_INTERNAL : IM_EXIT_IO, r,
+			       "writing the journal: %s", strerror(-r));
 	for (uint32_t i = 0; i < m->nin; i++)
 		*j->bytes_done += (uint64_t)m->ext[i].count * j->bs;
 	if (j->progress->fn)
 		j->progress->fn(j->progress->opaque, "save", *j->bytes_done, j->bytes_total);
+	return 0;
+}
+
+/* The manifest's entry for a partition's stream and index (ix read or
+ * built), stats counted. */
+static int describe_stream(const char *dir, const struct img_index *ix, const struct fs_info *fs,
+			   struct img_part *ip, struct save_stats *stats, struct im_err *err)
+{
+	char path[4200];
+	int r;
+
+	snprintf(path, sizeof(path), "%s/%s", dir, ip->index);
+	r = img_hash_file(path, &ip->index_size, &ip->index_xxh3);
+	if (r < 0)
+		return im_errf(err, IM_EXIT_IO, r, "%s: %s", path, strerror(-r));
+	ip->stream_size = ix->stream_size;
+	ip->frames = ix->nframes;
+	ip->zero_blocks = ix->zero_blocks;
+	ip->data_bytes = ix->data_blocks * fs->block_size;
+	stats->image_bytes += ip->stream_size + ip->index_size;
+	return 0;
+}
+
+/* --resume: is this partition done (its index written, the journal's
+ * header matching the source, the stream complete)?  Then its entry is
+ * filled from the files: returns 1.  0 when it is not. */
+static int resumed_complete(const char *dir, const struct fs_info *fs, struct img_part *ip,
+			    struct save_stats *stats, struct im_err *err)
+{
+	unsigned char want[JNL_HEADER], h[JNL_HEADER];
+	char path[4200];
+	struct img_index ix;
+	struct im_err e = { 0 };
+	uint64_t size;
+	int fd, r;
+
+	char jname[64];
+	jnl_name(ip->stream, jname, sizeof(jname));
+	snprintf(path, sizeof(path), "%s/%s", dir, jname);
+	fd = open(path, O_RDONLY | O_CLOEXEC);
+	jnl_header(want, fs);
+	r = fd >= 0 && pread_full(fd, h, JNL_HEADER, 0) == 0 && !memcmp(h, want, JNL_HEADER);
+	if (fd >= 0)
+		close(fd);
+	snprintf(path, sizeof(path), "%s/%s", dir, ip->index);
+	if (!r || img_index_read(&ix, path, fs->block_count, &e) < 0)
+		return 0;
+	snprintf(path, sizeof(path), "%s/%s", dir, ip->stream);
+	r = ix.block_size == fs->block_size && ix.data_blocks + ix.zero_blocks == fs->used_blocks &&
+	    img_hash_file(path, &size, &ip->stream_xxh3) == 0 && size == ix.stream_size;
+	if (r)
+		r = describe_stream(dir, &ix, fs, ip, stats, err) < 0 ? -EIO : 1;
+	img_index_free(&ix);
+	return r < 0 ? err->code : r;
+}
+
+/* Open the stream and its journal: carried on from what a resume keeps,
+ * else new.  Returns 0 or negative errno. */
+static int open_stream(const char *dir, const struct fs_info *fs, bool resume, struct part_job *j,
+		       struct im_err *err)
+{
+	char spath[4200], jpath[4200], ipath[4200], jname[64];
+	unsigned char h[JNL_HEADER];
+	uint64_t jlen = 0;
+	int r = 0;
+
+	jnl_name(j->ip->stream, jname, sizeof(jname));
+	snprintf(spath, sizeof(spath), "%s/%s", dir, j->ip->stream);
+	snprintf(jpath, sizeof(jpath), "%s/%s", dir, jname);
+	snprintf(ipath, sizeof(ipath), "%s/%s", dir, j->ip->index);
+	if (resume) {
+		int sfd = open(spath, O_RDWR | O_CLOEXEC), jfd = open(jpath, O_RDWR | O_CLOEXEC);
+		if (sfd >= 0 && jfd >= 0)
+			r = jnl_replay(jfd, sfd, fs, j, &jlen);
+		if (r > 0 && (ftruncate(sfd, (off_t)j->out_off) < 0 || ftruncate(jfd, (off_t)jlen) < 0 ||
+			      lseek(sfd, (off_t)j->out_off, SEEK_SET) < 0 ||
+			      lseek(jfd, (off_t)jlen, SEEK_SET) < 0))
+			r = -errno;
+		if (r > 0) {
+			j->out_fd = sfd;
+			j->jnl_fd = jfd;
+			j->resumed = true;
+			return 0;
+		}
+		if (sfd >= 0)
+			close(sfd);
+		if (jfd >= 0)
+			close(jfd);
+		if (r < 0)
+			return im_errf(err, r == -ENOMEM ? IM_EXIT_INTERNAL : IM_EXIT_IO, r,
+				       "resuming %s: %s", spath, strerror(-r));
+		/* nothing to keep: afresh */
+		img_index_free(j->ix);
+		img_index_init(j->ix, fs->block_size);
+		XXH3_64bits_reset(j->stream_hash);
+		j->out_off = 0;
+		j->rd.run_pos = j->rd.run_left = j->rd.ahead_pos = 0;
+		unlink(spath);
+		unlink(jpath);
+		unlink(ipath);
+	}
+	j->out_fd = open(spath, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
+	if (j->out_fd < 0)
+		return im_errf(err, IM_EXIT_TARGET, -errno, "%s: %s", spath, strerror(errno));
+	j->jnl_fd = open(jpath, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
+	jnl_header(h, fs);
+	if (j->jnl_fd < 0 || write_full(j->jnl_fd, h, JNL_HEADER) < 0) {
+		r = im_errf(err, IM_EXIT_TARGET, -errno, "%s: %s", jpath, strerror(errno));
+		close(j->out_fd);
+		if (j->jnl_fd >= 0)
+			close(j->jnl_fd);
+		return r;
+	}
 	return 0;
 }
 
@@ -168,56 +477,60 @@ static int save_partition(struct bk *src, const struct pt_part *pp, const struct
 		.rd = { .bk = src, .base = pp->start, .used = &fs->used, .bs = fs->block_size,
 			.bytes_read = &stats->bytes_read },
 		.bs = fs->block_size, .level = opts->level, .bytes_done = bytes_done,
-		.bytes_total = bytes_total, .progress = &opts->progress, .ix = &ix,
+		.bytes_total = bytes_total, .progress = &opts->progress, .ix = &ix, .ip = ip,
+		.out_fd = -1, .jnl_fd = -1,
 	};
 	const struct pipe_ops ops = {
 		.produce = save_produce, .work = save_work, .consume = save_consume,
 		.worker_init = save_worker_init, .worker_fini = save_worker_fini,
 		.cancel = opts->progress.cancel,
 	};
-	char path[4200];
-	uint64_t blocks_per_frame = IMG_FRAME_BLOCKS_BYTES / fs->block_size;
+	char path[4200], jname[64];
+	uint64_t blocks_per_frame = IMG_FRAME_BLOCKS_BYTES / fs->block_size, before = *bytes_done;
 	int r;
 
 	if (blocks_per_frame == 0)   /* blocks larger than a frame: one per frame */
 		blocks_per_frame = 1;
 	snprintf(ip->stream, sizeof(ip->stream), "part%u.zst", pp->number);
 	snprintf(ip->index, sizeof(ip->index), "part%u.idx", pp->number);
-	if (created_add(cr, ip->stream) < 0 || created_add(cr, ip->index) < 0)
+	jnl_name(ip->stream, jname, sizeof(jname));
+	if (created_add(cr, ip->stream) < 0 || created_add(cr, ip->index) < 0 ||
+	    created_add(cr, jname) < 0)
 		return im_errf(err, IM_EXIT_INTERNAL, -ENOMEM, "out of memory");
-	snprintf(path, sizeof(path), "%s/%s", cr->dir, ip->stream);
-	j.out_fd = open(path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
-	if (j.out_fd < 0)
-		return im_errf(err, IM_EXIT_TARGET, -errno, "%s: %s", path, strerror(errno));
-	j.stream_hash = XXH3_createState();
-	if (!j.stream_hash) {
-		close(j.out_fd);
-		return im_errf(err, IM_EXIT_INTERNAL, -ENOMEM, "out of memory");
+	if (opts->resume && (r = resumed_complete(cr->dir, fs, ip, stats, err)) != 0) {
+		if (r > 0) {
+			*bytes_done += fs->used_blocks * fs->block_size;
+			stats->resumed_bytes += fs->used_blocks * fs->block_size;
+		}
+		return r < 0 ? r : 0;
 	}
+	j.stream_hash = XXH3_createState();
+	if (!j.stream_hash)
+		return im_errf(err, IM_EXIT_INTERNAL, -ENOMEM, "out of memory");
 	XXH3_64bits_reset(j.stream_hash);
 	img_index_init(&ix, fs->block_size);
-	r = pipeline_run(&ops, &j, opts->threads ? opts->threads : pipeline_default_threads(),
-			 blocks_per_frame * fs->block_size,
-			 ZSTD_compressBound(blocks_per_frame * fs->block_size),
-			 used_meta_size((uint32_t)blocks_per_frame),
-			 err);
-	if (r == 0 && fsync(j.out_fd) < 0)
-		r = im_errf(err, IM_EXIT_IO, -errno, "%s: %s", path, strerror(errno));
-	if (close(j.out_fd) < 0 && r == 0)
-		r = im_errf(err, IM_EXIT_IO, -errno, "%s: %s", path, strerror(errno));
+	r = open_stream(cr->dir, fs, opts->resume, &j, err);
 	if (r == 0) {
-		ip->stream_size = j.out_off;
+		stats->resumed_bytes += *bytes_done - before;
+		r = pipeline_run(&ops, &j, opts->threads ? opts->threads : pipeline_default_threads(),
+				 blocks_per_frame * fs->block_size,
+				 ZSTD_compressBound(blocks_per_frame * fs->block_size),
+				 used_meta_size((uint32_t)blocks_per_frame), err);
+		snprintf(path, sizeof(path), "%s/%s", cr->dir, ip->stream);
+		if (r == 0 && fsync(j.out_fd) < 0)
+			r = im_errf(err, IM_EXIT_IO, -errno, "%s: %s", path, strerror(errno));
+		if (close(j.out_fd) < 0 && r == 0)
+			r = im_errf(err, IM_EXIT_IO, -errno, "%s: %s", path, strerror(errno));
+		close(j.jnl_fd);
+	}
+	if (r == 0) {
 		ip->stream_xxh3 = XXH3_64bits_digest(j.stream_hash);
 		ix.stream_size = j.out_off;
 		snprintf(path, sizeof(path), "%s/%s", cr->dir, ip->index);
 		r = img_index_write(&ix, path, &ip->index_size, &ip->index_xxh3, err);
 	}
-	if (r == 0) {
-		ip->frames = ix.nframes;
-		ip->zero_blocks = ix.zero_blocks;
-		ip->data_bytes = ix.data_blocks * fs->block_size;
-		stats->image_bytes += ip->stream_size + ip->index_size;
-	}
+	if (r == 0)
+		r = describe_stream(cr->dir, &ix, fs, ip, stats, err);
 	XXH3_freeState(j.stream_hash);
 	img_index_free(&ix);
 	return r;
@@ -226,7 +539,8 @@ static int save_partition(struct bk *src, const struct pt_part *pp, const struct
 /* ---- the whole disk ---- */
 
 /* A file an interrupted save may have left: boot-*.bin, part*.zst,
- * part*.idx, rescue.map, and their .tmp forms.  Never manifest.json. */
+ * part*.idx, part*.jnl, rescue.map, and their .tmp forms.  Never
+ * manifest.json. */
 static bool is_our_file(const char *n)
 {
 	size_t len = strlen(n);
@@ -240,12 +554,13 @@ static bool is_our_file(const char *n)
 	if (!strncmp(base, "boot-", 5) && len > 4 && !strcmp(base + len - 4, ".bin"))
 		return true;
 	if (!strncmp(base, "part", 4) && len > 4 &&
-	    (!strcmp(base + len - 4, ".zst") || !strcmp(base + len - 4, ".idx")))
+	    (!strcmp(base + len - 4, ".zst") || !strcmp(base + len - 4, ".idx") ||
+	     !strcmp(base + len - 4, ".jnl")))
 		return true;
 	return !strcmp(base, IMG_RESCUE_MAP);
 }
 
-static int prepare_dir(struct created *cr, const char *dir, struct im_err *err)
+static int prepare_dir(struct created *cr, const char *dir, bool resume, struct im_err *err)
 {
 	DIR *dh;
 	struct dirent *de;
@@ -278,10 +593,17 @@ static int prepare_dir(struct created *cr, const char *dir, struct im_err *err)
 			continue;
 		if (!is_our_file(n)) {
 			closedir(dh);
+			if (resume && !strcmp(n, IMG_MANIFEST))
+				return im_errf(err, IM_EXIT_TARGET, -EEXIST,
+					       "%s holds a complete image: nothing to resume", dir);
 			return im_errf(err, IM_EXIT_TARGET, -EEXIST,
 				       "%s exists and is not empty%s; give a new folder", dir,
 				       strcmp(n, IMG_MANIFEST) ? "" : " (it holds an image)");
 		}
+	}
+	if (resume) {   /* kept: each partition checks what it can keep */
+		closedir(dh);
+		return 0;
 	}
 	rewinddir(dh);
 	while ((de = readdir(dh)))
@@ -438,7 +760,7 @@ int im_save(const struct disk_roots *roots, const char *source, const char *dir,
 		r = im_errf(err, IM_EXIT_INTERNAL, -ENOMEM, "out of memory");
 		goto out;
 	}
-	r = prepare_dir(&cr, dir, err);
+	r = prepare_dir(&cr, dir, opts->resume, err);
 	if (r < 0)
 		goto out;
 	for (size_t i = 0; i < pt->nareas; i++) {
@@ -470,8 +792,17 @@ int im_save(const struct disk_roots *roots, const char *source, const char *dir,
 		goto out;
 	/* Last, atomically: from here on the folder is an image. */
 	r = img_manifest_write(m, dir, err);
+	if (r == 0)
+		remove_journals(&cr);
 out:
-	if (r < 0) {
+	if (r < 0 && err->exit_class == IM_EXIT_INTERRUPTED) {
+		/* Kept for --resume: without a manifest it is an unfinished
+		 * image, which nothing takes for a complete one. */
+		snprintf(err->msg, sizeof(err->msg),
+			 "interrupted: %s is left unfinished (no manifest); imager save --resume "
+			 "with the same source carries on from its last frame", dir);
+		img_manifest_free(m);
+	} else if (r < 0) {
 		created_undo(&cr);
 		img_manifest_free(m);
 	}

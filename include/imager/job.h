@@ -51,6 +51,10 @@ struct save_opts {
 	int level;                 /* zstd level, 1..19 */
 	unsigned threads;          /* compression workers; 0 = all cores */
 	bool force;                /* copy unclean or inconsistent filesystems */
+	/* Carry on from an interrupted save in DIR (no manifest yet): each
+	 * partition keeps what its journal and stream prove was written for
+	 * this same source, and reads on from there; the rest is saved anew. */
+	bool resume;
 	struct rescue_opts rescue;
 	struct im_progress progress;
 };
@@ -61,11 +65,15 @@ struct save_stats {
 	char warnings[4][600];     /* plugin warnings worth telling */
 	size_t nwarnings;
 	struct rescue_report rescue;  /* also in the manifest ("unreadable") */
+	uint64_t resumed_bytes;       /* --resume: used bytes kept from before */
 };
 
 /* Save SOURCE (a disk, a partition or an image file) into DIR (created; an
- * existing DIR must be empty).  The manifest is written last; on failure the
- * files written are removed and no manifest exists.  On success *m holds
+ * existing DIR must be empty, or an unfinished image, which is replaced, or
+ * with opts->resume carried on).  The manifest is written last; on failure
+ * the files written are removed and no manifest exists, except when
+ * interrupted (IM_EXIT_INTERRUPTED): the unfinished folder stays, for
+ * --resume.  On success *m holds
  * the manifest (free with img_manifest_free). */
 int im_save(const struct disk_roots *roots, const char *source, const char *dir,
 	    const struct save_opts *opts, struct img_manifest *m, struct save_stats *stats,
