@@ -76,6 +76,9 @@ int cmd_save(int argc, char **argv, struct cli *cli)
 	o.force = job.force;
 	if (argc - optind != 2)
 		return cli_usage("save", "needs SOURCE and DIR");
+	if (rescue && o.resume)
+		return cli_usage("save", "--rescue does not resume (the map would miss what the first "
+				 "run met): save --rescue anew");
 	if (rescue)
 		cli_rescue_opts(&o.rescue, argc, argv);
 	cli_progress_job(&prog, job.progress, cli, &o.progress);
