@@ -12,6 +12,7 @@ int cmd_restore(int argc, char **argv, struct cli *cli)
 	static const struct option opts[] = {
 		CLI_TARGET_OPTIONS,
 		CLI_JOB_OPTIONS,
+		{ "resume", no_argument, NULL, CLI_OPT_RESUME },
 		{ NULL, 0, NULL, 0 },
 	};
 	struct restore_opts o = { 0 };
@@ -26,10 +27,15 @@ int cmd_restore(int argc, char **argv, struct cli *cli)
 	int c, r;
 
 	while ((c = getopt_long(argc, argv, "", opts, NULL)) != -1) {
+		if (c == CLI_OPT_RESUME) {
+			o.resume = true;
+			continue;
+		}
 		if ((r = cli_job_option("restore", c, optarg, &job, &t)) != IM_EXIT_OK)
 			return r;
 	}
 	o.threads = job.threads;
+	o.journal = true;
 	t.o.force = job.force;
 	if (argc - optind != 2)
 		return cli_usage("restore", "needs DIR and TARGET");
@@ -59,6 +65,8 @@ int cmd_restore(int argc, char **argv, struct cli *cli)
 		json_object_object_add(root, "target_size", json_object_new_uint64(st.target.size));
 		json_object_object_add(root, "created", json_object_new_boolean(st.target.created));
 		json_object_object_add(root, "bytes_written", json_object_new_uint64(st.bytes_written));
+		if (o.resume)
+			json_object_object_add(root, "resumed_bytes", json_object_new_uint64(st.resumed_bytes));
 		json_object_object_add(root, "partitions", cli_grow_json(&st.grow));
 		json_object_object_add(root, "seconds", json_object_new_double(cli_now() - t0));
 		if (have_m)
@@ -69,6 +77,10 @@ int cmd_restore(int argc, char **argv, struct cli *cli)
 		cli_human(st.bytes_written, a, sizeof(a));
 		printf("restored %s to %s: %s of data, %.1f s\n", argv[optind], argv[optind + 1], a,
 		       cli_now() - t0);
+		if (o.resume) {
+			cli_human(st.resumed_bytes, a, sizeof(a));
+			printf("resumed: %s of used data was on the target already\n", a);
+		}
 	}
 	img_manifest_free(&m);
 	return cli_finish_stdout("restore", crc);

@@ -51,7 +51,8 @@ const struct command commands[] = {
 	  "        [--cluster-size SIZE] [--size SIZE] [--grow-last|--proportional|--shrink]\n"
 	  "        [--convert [--block virtio-blk|virtio-scsi] [--rebuild-initramfs]\n"
 	  "                   [--virtio-win PATH]]\n"
-	  "        [--threads N] [--force] [--timeout SECONDS] [--retries N] [--json] [--no-progress]",
+	  "        [--resume] [--threads N] [--force] [--timeout SECONDS] [--retries N] [--json]\n"
+	  "        [--no-progress]",
 	  "write an image folder (imager's or Clonezilla's) onto a disk or image file" },
 	{ "save", cmd_save, CMD_DEVICES,
 	  "SOURCE DIR [--format raw|qcow2] [--level N] [--rescue] [--resume] [--threads N] [--force]\n"

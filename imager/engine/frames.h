@@ -33,6 +33,7 @@ int image_read_area(const char *dir, const struct img_area *a, unsigned char **b
 struct frame_meta {
 	uint64_t frame;
 	bool damaged;
+	bool skipped;               /* restore --resume: on the target already */
 	char what[160];
 };
 struct frame_reader {

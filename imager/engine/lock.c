@@ -67,8 +67,15 @@ int path_lock(struct path_lock *l, const char *path, bool excl, pid_t *holder)
 			*holder = flock_holder(&st);
 		return -e;
 	}
-	if (flock(fd, LOCK_EX | LOCK_NB) < 0) {
+	/* A lock whose holder /proc/locks no longer lists belongs to a job
+	 * that is ending (killed: its descriptors are released a moment after
+	 * its PID goes): asked again for up to a second. */
+	for (int tries = 0; flock(fd, LOCK_EX | LOCK_NB) < 0; tries++) {
 		int e = errno;
+		if (e == EWOULDBLOCK && tries < 20 && !flock_holder(&st)) {
+			usleep(50000);
+			continue;
+		}
 		if (e != EWOULDBLOCK) {
 			/* A filesystem without flock for this descriptor (NFS
 			 * takes exclusive locks only on files open for writing,

@@ -11,20 +11,110 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 #include <xxhash.h>
 #include <zstd.h>
 
 #include "frames.h"
+#include "imager/backend.h"
 #include "imager/clonezilla.h"
 #include "imager/pipeline.h"
 #include "source.h"
 #include "util.h"
 
+/* ---- the journal: how far an interrupted restore got (--resume) ----
+ *
+ * One record of 64 bytes, replaced atomically at each checkpoint (every
+ * CHECKPOINT_FRAMES frames and at each partition's end, after the target
+ * was flushed: what it says is on the disk is), all little-endian:
+ * magic "IMGRJNL\1", u64 XXH3-64 of the image's manifest.json, u64 the
+ * target's size, u32 the partition being restored (its index in the
+ * manifest), u32 0, u64 its frames on the target, u64 used bytes done,
+ * u64 0, u64 XXH3-64 of the 56 bytes before it.  Raw targets only (a
+ * qcow2's tables are written when it closes). */
+#define RJNL_MAGIC "IMGRJNL\1"
+#define RJNL_SIZE  64
+#define CHECKPOINT_FRAMES 32
+
+struct rjournal {
+	bool on;
+	char path[4200];
+	uint64_t manifest_xxh3, target_size;
+	uint32_t part;             /* read: where the last run was */
+	uint64_t frames, bytes;
+};
+
+/* Where the journal of target lives: beside a file, or under
+ * /var/lib/imager/resume for a device; false for other targets (NBD). */
+static bool rjournal_path(const char *target, char *out, size_t n)
+{
+	struct stat st;
+	const char *base = strrchr(target, '/');
+
+	if (bk_is_uri(target))
+		return false;
+	if (stat(target, &st) == 0 && S_ISBLK(st.st_mode)) {
+		mkdir("/var/lib/imager", 0755);
+		mkdir("/var/lib/imager/resume", 0755);
+		snprintf(out, n, "/var/lib/imager/resume/%s.jnl", base ? base + 1 : target);
+		return true;
+	}
+	snprintf(out, n, "%s.imager-resume", target);
+	return true;
+}
+
+static int rjournal_write(struct rjournal *jn, uint32_t part, uint64_t frames, uint64_t bytes)
+{
+	unsigned char rec[RJNL_SIZE] = { 0 };
+
+	memcpy(rec, RJNL_MAGIC, 8);
+	put_le64(rec + 8, jn->manifest_xxh3);
+	put_le64(rec + 16, jn->target_size);
+	put_le32(rec + 24, part);
+	put_le64(rec + 32, frames);
+	put_le64(rec + 40, bytes);
+	put_le64(rec + 56, XXH3_64bits(rec, 56));
+	return write_file_atomic(jn->path, rec, sizeof(rec));
+}
+
+/* The last run's record, when it is for this image and this target. */
+static int rjournal_read(struct rjournal *jn, const struct img_manifest *m, struct im_err *err)
+{
+	unsigned char *rec = NULL;
+	size_t len = 0;
+	int r = read_whole_file(jn->path, &rec, &len, RJNL_SIZE);
+
+	if (r < 0)
+		return im_errf(err, IM_EXIT_TARGET, r,
+			       "%s: %s: no interrupted restore to resume (restore without --resume)",
+			       jn->path, strerror(-r));
+	if (len != RJNL_SIZE || memcmp(rec, RJNL_MAGIC, 8) || le64(rec + 56) != XXH3_64bits(rec, 56))
+		r = im_errf(err, IM_EXIT_TARGET, -EBADMSG, "%s: not a restore journal, or damaged",
+			    jn->path);
+	else if (le64(rec + 8) != jn->manifest_xxh3)
+		r = im_errf(err, IM_EXIT_TARGET, -ESTALE,
+			    "%s: the interrupted restore was of another image", jn->path);
+	else if (le32(rec + 24) > m->nparts)
+		r = im_errf(err, IM_EXIT_TARGET, -EBADMSG, "%s: not a restore journal, or damaged",
+			    jn->path);
+	if (r == 0) {
+		jn->target_size = le64(rec + 16);
+		jn->part = le32(rec + 24);
+		jn->frames = le64(rec + 32);
+		jn->bytes = le64(rec + 40);
+	}
+	free(rec);
+	return r;
+}
+
 struct rpart_job {
 	const struct img_part *p;
 	const struct img_index *ix;
 	size_t part_index;
+	uint64_t skip_below;       /* --resume: frames already on the target */
+	struct rjournal *jn;
+	uint64_t since_checkpoint;
 	struct frame_reader fr;
 	XXH3_state_t *stream_hash;
 	struct writer *w;
@@ -35,15 +125,46 @@ struct rpart_job {
 static int restore_produce(void *ctx, struct pipe_slot *s, struct im_err *err)
 {
 	struct rpart_job *j = ctx;
+	struct frame_meta *m = s->meta;
+	int r;
+
 	(void)err;
-	return frame_produce(&j->fr, s);
+	r = frame_produce(&j->fr, s);
+	/* (read all the same: the stream's checksum covers every frame) */
+	m->skipped = false;
+	if (r == 1 && m->frame < j->skip_below) {
+		const struct img_frame *f = &j->ix->frames[m->frame];
+		/* on the target already; decoded only for the partition's head,
+		 * which the writer writes last */
+		m->skipped = !f->nextents ||
+			     j->ix->extents[f->first_extent].start * j->ix->block_size >=
+				     j->w->part_head[j->part_index];
+	}
+	return r;
 }
 
 static int restore_work(void *ctx, void *ws, struct pipe_slot *s)
 {
 	struct rpart_job *j = ctx;
+	if (((struct frame_meta *)s->meta)->skipped)
+		return 0;
 	frame_work(j->ix, ws, s);
 	return ((struct frame_meta *)s->meta)->damaged ? -EBADMSG : 0;
+}
+
+/* Every CHECKPOINT_FRAMES frames: the target flushed, then the journal
+ * says so. */
+static int checkpoint(struct rpart_job *j, uint64_t frames_done, struct im_err *err)
+{
+	int r;
+
+	if (!j->jn->on)
+		return 0;
+	r = bk_flush(j->w->tgt, err);
+	if (r == 0 && (r = rjournal_write(j->jn, (uint32_t)j->part_index, frames_done,
+					  *j->bytes_done)) < 0)
+		r = im_errf(err, IM_EXIT_IO, r, "%s: %s", j->jn->path, strerror(-r));
+	return r;
 }
 
 static int restore_consume(void *ctx, struct pipe_slot *s, struct im_err *err)
@@ -63,17 +184,34 @@ static int restore_consume(void *ctx, struct pipe_slot *s, struct im_err *err)
 			       (unsigned long long)off, (unsigned long long)(off + len));
 	}
 	XXH3_64bits_update(j->stream_hash, s->a, s->a_len);
+	if (m->skipped) {   /* --resume: on the target, and not in the head */
+		for (uint32_t i = 0; i < f->nextents; i++)
+			*j->bytes_done += (uint64_t)j->ix->extents[f->first_extent + i].count * bs;
+		return 0;
+	}
+	bool before = m->frame < j->skip_below;
+	j->w->heads_only = before;   /* (only the head of a frame written before) */
 	for (uint32_t i = 0; i < f->nextents; i++) {
 		const struct img_extent *e = &j->ix->extents[f->first_extent + i];
 		uint64_t len = (uint64_t)e->count * bs;
 		bool zero = e->flags & IMG_EXT_ZERO;
 		int r = writer_put(j->w, j->part_index, e->start * bs, len, zero ? NULL : data, err);
-		if (r < 0)
+		if (r < 0) {
+			j->w->heads_only = false;
 			return r;
+		}
 		if (!zero)
 			data += len;
 		*j->bytes_done += len;
-		*j->bytes_written += len;
+		if (!before)
+			*j->bytes_written += len;
+	}
+	j->w->heads_only = false;
+	if (!before && ++j->since_checkpoint >= CHECKPOINT_FRAMES) {
+		int r = checkpoint(j, m->frame + 1, err);
+		if (r < 0)
+			return r;
+		j->since_checkpoint = 0;
 	}
 	if (j->progress->fn)
 		j->progress->fn(j->progress->opaque, "restore", *j->bytes_done, j->bytes_total);
@@ -163,15 +301,25 @@ int im_restore(const struct disk_roots *roots, const char *dir, const char *targ
 	struct img_index *ix;
 	struct disk_plan pl = { 0 };
 	struct writer w = { 0 };
-	uint64_t total = 0, done = 0;
+	struct rjournal jn = { 0 };
+	uint64_t total = 0, done = 0, msize;
+	char mpath[4200];
 	int r;
 
 	memset(stats, 0, sizeof(*stats));
-	if (cz_detect(dir))  /* a Clonezilla image folder */
+	if (cz_detect(dir)) {  /* a Clonezilla image folder */
+		if (opts->resume)
+			return im_errf(err, IM_EXIT_UNSUPP, -ENOTSUP,
+				       "%s: a Clonezilla image cannot be resumed; restore it anew", dir);
 		return cz_restore(roots, dir, target, opts, stats, err);
+	}
 	r = img_manifest_read(&m, dir, err);
 	if (r < 0)
 		return r;
+	snprintf(mpath, sizeof(mpath), "%s/%s", dir, IMG_MANIFEST);
+	jn.on = (opts->journal || opts->resume) && !opts->target.shrink &&
+		img_hash_file(mpath, &msize, &jn.manifest_xxh3) == 0 &&
+		rjournal_path(target, jn.path, sizeof(jn.path));
 	ix = calloc(m.nparts + 1, sizeof(*ix));
 	r = disk_plan_alloc(&pl, m.disk_size, m.table, m.logical_sector_size, m.nparts, m.nareas, err);
 	if (r == 0 && !ix)
@@ -194,27 +342,77 @@ int im_restore(const struct disk_roots *roots, const char *dir, const char *targ
 			sp[i].vols = m.parts[i].volumes;
 			sp[i].nvols = m.parts[i].nvolumes;
 		}
-		r = shrink_if_smaller(&job, m.disk_size, &stats->grow, &stats->target,
-				      &stats->bytes_written, err);
+		if (opts->resume && opts->target.shrink)
+			r = im_errf(err, IM_EXIT_USAGE, -EINVAL, "--resume does not shrink");
+		else
+			r = shrink_if_smaller(&job, m.disk_size, &stats->grow, &stats->target,
+					      &stats->bytes_written, err);
 		if (r <= 0)
 			goto out;
 		r = 0;
 	}
+	if (r == 0 && opts->resume && !jn.on)
+		r = im_errf(err, IM_EXIT_TARGET, -ENOTSUP,
+			    "%s: only a file or a device can be resumed (an NBD export cannot)", target);
+	if (r == 0 && opts->resume) {
+		const char *fmt = opts->target.format ? opts->target.format : bk_format_from_name(target);
+		if (fmt && strcmp(fmt, "raw"))
+			r = im_errf(err, IM_EXIT_TARGET, -ENOTSUP,
+				    "%s: a %s target cannot be resumed, only a raw one (a qcow2's "
+				    "tables are written when it closes)", target, fmt);
+	}
+	if (r == 0 && opts->resume)
+		r = rjournal_read(&jn, &m, err);
 	if (r == 0)
 		r = writer_start(&w, roots, target, &pl, &opts->target, &stats->grow, err);
+	if (r == 0 && strcmp(w.info.format, "raw")) {
+		/* (a qcow2's tables are written when it closes: nothing to carry on) */
+		if (opts->resume)
+			r = im_errf(err, IM_EXIT_TARGET, -ENOTSUP,
+				    "%s: a %s target cannot be resumed, only a raw one", target,
+				    w.info.format);
+		jn.on = false;
+	}
+	if (r == 0 && opts->resume && jn.target_size != w.tgt->size)
+		r = im_errf(err, IM_EXIT_TARGET, -ESTALE,
+			    "%s is not the target the interrupted restore wrote (%llu bytes, not %llu)",
+			    target, (unsigned long long)w.tgt->size, (unsigned long long)jn.target_size);
+	if (r == 0 && jn.on && !opts->resume) {
+		jn.target_size = w.tgt->size;
+		if ((r = rjournal_write(&jn, 0, 0, 0)) < 0)
+			r = im_errf(err, IM_EXIT_TARGET, r, "%s: %s", jn.path, strerror(-r));
+	}
 	if (r == 0)
 		r = writer_check_room(&w, total, err);
+	if (r == 0 && opts->resume)
+		stats->resumed_bytes = jn.bytes;
 	for (size_t i = 0; i < m.nparts && r == 0; i++) {
 		struct rpart_job j = {
 			.p = &m.parts[i], .ix = &ix[i], .part_index = i, .w = &w,
-			.bytes_done = &done, .bytes_total = total,
+			.bytes_done = &done, .bytes_total = total, .jn = &jn,
 			.bytes_written = &stats->bytes_written, .progress = &opts->progress,
 		};
+		if (opts->resume)
+			j.skip_below = i < jn.part ? UINT64_MAX : i == jn.part ? jn.frames : 0;
 		r = restore_partition(dir, &j, threads, err);
+		if (r == 0 && jn.on && (i >= jn.part || !opts->resume)) {
+			j.part_index = i + 1;
+			r = checkpoint(&j, 0, err);
+		}
 	}
 	if (r == 0)
 		r = writer_finish(&w, &pl, err);
+	if (r < 0 && jn.on && err->exit_class == IM_EXIT_INTERRUPTED) {
+		/* Kept for --resume: the target has no table yet, so it does not
+		 * look complete. */
+		w.keep = true;
+		snprintf(err->msg, sizeof(err->msg),
+			 "interrupted: %s is left without its partition table; imager restore "
+			 "--resume %s %s carries on", target, dir, target);
+	}
 	r = writer_end(&w, r, &opts->target, pl.fs, &stats->grow, &stats->target, err);
+	if (jn.on && !w.keep)
+		unlink(jn.path);
 out:
 	for (size_t i = 0; ix && i < m.nparts; i++)
 		img_index_free(&ix[i]);

@@ -78,6 +78,8 @@ struct writer {
 	const struct disk_roots *roots;
 	bool created;               /* a new file: removed if the job fails */
 	bool fresh;                 /* reads as zeros: zeros need not be written */
+	bool heads_only;            /* writer_put keeps the head zone, writes nothing */
+	bool keep;                  /* a failed job keeps the file it created (resume) */
 	uint64_t source_size;       /* the source disk's size */
 	char table[16];
 	unsigned lss;

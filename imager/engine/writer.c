@@ -444,7 +444,7 @@ int writer_put(struct writer *w, size_t i, uint64_t off, uint64_t len, const voi
 		if (d)
 			d += n;
 	}
-	if (!len)
+	if (!len || w->heads_only)
 		return 0;
 	if (d) {
 		int r = bk_pwrite(w->tgt, d, len, w->part_start[i] + off, err);
@@ -522,7 +522,7 @@ int writer_close(struct writer *w, bool ok, struct im_err *err)
 		w->tgt = NULL;
 	}
 	/* (only our file: another one put at the path meanwhile stays) */
-	if ((!ok || r < 0) && w->created && same_target(w, path))
+	if ((!ok || r < 0) && w->created && !w->keep && same_target(w, path))
 		unlink(path);
 	if (w->locked)
 		close(w->lock_fd);

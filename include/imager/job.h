@@ -126,6 +126,15 @@ struct target_info {
 struct restore_opts {
 	struct target_opts target;
 	unsigned threads;
+	/* Carry on from an interrupted restore onto the same raw target (its
+	 * journal: TARGET.imager-resume beside a file, or
+	 * /var/lib/imager/resume/NAME.jnl for a device): the frames it says
+	 * are on the target are not written again. */
+	bool resume;
+	/* Keep that journal while the restore runs, so that an interrupted one
+	 * can be resumed (the restore command; not the restores other jobs
+	 * make into pools and temporary files). */
+	bool journal;
 	struct im_progress progress;
 };
 
@@ -141,6 +150,7 @@ struct restore_stats {
 	uint64_t bytes_written;
 	struct target_info target;
 	struct grow_report grow;
+	uint64_t resumed_bytes;    /* --resume: used bytes already on the target */
 };
 
 /* Restore DIR onto TARGET (block device or image file, created when absent).
