@@ -13,6 +13,7 @@
 #include "commands.h"
 #include "util.h"
 #include "imager/convert.h"
+#include "imager/pools.h"
 
 void cli_error(const char *cmd, const char *fmt, ...)
 {
@@ -416,6 +417,7 @@ int cli_net_option(const char *cmd, int c, const char *arg)
 		return 0;
 	}
 	bk_nbd_set_policy(timeout, retries);
+	host_set_timeout(timeout);   /* libvirt connections too (p2v uploads) */
 	return 1;
 }
 

@@ -534,8 +534,12 @@ static void delete_volumes(struct p2v *j)
 		struct dst *t = &j->dst[i];
 
 		if (t->vol && t->created && virStorageVolDelete(t->vol, 0) < 0)
-			slot_put(SLOTS(j->rep->rollback), "could not delete volume %s: %s",
-				 j->rep->disks[i].name, host_last_error());
+			slot_put(SLOTS(j->rep->rollback), "could not delete volume %s: %s%s%s%s",
+				 j->rep->disks[i].name, host_last_error(),
+				 host_alive(j->host->conn) ? "" : " (the connection to libvirt is lost: "
+				 "delete it with virsh vol-delete --pool ",
+				 host_alive(j->host->conn) ? "" : j->rep->pool,
+				 host_alive(j->host->conn) ? "" : " once libvirtd answers)");
 		if (t->tmp[0])
 			unlink(t->tmp);
 	}

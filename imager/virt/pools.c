@@ -11,6 +11,7 @@
 #include "util.h"
 
 #include <errno.h>
+#include <pthread.h>
 #include <fcntl.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -40,6 +41,40 @@ static void quiet_error(void *opaque, virErrorPtr e)
 	(void)e;
 }
 
+static unsigned host_timeout = 60;
+static pthread_once_t events_once = PTHREAD_ONCE_INIT;
+static bool events_on;
+
+void host_set_timeout(unsigned seconds)
+{
+	host_timeout = seconds ? seconds : 60;
+}
+
+bool host_alive(virConnectPtr conn)
+{
+	return virConnectIsAlive(conn) == 1;
+}
+
+/* libvirt's keepalive needs an event loop, registered before the first
+ * connection and run by a thread of its own. */
+static void *events_run(void *arg)
+{
+	(void)arg;
+	while (virEventRunDefaultImpl() == 0)
+		;
+	return NULL;
+}
+
+static void events_start(void)
+{
+	pthread_t t;
+
+	if (virEventRegisterDefaultImpl() == 0 && pthread_create(&t, NULL, events_run, NULL) == 0) {
+		pthread_detach(t);
+		events_on = true;
+	}
+}
+
 int host_open(const char *uri, virConnectPtr *out, struct im_err *err)
 {
 	const char *name = uri ? uri : "libvirt's default URI";
@@ -48,8 +83,14 @@ int host_open(const char *uri, virConnectPtr *out, struct im_err *err)
 
 	*out = NULL;
 	virSetErrorFunc(NULL, quiet_error);
+	pthread_once(&events_once, events_start);
 	conn = virConnectOpen(uri);
 	if (conn) {
+		/* pings every timeout/3 s (at least 1), the connection closed
+		 * after 2 unanswered: about the timeout in all */
+		unsigned every = host_timeout >= 3 ? host_timeout / 3 : 1;
+		if (events_on)
+			(void)virConnectSetKeepAlive(conn, (int)every, 2);
 		*out = conn;
 		return 0;
 	}

@@ -229,6 +229,11 @@ int vol_upload(virConnectPtr conn, virStorageVolPtr vol, const char *path,
 		close(u.fd);
 		if (u.err == -EINTR)
 			return im_errf(err, IM_EXIT_INTERRUPTED, -EINTR, "upload interrupted");
+		if (!host_alive(conn))
+			return im_errf(err, IM_EXIT_IO, -ETIMEDOUT,
+				       "uploading %s to %s: libvirt stopped answering, or the connection "
+				       "was lost (no answer to its keepalive within --timeout): %s",
+				       path, virStorageVolGetName(vol), m);
 		return im_errf(err, IM_EXIT_IO, u.err ? u.err : -EIO, "uploading %s to %s: %s", path,
 			       virStorageVolGetName(vol), u.err ? strerror(-u.err) : m);
 	}

@@ -56,6 +56,15 @@
  * not running, says so.  libvirt's own error printing is turned off.
  */
 int host_open(const char *uri, virConnectPtr *out, struct im_err *err);
+/* How long a daemon that stops answering is waited for (--timeout; 0: the
+ * default, 60 s): connections opened afterwards send libvirt's keepalive
+ * pings (an event loop runs on a thread of its own), and one whose daemon
+ * answers none for that long is closed, so that a blocked call (a volume
+ * upload's stream) fails instead of waiting forever.  Set once, before
+ * host_open(). */
+void host_set_timeout(unsigned seconds);
+/* Is the connection still up (false after a keepalive timeout)? */
+bool host_alive(virConnectPtr conn);
 /* libvirt's last error message on this thread, or "libvirt gave no
  * reason"; for messages after a failed libvirt call. */
 const char *host_last_error(void);
