@@ -161,9 +161,13 @@ static int checkpoint(struct rpart_job *j, uint64_t frames_done, struct im_err *
 	if (!j->jn->on)
 		return 0;
 	r = bk_flush(j->w->tgt, err);
-	if (r == 0 && (r = rjournal_write(j->jn, (uint32_t)j->part_index, frames_done,
-					  *j->bytes_done)) < 0)
-		r = im_errf(err, IM_EXIT_IO, r, "%s: %s", j->jn->path, strerror(-r));
+	/* A journal that cannot be written (its folder read-only or full)
+	 * costs the resume, not the restore. */
+	if (r == 0 && rjournal_write(j->jn, (uint32_t)j->part_index, frames_done,
+				     *j->bytes_done) < 0) {
+		j->jn->on = false;
+		unlink(j->jn->path);
+	}
 	return r;
 }
 
@@ -379,8 +383,10 @@ int im_restore(const struct disk_roots *roots, const char *dir, const char *targ
 			    target, (unsigned long long)w.tgt->size, (unsigned long long)jn.target_size);
 	if (r == 0 && jn.on && !opts->resume) {
 		jn.target_size = w.tgt->size;
-		if ((r = rjournal_write(&jn, 0, 0, 0)) < 0)
-			r = im_errf(err, IM_EXIT_TARGET, r, "%s: %s", jn.path, strerror(-r));
+		if (rjournal_write(&jn, 0, 0, 0) < 0) {   /* (no journal: no resume) */
+			jn.on = false;
+			unlink(jn.path);
+		}
 	}
 	if (r == 0)
 		r = writer_check_room(&w, total, err);
