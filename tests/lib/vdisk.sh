@@ -201,7 +201,7 @@ part_end() { echo $(($(part_start "$1" "$2") + $(part_size "$1" "$2"))); }
 verify_table() {
 	local out
 	out=$(sfdisk --verify "$1" 2>&1) || { echo "$out"; fail "sfdisk --verify $1"; }
-	echo "$out" | grep -q 'No errors detected' || { echo "$out"; fail "sfdisk --verify $1 does not say: No errors detected"; }
+	grep -q 'No errors detected' <<<"$out" || { echo "$out"; fail "sfdisk --verify $1 does not say: No errors detected"; }
 	if echo "$out" | grep -v 'No errors detected' | grep -qiE 'error|overlap|exceed|not aligned|invalid|wrong'; then
 		echo "$out"
 		fail "sfdisk --verify $1 reports a problem"
