@@ -1,5 +1,6 @@
 #!/bin/sh
-# run.sh SECONDS FUZZER...: each libFuzzer harness for SECONDS from its seed
+# run.sh SECONDS FUZZER...: each libFuzzer harness for SECONDS (or, with
+# FUZZ_RUNS=N set, for N inputs from seed 1: the same run every time) from its seed
 # corpus (tests/fuzz/corpus/NAME, copied: the seeds stay as committed; what
 # the run finds is kept in build/fuzz/corpus/NAME for the next run; its log
 # in build/fuzz/logs/NAME.log), with a
@@ -24,7 +25,18 @@ for f in "$@"; do
 	[ -d "$here/corpus/$name" ] && cp -n "$here/corpus/$name"/* "$corpus/" 2>/dev/null
 	mkdir -p "$dir/logs"
 	log=$dir/logs/$name.log
-	"$f" -max_total_time="$secs" -timeout=10 -rss_limit_mb=2048 -print_final_stats=1 \
+	if [ -n "${FUZZ_RUNS:-}" ]; then
+		# a fixed count of inputs from a fixed seed, over a fresh copy of
+		# the committed seeds: the same run every time (make check)
+		corpus=$dir/corpus-fixed/$name
+		rm -rf "$corpus" && mkdir -p "$corpus"
+		[ -d "$here/corpus/$name" ] && cp "$here/corpus/$name"/* "$corpus/" 2>/dev/null
+		limit="-runs=$FUZZ_RUNS -seed=1"
+	else
+		limit="-max_total_time=$secs"
+	fi
+	# shellcheck disable=SC2086
+	"$f" $limit -timeout=10 -rss_limit_mb=2048 -print_final_stats=1 \
 		-artifact_prefix="$crashes/" "$corpus" >"$log" 2>&1
 	r=$?
 	runs=$(sed -n 's/^stat::number_of_executed_units: *//p' "$log" | tail -n 1)
