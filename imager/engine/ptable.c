@@ -2,6 +2,7 @@
 #include "imager/ptable.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <parted/parted.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -286,6 +287,48 @@ static int read_table(PedDisk *disk, const char *path, struct ptable *pt, struct
 	return r;
 }
 
+/* libparted 3.5 aborts (ped_malloc's assertion) on a GPT header whose
+ * entry array is empty (no entries, or entries of 0 bytes), whatever its
+ * checksum (found by fuzz-ptable; `parted print` aborts too): such a
+ * header, primary or backup, is refused before libparted sees it, as is
+ * one whose checksum holds but whose entry array is impossible. */
+static int gpt_headers_sane(const char *path, uint64_t size, unsigned lss, struct im_err *err)
+{
+	unsigned char h[4096];
+	const uint64_t at[2] = { lss, size >= 2 * (uint64_t)lss ? size - lss : 0 };
+	int fd = open(path, O_RDONLY | O_CLOEXEC), r = 0;
+
+	if (fd < 0 || lss > sizeof(h))
+		goto out;
+	for (int i = 0; i < 2 && r == 0; i++) {
+		uint32_t hs, n, esz;
+		unsigned char copy[512];
+		if (!at[i] || pread(fd, h, lss, (off_t)at[i]) != (ssize_t)lss || memcmp(h, "EFI PART", 8))
+			continue;
+		n = le32(h + 80);
+		esz = le32(h + 84);
+		hs = le32(h + 12);
+		/* (libparted reads the entry array of a header before it trusts
+		 * its checksum: an empty array aborts it either way) */
+		if (n && esz) {
+			if (hs < 92 || hs > 512 || hs > lss)
+				continue;
+			memcpy(copy, h, hs);
+			memset(copy + 16, 0, 4);
+			if ((uint32_t)crc32(0, copy, hs) != le32(h + 16))
+				continue;   /* (a broken checksum: libparted passes it over) */
+		}
+		if (n == 0 || n > 65536 || esz < 128 || esz > 4096 || (esz & 7))
+			r = im_errf(err, IM_EXIT_SOURCE, -EINVAL,
+				    "%s: the GPT %s header lists %u entries of %u bytes: not a valid "
+				    "table (damaged or hostile)", path, i ? "backup" : "primary", n, esz);
+	}
+out:
+	if (fd >= 0)
+		close(fd);
+	return r;
+}
+
 int ptable_read(const char *path, uint64_t size, unsigned lss, struct ptable *pt,
 		struct im_err *err)
 {
@@ -306,6 +349,10 @@ int ptable_read(const char *path, uint64_t size, unsigned lss, struct ptable *pt
 	if (r != 0) {
 		ped_device_destroy(dev);
 		return r < 0 ? r : 0;
+	}
+	if (!strcmp(pt->type, "gpt") && (r = gpt_headers_sane(path, size, pt->sector_size, err)) < 0) {
+		ped_device_destroy(dev);
+		return r;
 	}
 	disk = ped_disk_new(dev);
 	if (!disk) {
