@@ -67,12 +67,13 @@ int path_lock(struct path_lock *l, const char *path, bool excl, pid_t *holder)
 			*holder = flock_holder(&st);
 		return -e;
 	}
-	/* A lock whose holder /proc/locks no longer lists belongs to a job
-	 * that is ending (killed: its descriptors are released a moment after
-	 * its PID goes): asked again for up to a second. */
+	/* A held lock is asked again for up to a second before the job is
+	 * refused: a job that just ended (killed: its descriptors are
+	 * released a moment after, and /proc/locks may still name it) lets
+	 * go of it by then; a running one does not. */
 	for (int tries = 0; flock(fd, LOCK_EX | LOCK_NB) < 0; tries++) {
 		int e = errno;
-		if (e == EWOULDBLOCK && tries < 20 && !flock_holder(&st)) {
+		if (e == EWOULDBLOCK && tries < 20) {
 			usleep(50000);
 			continue;
 		}

@@ -83,7 +83,6 @@ struct part_job {
 	XXH3_state_t *stream_hash;
 	struct img_index *ix;
 	struct img_part *ip;
-	bool resumed;             /* carried on from an interrupted save's frames */
 	uint64_t *bytes_done, bytes_total;
 	const struct im_progress *progress;
 };
@@ -165,7 +164,7 @@ static int jnl_replay(int jfd, int sfd, const struct fs_info *fs, struct part_jo
 		      uint64_t *jnl_len)
 {
 	const uint64_t max_ext = 2 * (IMG_FRAME_BLOCKS_BYTES / fs->block_size + 1);
-	unsigned char want[JNL_HEADER], h[JNL_HEADER], rh[JNL_RECORD], *ext = NULL, *comp = NULL;
+	unsigned char want[JNL_HEADER], h[JNL_HEADER], *rec = NULL, *ext, *comp = NULL;
 	uint64_t joff = JNL_HEADER, next_block = 0, bytes = 0;
 	struct img_extent *e = NULL;
 	int r = 0;
@@ -175,9 +174,9 @@ static int jnl_replay(int jfd, int sfd, const struct fs_info *fs, struct part_jo
 		return 0;
 	*jnl_len = JNL_HEADER;
 	comp = malloc(ZSTD_compressBound(IMG_FRAME_BLOCKS_BYTES));
-	ext = malloc(max_ext * IMG_INDEX_EXTENT + 8);
+	rec = malloc(JNL_RECORD + max_ext * IMG_INDEX_EXTENT + 8);
 	e = malloc(max_ext * sizeof(*e));
-	if (!comp || !ext || !e) {
+	if (!comp || !rec || !e) {
 		r = -ENOMEM;
 		goto out;
 	}
@@ -187,14 +186,14 @@ static int jnl_replay(int jfd, int sfd, const struct fs_info *fs, struct part_jo
 		uint32_t n;
 		size_t elen;
 
-		if (pread_full(jfd, rh, JNL_RECORD, joff) < 0)
+		if (pread_full(jfd, rec, JNL_RECORD, joff) < 0)
 			break;
-		f.comp_offset = le64(rh);
-		f.comp_size = le32(rh + 8);
-		f.raw_size = le32(rh + 12);
-		n = le32(rh + 16);
-		f.raw_xxh3 = le64(rh + 24);
-		f.comp_xxh3 = le64(rh + 32);
+		f.comp_offset = le64(rec);
+		f.comp_size = le32(rec + 8);
+		f.raw_size = le32(rec + 12);
+		n = le32(rec + 16);
+		f.raw_xxh3 = le64(rec + 24);
+		f.comp_xxh3 = le64(rec + 32);
 		/* every field as hostile: this frame follows the last, fits
 		 * the buffers, and its extents walk forwards inside the
 		 * filesystem over used blocks only */
@@ -203,23 +202,10 @@ static int jnl_replay(int jfd, int sfd, const struct fs_info *fs, struct part_jo
 		    f.raw_size > IMG_FRAME_BLOCKS_BYTES || n == 0 || n > max_ext)
 			break;
 		elen = (size_t)n * IMG_INDEX_EXTENT + 8;
-		if (pread_full(jfd, ext, elen, joff + JNL_RECORD) < 0)
+		ext = rec + JNL_RECORD;
+		if (pread_full(jfd, ext, elen, joff + JNL_RECORD) < 0 ||
+		    XXH3_64bits(rec, JNL_RECORD + elen - 8) != le64(ext + elen - 8))
 			break;
-		{
-			XXH3_state_t *st = XXH3_createState();
-			uint64_t hsum;
-			if (!st) {
-				r = -ENOMEM;
-				goto out;
-			}
-			XXH3_64bits_reset(st);
-			XXH3_64bits_update(st, rh, JNL_RECORD);
-			XXH3_64bits_update(st, ext, elen - 8);
-			hsum = XXH3_64bits_digest(st);
-			XXH3_freeState(st);
-			if (hsum != le64(ext + elen - 8))
-				break;
-		}
 		bool ok = true;
 		for (uint32_t i = 0; i < n && ok; i++) {
 			e[i].start = le64(ext + (size_t)i * IMG_INDEX_EXTENT);
@@ -259,7 +245,7 @@ static int jnl_replay(int jfd, int sfd, const struct fs_info *fs, struct part_jo
 	*j->bytes_done += bytes;
 out:
 	free(comp);
-	free(ext);
+	free(rec);
 	free(e);
 	return r;
 }
@@ -432,7 +418,6 @@ static int open_stream(const char *dir, const struct fs_info *fs, bool resume, s
 		if (r > 0) {
 			j->out_fd = sfd;
 			j->jnl_fd = jfd;
-			j->resumed = true;
 			return 0;
 		}
 		if (sfd >= 0)
