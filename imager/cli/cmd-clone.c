@@ -35,6 +35,7 @@ int cmd_clone(int argc, char **argv, struct cli *cli)
 		{ "verify", no_argument, NULL, 'V' },
 		{ "rescue", no_argument, NULL, CLI_OPT_RESCUE },
 		{ "map", required_argument, NULL, CLI_OPT_MAP },
+		{ "resume", no_argument, NULL, CLI_OPT_RESUME },
 		{ NULL, 0, NULL, 0 },
 	};
 	struct clone_opts o = { 0 };
@@ -61,6 +62,7 @@ int cmd_clone(int argc, char **argv, struct cli *cli)
 		case 'V': o.verify = true; break;
 		case CLI_OPT_RESCUE: rescue = true; break;
 		case CLI_OPT_MAP: map = optarg; break;
+		case CLI_OPT_RESUME: o.resume = true; break;
 		default:
 			if ((r = cli_job_option("clone", c, optarg, &job, &t)) != IM_EXIT_OK)
 				return r;
@@ -68,11 +70,17 @@ int cmd_clone(int argc, char **argv, struct cli *cli)
 		}
 	}
 	o.threads = job.threads;
+	o.journal = true;
 	t.o.force = o.force_fs = job.force;
 	if (argc - optind != 2)
 		return cli_usage("clone", "needs SOURCE and TARGET");
 	if (map && !rescue)
 		return cli_usage("clone", "--map goes with --rescue");
+	if (o.resume && rescue)
+		return cli_usage("clone", "--resume does not combine with --rescue (the map would miss "
+			       "what the first run met): clone --rescue anew");
+	if (o.resume && t.o.shrink)
+		return cli_usage("clone", "--resume does not shrink");
 	if (rescue) {
 		struct stat sb;
 		const char *tg = argv[optind + 1];
@@ -114,6 +122,8 @@ int cmd_clone(int argc, char **argv, struct cli *cli)
 		json_object_object_add(root, "bytes_read", json_object_new_uint64(st.bytes_read));
 		json_object_object_add(root, "bytes_written", json_object_new_uint64(st.bytes_written));
 		json_object_object_add(root, "verified_bytes", json_object_new_uint64(st.verified_bytes));
+		if (o.resume)
+			json_object_object_add(root, "resumed_bytes", json_object_new_uint64(st.resumed_bytes));
 		json_object_object_add(root, "partitions", cli_grow_json(&st.grow));
 		json_object_object_add(root, "seconds", json_object_new_double(cli_now() - t0));
 		cli_print_json(root);
@@ -124,6 +134,10 @@ int cmd_clone(int argc, char **argv, struct cli *cli)
 		printf("cloned %s to %s (%s): read %s, wrote %s%s, %.1f s\n", argv[optind],
 		       argv[optind + 1], st.target.format, a, b, o.verify ? ", verified" : "",
 		       cli_now() - t0);
+		if (o.resume) {
+			cli_human(st.resumed_bytes, a, sizeof(a));
+			printf("resumed: %s of used data was on the target already\n", a);
+		}
 	}
 	return cli_finish_stdout("clone", crc ? crc : rc);
 }

@@ -12,7 +12,7 @@ const struct command commands[] = {
 	{ "clone", cmd_clone, CMD_DEVICES,
 	  "SOURCE TARGET [--format raw|qcow2] [--preallocation off|metadata|falloc|full]\n"
 	  "        [--cluster-size SIZE] [--size SIZE] [--grow-last|--proportional|--shrink]\n"
-	  "        [--source-format raw|qcow2] [--verify] [--rescue [--map FILE]]\n"
+	  "        [--source-format raw|qcow2] [--verify] [--rescue [--map FILE] | --resume]\n"
 	  "        [--convert [--block virtio-blk|virtio-scsi] [--rebuild-initramfs]\n"
 	  "                   [--virtio-win PATH]]\n"
 	  "        [--threads N] [--force] [--timeout SECONDS] [--retries N] [--json] [--no-progress]",

@@ -10,10 +10,17 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
+#include <xxhash.h>
 
 #include "imager/pipeline.h"
 #include "source.h"
+#include "tjournal.h"
 #include "util.h"
+
+/* Slots (up to IMG_FRAME_BLOCKS_BYTES of used blocks each) between two
+ * checkpoints of the journal. */
+#define CHECKPOINT_SLOTS 32
 
 struct cpart_job {
 	struct used_reader rd;
@@ -22,7 +29,27 @@ struct cpart_job {
 	struct writer *w;
 	uint64_t *bytes_done, bytes_total, *bytes_written;
 	const struct im_progress *progress;
+	struct tjournal *jn;
+	uint64_t since_checkpoint;
 };
+
+/* The target flushed, then the journal says what is on it.  A journal that
+ * cannot be written (its folder read-only or full) costs the resume, not
+ * the clone. */
+static int checkpoint(struct writer *w, struct tjournal *jn, size_t part, uint64_t block,
+		      uint64_t bytes, struct im_err *err)
+{
+	int r;
+
+	if (!jn->on)
+		return 0;
+	r = bk_flush(w->tgt, err);
+	if (r == 0 && tjournal_write(jn, (uint32_t)part, block, bytes) < 0) {
+		jn->on = false;
+		unlink(jn->path);
+	}
+	return r;
+}
 
 static int clone_produce(void *ctx, struct pipe_slot *s, struct im_err *err)
 {
@@ -63,6 +90,14 @@ static int clone_consume(void *ctx, struct pipe_slot *s, struct im_err *err)
 	}
 	for (uint32_t i = 0; i < m->nin; i++)
 		*j->bytes_done += (uint64_t)m->ext[i].count * j->bs;
+	if (m->nin && ++j->since_checkpoint >= CHECKPOINT_SLOTS) {
+		const struct img_extent *last = &m->ext[m->nin - 1];
+		int r = checkpoint(j->w, j->jn, j->part_index, last->start + last->count,
+				   *j->bytes_done, err);
+		if (r < 0)
+			return r;
+		j->since_checkpoint = 0;
+	}
 	if (j->progress->fn)
 		j->progress->fn(j->progress->opaque, "clone", *j->bytes_done, j->bytes_total);
 	return 0;
@@ -131,10 +166,11 @@ static int plan_from_source(struct source *src, struct disk_plan *pl, uint64_t *
 	return r;
 }
 
-/* The used blocks of partition i through the pipeline onto the target. */
-static int clone_partition(struct source *src, size_t i, struct writer *w,
-			   const struct clone_opts *opts, struct clone_stats *stats, uint64_t *done,
-			   struct im_err *err)
+/* The used blocks of partition i from block FROM on through the pipeline
+ * onto the target. */
+static int clone_partition(struct source *src, size_t i, uint64_t from, struct writer *w,
+			   struct tjournal *jn, const struct clone_opts *opts,
+			   struct clone_stats *stats, uint64_t *done, struct im_err *err)
 {
 	const struct fs_info *fs = &src->fs[i];
 	uint64_t bpf = IMG_FRAME_BLOCKS_BYTES / fs->block_size ? IMG_FRAME_BLOCKS_BYTES / fs->block_size : 1;
@@ -143,16 +179,86 @@ static int clone_partition(struct source *src, size_t i, struct writer *w,
 			.bs = fs->block_size, .bytes_read = &stats->bytes_read },
 		.bs = fs->block_size, .part_index = i, .w = w,
 		.bytes_done = done, .bytes_total = src->used_bytes,
-		.bytes_written = &stats->bytes_written, .progress = &opts->progress,
+		.bytes_written = &stats->bytes_written, .progress = &opts->progress, .jn = jn,
 	};
 	const struct pipe_ops ops = { .produce = clone_produce, .work = clone_work,
 				      .consume = clone_consume, .cancel = opts->progress.cancel };
-	int r = pipeline_run(&ops, &j, opts->threads ? opts->threads : pipeline_default_threads(),
-			     bpf * fs->block_size, 0, used_meta_size((uint32_t)bpf), err);
+	int r;
 
+	j.rd.run_pos = j.rd.ahead_pos = from;
+	r = pipeline_run(&ops, &j, opts->threads ? opts->threads : pipeline_default_threads(),
+			 bpf * fs->block_size, 0, used_meta_size((uint32_t)bpf), err);
 	if (r < 0)
 		im_err_prefix(err, "partition %u: ", src->pt->parts[i].number);
 	return r;
+}
+
+/* --resume: the used blocks below block BELOW are on the target already,
+ * but the writer writes each partition's head last, from memory: those of
+ * them in the head zone are read again into it. */
+static int clone_heads(struct source *src, size_t i, uint64_t below, struct writer *w,
+		       struct im_err *err)
+{
+	const struct fs_info *fs = &src->fs[i];
+	uint64_t bs = fs->block_size, pos = 0, len;
+	uint64_t end = (w->part_head[i] + bs - 1) / bs;
+	unsigned char *buf;
+	int r = 0;
+
+	if (end > below)
+		end = below;
+	if (!end)
+		return 0;
+	buf = malloc(end * bs);
+	if (!buf)
+		return im_errf(err, IM_EXIT_INTERNAL, -ENOMEM, "out of memory");
+	w->heads_only = true;
+	while (r == 0 && pos < end && (len = bitmap_next_run(&fs->used, &pos)) && pos < end) {
+		uint64_t n = len < end - pos ? len : end - pos;
+		r = bk_pread(src->bk, buf, n * bs, src->pt->parts[i].start + pos * bs, err);
+		if (r == 0)
+			r = writer_put(w, i, pos * bs, n * bs, buf, err);
+		pos += n;
+	}
+	w->heads_only = false;
+	free(buf);
+	return r;
+}
+
+/* What a clone writes, so that a resume knows its journal is about the same
+ * copy: the source's layout and each partition's used blocks, and the
+ * target options that move partitions. */
+static uint64_t clone_identity(const struct source *src, const struct clone_opts *opts)
+{
+	const struct ptable *pt = src->pt;
+	XXH3_state_t *st = XXH3_createState();
+	uint64_t h, v[8];
+
+	if (!st)
+		return 0;
+	XXH3_64bits_reset(st);
+	v[0] = pt->disk_size;
+	v[1] = pt->sector_size;
+	v[2] = pt->nparts;
+	v[3] = (uint64_t)opts->target.grow;
+	v[4] = opts->target.size;
+	XXH3_64bits_update(st, v, 5 * sizeof(v[0]));
+	XXH3_64bits_update(st, pt->type, strlen(pt->type) + 1);
+	for (size_t i = 0; i < pt->nparts; i++) {
+		const struct fs_info *fs = &src->fs[i];
+		v[0] = pt->parts[i].number;
+		v[1] = pt->parts[i].start;
+		v[2] = pt->parts[i].size;
+		v[3] = fs->block_size;
+		v[4] = fs->used.nbits;
+		XXH3_64bits_update(st, v, 5 * sizeof(v[0]));
+		XXH3_64bits_update(st, fs->type, strlen(fs->type) + 1);
+		if (fs->used.words)
+			XXH3_64bits_update(st, fs->used.words, (fs->used.nbits + 63) / 64 * 8);
+	}
+	h = XXH3_64bits_digest(st);
+	XXH3_freeState(st);
+	return h;
 }
 
 /* After a rescue: the map written, and each partition's unreadable bytes. */
@@ -180,10 +286,26 @@ int im_clone(const struct disk_roots *roots, const char *source, const char *tar
 	struct source src;
 	struct disk_plan pl = { 0 };
 	struct writer w = { 0 };
+	struct tjournal jn = { .kind = TJNL_CLONE };
 	uint64_t done = 0;
 	int r;
 
 	memset(stats, 0, sizeof(*stats));
+	if (opts->resume && (opts->rescue.on || opts->target.shrink))
+		return im_errf(err, IM_EXIT_USAGE, -EINVAL, "--resume does not combine with %s",
+			       opts->rescue.on ? "--rescue (the map would miss what the first run met)"
+					       : "--shrink");
+	if (opts->resume && !tjournal_path(target, jn.path, sizeof(jn.path)))
+		return im_errf(err, IM_EXIT_TARGET, -ENOTSUP,
+			       "%s: only a file or a device can be resumed (an NBD export cannot)",
+			       target);
+	if (opts->resume) {
+		const char *fmt = opts->target.format ? opts->target.format : bk_format_from_name(target);
+		if (fmt && strcmp(fmt, "raw"))
+			return im_errf(err, IM_EXIT_TARGET, -ENOTSUP,
+				       "%s: a %s target cannot be resumed, only a raw one (a qcow2's "
+				       "tables are written when it closes)", target, fmt);
+	}
 	r = source_open(roots, source, opts->source_format, opts->force_fs, &opts->rescue, &src, err);
 	if (r < 0)
 		return r;
@@ -219,20 +341,67 @@ int im_clone(const struct disk_roots *roots, const char *source, const char *tar
 		}
 		r = 0;
 	}
+	if (r == 0 && (opts->journal || opts->resume) && !opts->rescue.on && !opts->target.shrink &&
+	    tjournal_path(target, jn.path, sizeof(jn.path))) {
+		jn.on = true;
+		jn.identity = clone_identity(&src, opts);
+	}
+	if (r == 0 && opts->resume)
+		r = tjournal_read(&jn, (uint32_t)src.pt->nparts, err);
 	if (r == 0)
 		r = writer_start(&w, roots, target, &pl, &opts->target, &stats->grow, err);
+	if (r == 0 && strcmp(w.info.format, "raw")) {
+		/* (a qcow2's tables are written when it closes: nothing to carry on) */
+		if (opts->resume)
+			r = im_errf(err, IM_EXIT_TARGET, -ENOTSUP,
+				    "%s: a %s target cannot be resumed, only a raw one", target,
+				    w.info.format);
+		jn.on = false;
+	}
+	if (r == 0 && opts->resume && jn.target_size != w.tgt->size)
+		r = im_errf(err, IM_EXIT_TARGET, -ESTALE,
+			    "%s is not the target the interrupted clone wrote (%llu bytes, not %llu)",
+			    target, (unsigned long long)w.tgt->size, (unsigned long long)jn.target_size);
+	if (r == 0 && jn.on && !opts->resume) {
+		jn.target_size = w.tgt->size;
+		if (tjournal_write(&jn, 0, 0, 0) < 0) {   /* (no journal: no resume) */
+			jn.on = false;
+			unlink(jn.path);
+		}
+	}
 	if (r == 0)
 		r = writer_check_room(&w, src.used_bytes, err);
-	for (size_t i = 0; i < src.pt->nparts && r == 0; i++)
-		r = clone_partition(&src, i, &w, opts, stats, &done, err);
+	if (r == 0 && opts->resume) {   /* (every check passed: the journal is this run's) */
+		done = stats->resumed_bytes = jn.bytes;
+		jn.mine = true;
+	}
+	for (size_t i = 0; i < src.pt->nparts && r == 0; i++) {
+		uint64_t from = !opts->resume || i > jn.part ? 0 : i < jn.part ? UINT64_MAX : jn.pos;
+		if (from)
+			r = clone_heads(&src, i, from, &w, err);
+		if (r == 0 && from != UINT64_MAX)
+			r = clone_partition(&src, i, from, &w, &jn, opts, stats, &done, err);
+		if (r == 0 && from != UINT64_MAX)
+			r = checkpoint(&w, &jn, i + 1, 0, done, err);
+	}
 	if (r == 0)
 		r = writer_finish(&w, &pl, err);
+	if (r < 0 && jn.on && err->exit_class == IM_EXIT_INTERRUPTED) {
+		/* Kept for --resume: the target has no table yet, so it does not
+		 * look complete. */
+		w.keep = true;
+		snprintf(err->msg, sizeof(err->msg),
+			 "interrupted: %s is left without its partition table; imager clone "
+			 "--resume %s %s carries on", target, source, target);
+	}
 	/* Once everything is in place (the heads were held back until now). */
 	for (size_t i = 0; r == 0 && opts->verify && i < src.pt->nparts; i++) {
 		r = verify_partition(&src, w.tgt, i, stats->grow.parts[i].new_start, err);
 		stats->verified_bytes += src.fs[i].used_blocks * src.fs[i].block_size;
 	}
 	r = writer_end(&w, r, &opts->target, pl.fs, &stats->grow, &stats->target, err);
+	if (jn.on && jn.mine && !w.keep)
+		unlink(jn.path);
 	if (r == 0 && opts->rescue.on)
 		r = clone_rescue_finish(&src, opts, stats, err);
 	disk_plan_free(&pl);

@@ -21,99 +21,18 @@
 #include "imager/clonezilla.h"
 #include "imager/pipeline.h"
 #include "source.h"
+#include "tjournal.h"
 #include "util.h"
 
-/* ---- the journal: how far an interrupted restore got (--resume) ----
- *
- * One record of 64 bytes, replaced atomically at each checkpoint (every
- * CHECKPOINT_FRAMES frames and at each partition's end, after the target
- * was flushed: what it says is on the disk is), all little-endian:
- * magic "IMGRJNL\1", u64 XXH3-64 of the image's manifest.json, u64 the
- * target's size, u32 the partition being restored (its index in the
- * manifest), u32 0, u64 its frames on the target, u64 used bytes done,
- * u64 0, u64 XXH3-64 of the 56 bytes before it.  Raw targets only (a
- * qcow2's tables are written when it closes). */
-#define RJNL_MAGIC "IMGRJNL\1"
-#define RJNL_SIZE  64
+/* Frames between two checkpoints of the journal (tjournal.h). */
 #define CHECKPOINT_FRAMES 32
-
-struct rjournal {
-	bool on;
-	char path[4200];
-	uint64_t manifest_xxh3, target_size;
-	uint32_t part;             /* read: where the last run was */
-	uint64_t frames, bytes;
-};
-
-/* Where the journal of target lives: beside a file, or under
- * /var/lib/imager/resume for a device; false for other targets (NBD). */
-static bool rjournal_path(const char *target, char *out, size_t n)
-{
-	struct stat st;
-	const char *base = strrchr(target, '/');
-
-	if (bk_is_uri(target))
-		return false;
-	if (stat(target, &st) == 0 && S_ISBLK(st.st_mode)) {
-		mkdir("/var/lib/imager", 0755);
-		mkdir("/var/lib/imager/resume", 0755);
-		snprintf(out, n, "/var/lib/imager/resume/%s.jnl", base ? base + 1 : target);
-		return true;
-	}
-	snprintf(out, n, "%s.imager-resume", target);
-	return true;
-}
-
-static int rjournal_write(struct rjournal *jn, uint32_t part, uint64_t frames, uint64_t bytes)
-{
-	unsigned char rec[RJNL_SIZE] = { 0 };
-
-	memcpy(rec, RJNL_MAGIC, 8);
-	put_le64(rec + 8, jn->manifest_xxh3);
-	put_le64(rec + 16, jn->target_size);
-	put_le32(rec + 24, part);
-	put_le64(rec + 32, frames);
-	put_le64(rec + 40, bytes);
-	put_le64(rec + 56, XXH3_64bits(rec, 56));
-	return write_file_atomic(jn->path, rec, sizeof(rec));
-}
-
-/* The last run's record, when it is for this image and this target. */
-static int rjournal_read(struct rjournal *jn, const struct img_manifest *m, struct im_err *err)
-{
-	unsigned char *rec = NULL;
-	size_t len = 0;
-	int r = read_whole_file(jn->path, &rec, &len, RJNL_SIZE);
-
-	if (r < 0)
-		return im_errf(err, IM_EXIT_TARGET, r,
-			       "%s: %s: no interrupted restore to resume (restore without --resume)",
-			       jn->path, strerror(-r));
-	if (len != RJNL_SIZE || memcmp(rec, RJNL_MAGIC, 8) || le64(rec + 56) != XXH3_64bits(rec, 56))
-		r = im_errf(err, IM_EXIT_TARGET, -EBADMSG, "%s: not a restore journal, or damaged",
-			    jn->path);
-	else if (le64(rec + 8) != jn->manifest_xxh3)
-		r = im_errf(err, IM_EXIT_TARGET, -ESTALE,
-			    "%s: the interrupted restore was of another image", jn->path);
-	else if (le32(rec + 24) > m->nparts)
-		r = im_errf(err, IM_EXIT_TARGET, -EBADMSG, "%s: not a restore journal, or damaged",
-			    jn->path);
-	if (r == 0) {
-		jn->target_size = le64(rec + 16);
-		jn->part = le32(rec + 24);
-		jn->frames = le64(rec + 32);
-		jn->bytes = le64(rec + 40);
-	}
-	free(rec);
-	return r;
-}
 
 struct rpart_job {
 	const struct img_part *p;
 	const struct img_index *ix;
 	size_t part_index;
 	uint64_t skip_below;       /* --resume: frames already on the target */
-	struct rjournal *jn;
+	struct tjournal *jn;
 	uint64_t since_checkpoint;
 	struct frame_reader fr;
 	XXH3_state_t *stream_hash;
@@ -163,7 +82,7 @@ static int checkpoint(struct rpart_job *j, uint64_t frames_done, struct im_err *
 	r = bk_flush(j->w->tgt, err);
 	/* A journal that cannot be written (its folder read-only or full)
 	 * costs the resume, not the restore. */
-	if (r == 0 && rjournal_write(j->jn, (uint32_t)j->part_index, frames_done,
+	if (r == 0 && tjournal_write(j->jn, (uint32_t)j->part_index, frames_done,
 				     *j->bytes_done) < 0) {
 		j->jn->on = false;
 		unlink(j->jn->path);
@@ -305,7 +224,7 @@ int im_restore(const struct disk_roots *roots, const char *dir, const char *targ
 	struct img_index *ix;
 	struct disk_plan pl = { 0 };
 	struct writer w = { 0 };
-	struct rjournal jn = { 0 };
+	struct tjournal jn = { .kind = TJNL_RESTORE };
 	uint64_t total = 0, done = 0, msize;
 	char mpath[4200];
 	int r;
@@ -322,8 +241,8 @@ int im_restore(const struct disk_roots *roots, const char *dir, const char *targ
 		return r;
 	snprintf(mpath, sizeof(mpath), "%s/%s", dir, IMG_MANIFEST);
 	jn.on = (opts->journal || opts->resume) && !opts->target.shrink &&
-		img_hash_file(mpath, &msize, &jn.manifest_xxh3) == 0 &&
-		rjournal_path(target, jn.path, sizeof(jn.path));
+		img_hash_file(mpath, &msize, &jn.identity) == 0 &&
+		tjournal_path(target, jn.path, sizeof(jn.path));
 	ix = calloc(m.nparts + 1, sizeof(*ix));
 	r = disk_plan_alloc(&pl, m.disk_size, m.table, m.logical_sector_size, m.nparts, m.nareas, err);
 	if (r == 0 && !ix)
@@ -366,7 +285,7 @@ int im_restore(const struct disk_roots *roots, const char *dir, const char *targ
 				    "tables are written when it closes)", target, fmt);
 	}
 	if (r == 0 && opts->resume)
-		r = rjournal_read(&jn, &m, err);
+		r = tjournal_read(&jn, (uint32_t)m.nparts, err);
 	if (r == 0)
 		r = writer_start(&w, roots, target, &pl, &opts->target, &stats->grow, err);
 	if (r == 0 && strcmp(w.info.format, "raw")) {
@@ -383,15 +302,17 @@ int im_restore(const struct disk_roots *roots, const char *dir, const char *targ
 			    target, (unsigned long long)w.tgt->size, (unsigned long long)jn.target_size);
 	if (r == 0 && jn.on && !opts->resume) {
 		jn.target_size = w.tgt->size;
-		if (rjournal_write(&jn, 0, 0, 0) < 0) {   /* (no journal: no resume) */
+		if (tjournal_write(&jn, 0, 0, 0) < 0) {   /* (no journal: no resume) */
 			jn.on = false;
 			unlink(jn.path);
 		}
 	}
 	if (r == 0)
 		r = writer_check_room(&w, total, err);
-	if (r == 0 && opts->resume)
+	if (r == 0 && opts->resume) {   /* (every check passed: the journal is this run's) */
 		stats->resumed_bytes = jn.bytes;
+		jn.mine = true;
+	}
 	for (size_t i = 0; i < m.nparts && r == 0; i++) {
 		struct rpart_job j = {
 			.p = &m.parts[i], .ix = &ix[i], .part_index = i, .w = &w,
@@ -399,7 +320,7 @@ int im_restore(const struct disk_roots *roots, const char *dir, const char *targ
 			.bytes_written = &stats->bytes_written, .progress = &opts->progress,
 		};
 		if (opts->resume)
-			j.skip_below = i < jn.part ? UINT64_MAX : i == jn.part ? jn.frames : 0;
+			j.skip_below = i < jn.part ? UINT64_MAX : i == jn.part ? jn.pos : 0;
 		r = restore_partition(dir, &j, threads, err);
 		if (r == 0 && jn.on && (i >= jn.part || !opts->resume)) {
 			j.part_index = i + 1;
@@ -417,7 +338,7 @@ int im_restore(const struct disk_roots *roots, const char *dir, const char *targ
 			 "--resume %s %s carries on", target, dir, target);
 	}
 	r = writer_end(&w, r, &opts->target, pl.fs, &stats->grow, &stats->target, err);
-	if (jn.on && !w.keep)
+	if (jn.on && jn.mine && !w.keep)
 		unlink(jn.path);
 out:
 	for (size_t i = 0; ix && i < m.nparts; i++)

@@ -21,6 +21,7 @@
 #include "imager/backend.h"
 #include "imager/fs.h"
 #include "imager/pipeline.h"
+#include "savejnl.h"
 #include "source.h"
 #include "util.h"
 
@@ -87,25 +88,6 @@ struct part_job {
 	const struct im_progress *progress;
 };
 
-/* ---- the journal: what an interrupted save had written (--resume) ----
- *
- * partN.jnl, beside the stream while the save runs (removed once the
- * manifest is written), all integers little-endian:
- *   header (48 bytes): magic "IMGJNL\0\1", u32 block_size, u32 0,
- *     u64 block_count, u64 used_blocks, u64 XXH3-64 of the used bitmap,
- *     u64 XXH3-64 of the 40 bytes before it
- *   a record per frame, after the frame's bytes are in the stream:
- *     u64 comp_offset, u32 comp_size, u32 raw_size, u32 nextents, u32 0,
- *     u64 raw_xxh3, u64 comp_xxh3, nextents extents (u64 start, u32 count,
- *     u32 flags), u64 XXH3-64 of the record before it.
- * A resumed save keeps the frames whose records and stream bytes check
- * out, in order, and reads on from the block after the last one; a header
- * that does not match the source's filesystem (another disk, or one that
- * changed) starts the partition afresh. */
-#define JNL_MAGIC  "IMGJNL\0\1"
-#define JNL_HEADER 48
-#define JNL_RECORD 40
-
 /* partN.jnl for the stream partN.zst */
 static void jnl_name(const char *stream, char *out, size_t n)
 {
@@ -118,7 +100,7 @@ static uint64_t bitmap_hash(const struct bitmap *b)
 	return XXH3_64bits(b->words, (size_t)((b->nbits + 63) / 64) * 8);
 }
 
-static void jnl_header(unsigned char *h, const struct fs_info *fs)
+void jnl_header(unsigned char *h, const struct fs_info *fs)
 {
 	memset(h, 0, JNL_HEADER);
 	memcpy(h, JNL_MAGIC, 8);
@@ -156,23 +138,20 @@ static int jnl_append(int fd, const struct img_frame *f, const struct img_extent
 	return r;
 }
 
-/* What a resumed partition keeps: its frames (in ix, the stream hash
- * and the reader's cursor set), the stream's and the journal's good
- * lengths.  Returns 1 when something is kept, 0 when the partition starts
- * afresh, or a negative errno (no memory). */
-static int jnl_replay(int jfd, int sfd, const struct fs_info *fs, struct part_job *j,
-		      uint64_t *jnl_len)
+int jnl_replay(int jfd, int sfd, const struct fs_info *fs, struct img_index *ix,
+	       XXH3_state_t *stream_hash, struct jnl_kept *k)
 {
 	const uint64_t max_ext = 2 * (IMG_FRAME_BLOCKS_BYTES / fs->block_size + 1);
 	unsigned char want[JNL_HEADER], h[JNL_HEADER], *rec = NULL, *ext, *comp = NULL;
-	uint64_t joff = JNL_HEADER, next_block = 0, bytes = 0;
+	uint64_t joff = JNL_HEADER, next_block = 0;
 	struct img_extent *e = NULL;
 	int r = 0;
 
+	memset(k, 0, sizeof(*k));
 	jnl_header(want, fs);
 	if (pread_full(jfd, h, JNL_HEADER, 0) < 0 || memcmp(h, want, JNL_HEADER))
 		return 0;
-	*jnl_len = JNL_HEADER;
+	k->jnl_len = JNL_HEADER;
 	comp = malloc(ZSTD_compressBound(IMG_FRAME_BLOCKS_BYTES));
 	rec = malloc(JNL_RECORD + max_ext * IMG_INDEX_EXTENT + 8);
 	e = malloc(max_ext * sizeof(*e));
@@ -197,7 +176,7 @@ static int jnl_replay(int jfd, int sfd, const struct fs_info *fs, struct part_jo
 		/* every field as hostile: this frame follows the last, fits
 		 * the buffers, and its extents walk forwards inside the
 		 * filesystem over used blocks only */
-		if (f.comp_offset != j->out_off || !f.comp_size ||
+		if (f.comp_offset != k->stream_len || !f.comp_size ||
 		    f.comp_size > ZSTD_compressBound(IMG_FRAME_BLOCKS_BYTES) ||
 		    f.raw_size > IMG_FRAME_BLOCKS_BYTES || n == 0 || n > max_ext)
 			break;
@@ -229,20 +208,17 @@ static int jnl_replay(int jfd, int sfd, const struct fs_info *fs, struct part_jo
 		if (pread_full(sfd, comp, f.comp_size, f.comp_offset) < 0 ||
 		    XXH3_64bits(comp, f.comp_size) != f.comp_xxh3)
 			break;
-		r = img_index_add(j->ix, &f, e, n);
+		r = img_index_add(ix, &f, e, n);
 		if (r < 0)
 			goto out;
-		XXH3_64bits_update(j->stream_hash, comp, f.comp_size);
-		j->out_off += f.comp_size;
-		bytes += (data + zero) * fs->block_size;
+		XXH3_64bits_update(stream_hash, comp, f.comp_size);
+		k->stream_len += f.comp_size;
+		k->bytes += (data + zero) * fs->block_size;
+		k->next_block = next_block;
 		joff += JNL_RECORD + elen;
-		*jnl_len = joff;
+		k->jnl_len = joff;
 	}
-	r = j->ix->nframes ? 1 : 0;
-	/* the reader goes on from the block after the last frame's */
-	j->rd.run_pos = j->rd.ahead_pos = next_block;
-	j->rd.run_left = 0;
-	*j->bytes_done += bytes;
+	r = ix->nframes ? 1 : 0;
 out:
 	free(comp);
 	free(rec);
@@ -400,7 +376,7 @@ static int open_stream(const char *dir, const struct fs_info *fs, bool resume, s
 {
 	char spath[4200], jpath[4200], ipath[4200], jname[64];
 	unsigned char h[JNL_HEADER];
-	uint64_t jlen = 0;
+	struct jnl_kept k;
 	int r = 0;
 
 	jnl_name(j->ip->stream, jname, sizeof(jname));
@@ -410,10 +386,18 @@ static int open_stream(const char *dir, const struct fs_info *fs, bool resume, s
 	if (resume) {
 		int sfd = open(spath, O_RDWR | O_CLOEXEC), jfd = open(jpath, O_RDWR | O_CLOEXEC);
 		if (sfd >= 0 && jfd >= 0)
-			r = jnl_replay(jfd, sfd, fs, j, &jlen);
-		if (r > 0 && (ftruncate(sfd, (off_t)j->out_off) < 0 || ftruncate(jfd, (off_t)jlen) < 0 ||
-			      lseek(sfd, (off_t)j->out_off, SEEK_SET) < 0 ||
-			      lseek(jfd, (off_t)jlen, SEEK_SET) < 0))
+			r = jnl_replay(jfd, sfd, fs, j->ix, j->stream_hash, &k);
+		if (r > 0) {
+			/* the reader goes on from the block after the last frame's */
+			j->out_off = k.stream_len;
+			j->rd.run_pos = j->rd.ahead_pos = k.next_block;
+			j->rd.run_left = 0;
+			*j->bytes_done += k.bytes;
+		}
+		if (r > 0 && (ftruncate(sfd, (off_t)k.stream_len) < 0 ||
+			      ftruncate(jfd, (off_t)k.jnl_len) < 0 ||
+			      lseek(sfd, (off_t)k.stream_len, SEEK_SET) < 0 ||
+			      lseek(jfd, (off_t)k.jnl_len, SEEK_SET) < 0))
 			r = -errno;
 		if (r > 0) {
 			j->out_fd = sfd;

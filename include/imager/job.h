@@ -169,11 +169,21 @@ struct clone_opts {
 	bool verify;                /* read back and compare after the copy */
 	unsigned threads;
 	struct rescue_opts rescue;
+	/* Carry on from an interrupted clone onto the same raw target, from
+	 * the source unchanged (its journal, as restore's: TARGET.imager-resume
+	 * beside a file, /var/lib/imager/resume/NAME.jnl for a device): the used
+	 * blocks it says are on the target are not copied again.  Not with
+	 * --rescue or --shrink. */
+	bool resume;
+	/* Keep that journal while the clone runs (the clone command; not the
+	 * clones other jobs make into pools and temporary files). */
+	bool journal;
 	struct im_progress progress;
 };
 
 struct clone_stats {
 	uint64_t bytes_read, bytes_written, verified_bytes;
+	uint64_t resumed_bytes;     /* --resume: used bytes already on the target */
 	struct target_info target;
 	struct grow_report grow;
 	char warnings[4][600];

@@ -14,7 +14,7 @@ trap 'rm -rf "$t"' EXIT
 c=$here/corpus
 # (regress-* are inputs that once crashed a harness: kept as committed)
 [ -d "$c" ] && find "$c" -type f ! -name 'regress-*' -delete
-mkdir -p "$c"/{fuzz-fs,fuzz-ptable,fuzz-qcow2,fuzz-manifest,fuzz-index,fuzz-partclone,fuzz-lvmtext,fuzz-convtext,fuzz-clonezilla,fuzz-frames}
+mkdir -p "$c"/{fuzz-fs,fuzz-ptable,fuzz-qcow2,fuzz-manifest,fuzz-index,fuzz-partclone,fuzz-lvmtext,fuzz-convtext,fuzz-clonezilla,fuzz-frames,fuzz-journals}
 sp() { python3 "$here/sparse.py" "$1" "$2"; }
 mkdir -p "$t/tree/d"
 echo hello >"$t/tree/a.txt"
@@ -135,4 +135,24 @@ PY
 { printf '\x01'; printf 'set default="1>0"\nmenuentry "Debian" --id debian {\n linux /boot/vmlinuz-6.1.0-13-amd64 root=/dev/sda1\n}\nsubmenu "Advanced" --id adv {\n menuentry "old" --id old {\n  linux /boot/vmlinuz-6.1.0-12-amd64\n }\n}\n'; } >"$c/fuzz-convtext/grub.cfg"
 { printf '\x06'; printf 'GRUB_DEFAULT=0\nGRUB_CMDLINE_LINUX="root=/dev/sda1"\n'; } >"$c/fuzz-convtext/default-grub"
 { printf '\x03'; printf 'kernel/drivers/block/virtio_blk.ko: kernel/drivers/virtio/virtio.ko kernel/drivers/virtio/virtio_ring.ko\nkernel/drivers/virtio/virtio.ko:\nkernel/drivers/virtio/virtio_ring.ko:\nkernel/drivers/scsi/virtio_scsi.ko.xz: kernel/drivers/virtio/virtio.ko\nkernel/drivers/virtio/virtio_pci.ko\n'; } >"$c/fuzz-convtext/modules.dep"
+# the journals of --resume (fuzz-journals.c): a save journal of two frames
+# over its stream, and a restore's and a clone's target journal record
+python3 - "$c/fuzz-journals" <<-'PY'
+	import struct, sys, os
+	out = sys.argv[1]
+	def rec(off, comp, raw, exts):
+	    r = struct.pack('<QIIII', off, len(comp), raw, len(exts), 0) + bytes(16)
+	    for s_, n, fl in exts:
+	        r += struct.pack('<QII', s_, n, fl)
+	    return r + bytes(8)   # (checksums made right by the harness)
+	c1, c2 = os.urandom(100), os.urandom(60)
+	j = rec(0, c1, 2 * 4096, [(0, 2, 0)]) + rec(100, c2, 4096, [(2, 1, 0), (3, 4, 1)])
+	hdr = bytes([2, 3]) + struct.pack('<H', 99) + bytes([0]) + struct.pack('<I', len(j))
+	open(out + '/save-two-frames', 'wb').write(hdr + j + c1 + c2)
+	hdr = bytes([2, 3]) + struct.pack('<H', 4000) + bytes([3]) + struct.pack('<I', len(j))
+	open(out + '/save-sparse-bitmap', 'wb').write(hdr + j + c1 + c2)
+	for name, b0, magic in (('restore', 1 | 2 | 8, b'IMGRJNL\x01'), ('clone', 1 | 2 | 4 | 8, b'IMGCJNL\x01')):
+	    r = magic + struct.pack('<QQIIQQQQ', 0x1234, 300 << 20, 1, 0, 5, 20 << 20, 0, 0)
+	    open(out + '/' + name, 'wb').write(bytes([b0, 2]) + r)
+PY
 du -sh "$c"/* | sed 's|'"$c"'/||'
