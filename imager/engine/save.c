@@ -508,7 +508,8 @@ static int save_partition(struct bk *src, const struct pt_part *pp, const struct
 /* ---- the whole disk ---- */
 
 /* A file an interrupted save may have left: boot-*.bin, part*.zst,
- * part*.idx, part*.jnl, rescue.map, and their .tmp forms.  Never
+ * part*.idx, part*.jnl, rescue.map, and their .tmp forms, and
+ * manifest.json.tmp (killed while writing its manifest).  Never
  * manifest.json. */
 static bool is_our_file(const char *n)
 {
@@ -518,8 +519,11 @@ static bool is_our_file(const char *n)
 	if (len >= sizeof(base))
 		return false;
 	strcpy(base, n);
-	if (len > 4 && !strcmp(base + len - 4, ".tmp"))
+	if (len > 4 && !strcmp(base + len - 4, ".tmp")) {
 		base[len -= 4] = '\0';
+		if (!strcmp(base, IMG_MANIFEST))
+			return true;
+	}
 	if (!strncmp(base, "boot-", 5) && len > 4 && !strcmp(base + len - 4, ".bin"))
 		return true;
 	if (!strncmp(base, "part", 4) && len > 4 &&
