@@ -291,7 +291,12 @@ static int read_table(PedDisk *disk, const char *path, struct ptable *pt, struct
  * entry array is empty (no entries, or entries of 0 bytes), whatever its
  * checksum (found by fuzz-ptable; `parted print` aborts too): such a
  * header, primary or backup, is refused before libparted sees it, as is
- * one whose checksum holds but whose entry array is impossible. */
+ * one whose checksum holds but whose entry array is impossible.  And it
+ * reads the array of a header whose checksum is wrong as well: a damaged
+ * or hostile header that claims 32768 entries of 32 KiB had it read 1 GiB
+ * for 15 s (fuzz-ptable again): an array over GPT_MAX_ARRAY is refused
+ * whatever the checksum (real tables hold 128 entries of 128 bytes, 16 KiB). */
+#define GPT_MAX_ARRAY (1u << 20)
 static int gpt_headers_sane(const char *path, uint64_t size, unsigned lss, struct im_err *err)
 {
 	unsigned char h[4096];
@@ -309,7 +314,16 @@ static int gpt_headers_sane(const char *path, uint64_t size, unsigned lss, struc
 		esz = le32(h + 84);
 		hs = le32(h + 12);
 		/* (libparted reads the entry array of a header before it trusts
-		 * its checksum: an empty array aborts it either way) */
+		 * its checksum: an empty or a huge array harms it either way) */
+		if ((uint64_t)n * esz > GPT_MAX_ARRAY) {
+			r = im_errf(err, IM_EXIT_SOURCE, -EINVAL,
+				    "%s: the GPT %s header lists %u entries of %u bytes (%llu bytes, "
+				    "over the %u imager reads): not a valid table (damaged or hostile; "
+				    "if the other header is sound, gdisk's recovery menu rebuilds "
+				    "from it)", path, i ? "backup" : "primary", n, esz,
+				    (unsigned long long)n * esz, GPT_MAX_ARRAY);
+			break;
+		}
 		if (n && esz) {
 			if (hs < 92 || hs > 512 || hs > lss)
 				continue;
