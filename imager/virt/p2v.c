@@ -511,6 +511,87 @@ static int create_volume(struct p2v *j, size_t i)
 	return 0;
 }
 
+/* After a lost connection: connected again, and what the job holds of the
+ * old one (its pool, its volumes) looked up again by name. */
+static int reconnect(struct p2v *j, struct im_err *err)
+{
+	struct host *h = j->host;
+	virConnectPtr conn;
+	virStoragePoolPtr sp;
+	virStorageVolPtr vols[P2V_MAX_SOURCES] = { 0 };
+	int r = host_reopen(h->uri, &conn, err);
+
+	if (r < 0)
+		return r;
+	sp = virStoragePoolLookupByName(conn, j->pool->name);
+	if (!sp)
+		r = im_errf(err, IM_EXIT_IO, -ENOENT, "pool %s: %s", j->pool->name, host_last_error());
+	for (size_t i = 0; r == 0 && i < j->n; i++) {
+		if (!j->dst[i].vol)
+			continue;
+		vols[i] = virStorageVolLookupByName(sp, j->rep->disks[i].name);
+		if (!vols[i])
+			r = im_errf(err, IM_EXIT_IO, -ENOENT, "volume %s: %s", j->rep->disks[i].name,
+				    host_last_error());
+	}
+	if (r < 0) {
+		for (size_t i = 0; i < j->n; i++)
+			if (vols[i])
+				virStorageVolFree(vols[i]);
+		if (sp)
+			virStoragePoolFree(sp);
+		virConnectClose(conn);
+		return r;
+	}
+	for (size_t i = 0; i < j->n; i++) {
+		if (!vols[i])
+			continue;
+		virStorageVolFree(j->dst[i].vol);
+		j->dst[i].vol = vols[i];
+	}
+	virStoragePoolFree(j->sp);
+	j->sp = sp;
+	virConnectClose(h->conn);
+	h->conn = conn;
+	return 0;
+}
+
+/* One volume's upload; a connection lost on the way (a daemon that stops
+ * answering, a network that drops) is made again and the upload begun
+ * again, up to --retries times. */
+static int upload_volume(struct p2v *j, size_t i)
+{
+	struct dst *t = &j->dst[i];
+	unsigned tries = 0, max = host_retries();
+	int r;
+
+	for (;;) {
+		r = vol_upload(j->host->conn, t->vol, t->tmp, j->o->progress.cancel, j->err);
+		if (r == 0 || j->err->exit_class != IM_EXIT_IO || host_alive(j->host->conn) ||
+		    tries >= max)
+			return r;
+		/* (the first error recorded wins: cleared for the next try) */
+		char lost[sizeof(j->err->msg)];
+		snprintf(lost, sizeof(lost), "%s", j->err->msg);
+		memset(j->err, 0, sizeof(*j->err));
+		while (tries < max) {
+			struct im_err e = { 0 };
+			tries++;
+			tell(j, P2V_UPLOAD, "uploading %s: the connection to %s was lost; connecting "
+			     "again (%u of %u)", j->rep->disks[i].name, j->host->uri, tries, max);
+			sleep(tries < 5 ? tries : 5);
+			if (j->o->progress.cancel && *j->o->progress.cancel)
+				return im_errf(j->err, IM_EXIT_INTERRUPTED, -EINTR, "upload interrupted");
+			if (reconnect(j, &e) == 0)
+				break;
+			if (tries >= max)
+				return im_errf(j->err, IM_EXIT_IO, e.code ? e.code : -EIO,
+					       "%.400s; %u attempt%s to connect again failed (--retries): %.400s",
+					       lost, tries, tries == 1 ? "" : "s", e.msg);
+		}
+	}
+}
+
 static int upload_volumes(struct p2v *j)
 {
 	for (size_t i = 0; i < j->n; i++) {
@@ -519,7 +600,7 @@ static int upload_volumes(struct p2v *j)
 		if (!t->tmp[0])
 			continue;
 		tell(j, P2V_UPLOAD, "uploading %s to %s", j->rep->disks[i].name, j->host->uri);
-		FORWARD_ERR(vol_upload(j->host->conn, t->vol, t->tmp, j->o->progress.cancel, j->err));
+		FORWARD_ERR(upload_volume(j, i));
 		unlink(t->tmp);
 		t->tmp[0] = '\0';
 	}

@@ -41,7 +41,7 @@ static void quiet_error(void *opaque, virErrorPtr e)
 	(void)e;
 }
 
-static unsigned host_timeout = 60;
+static unsigned host_timeout = 60, host_retries_n = 3;
 static pthread_once_t events_once = PTHREAD_ONCE_INIT;
 static bool events_on;
 
@@ -104,6 +104,92 @@ int host_open(const char *uri, virConnectPtr *out, struct im_err *err)
 			       name, e->message ? e->message : "no daemon answers");
 	return im_errf(err, IM_EXIT_TARGET, -ECONNREFUSED, "cannot connect to %s: %s", name,
 		       e && e->message ? e->message : "libvirt gave no reason");
+}
+
+void host_set_retries(unsigned n)
+{
+	host_retries_n = n;
+}
+
+unsigned host_retries(void)
+{
+	return host_retries_n;
+}
+
+/* An attempt of host_reopen(): shared by the waiter and the thread that
+ * makes it, freed by the last of the two. */
+struct opener {
+	pthread_mutex_t mu;
+	pthread_cond_t cv;
+	bool done, abandoned;
+	char uri[1024];
+	bool has_uri;
+	virConnectPtr conn;
+	struct im_err err;
+	int r;
+};
+
+static void *opener_run(void *arg)
+{
+	struct opener *o = arg;
+	virConnectPtr conn = NULL;
+	struct im_err err = { 0 };
+	int r = host_open(o->has_uri ? o->uri : NULL, &conn, &err);
+	bool gone;
+
+	pthread_mutex_lock(&o->mu);
+	o->done = true;
+	o->r = r;
+	o->conn = conn;
+	o->err = err;
+	gone = o->abandoned;
+	pthread_cond_signal(&o->cv);
+	pthread_mutex_unlock(&o->mu);
+	if (gone) {   /* (the waiter gave up on it) */
+		if (conn)
+			virConnectClose(conn);
+		free(o);
+	}
+	return NULL;
+}
+
+int host_reopen(const char *uri, virConnectPtr *out, struct im_err *err)
+{
+	struct opener *o = calloc(1, sizeof(*o));
+	struct timespec until;
+	pthread_t t;
+	bool done;
+
+	*out = NULL;
+	if (!o)
+		return im_errf(err, IM_EXIT_INTERNAL, -ENOMEM, "out of memory");
+	pthread_mutex_init(&o->mu, NULL);
+	pthread_cond_init(&o->cv, NULL);
+	o->has_uri = uri != NULL;
+	snprintf(o->uri, sizeof(o->uri), "%s", uri ? uri : "");
+	if (pthread_create(&t, NULL, opener_run, o) != 0) {
+		free(o);
+		return im_errf(err, IM_EXIT_INTERNAL, -EAGAIN, "cannot start a thread");
+	}
+	pthread_detach(t);
+	clock_gettime(CLOCK_REALTIME, &until);
+	until.tv_sec += host_timeout;
+	pthread_mutex_lock(&o->mu);
+	while (!o->done && pthread_cond_timedwait(&o->cv, &o->mu, &until) == 0)
+		;
+	done = o->done;
+	if (!done)
+		o->abandoned = true;
+	pthread_mutex_unlock(&o->mu);
+	if (!done)
+		return im_errf(err, IM_EXIT_IO, -ETIMEDOUT,
+			       "connecting to %s again: no answer within %u s (--timeout)",
+			       uri ? uri : "libvirt's default URI", host_timeout);
+	*out = o->conn;
+	*err = o->err;
+	int r = o->r;
+	free(o);
+	return r;
 }
 
 const char *host_last_error(void)

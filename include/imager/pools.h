@@ -65,6 +65,13 @@ int host_open(const char *uri, virConnectPtr *out, struct im_err *err);
 void host_set_timeout(unsigned seconds);
 /* Is the connection still up (false after a keepalive timeout)? */
 bool host_alive(virConnectPtr conn);
+/* How many times a job connects again after its connection was lost
+ * (--retries; default 3), and host_open() for that: it waits at most the
+ * timeout, since a daemon that is stopped accepts the socket and never
+ * answers (the attempt is left to finish on its own thread, and closed). */
+void host_set_retries(unsigned n);
+unsigned host_retries(void);
+int host_reopen(const char *uri, virConnectPtr *out, struct im_err *err);
 /* libvirt's last error message on this thread, or "libvirt gave no
  * reason"; for messages after a failed libvirt call. */
 const char *host_last_error(void);
