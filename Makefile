@@ -47,6 +47,9 @@ DEB_BOOT  := busybox-static kmod cpio zstd mtools dosfstools xorriso grub-pc-bin
 DEB_TEST  += openssh-server samba nfs-ganesha nfs-ganesha-vfs
 # (Clonezilla's ocs-sr makes the authentic images sources/clonezilla reads)
 DEB_TEST  += clonezilla gdisk dmidecode pciutils
+# (nbdfuse shows an NBD export as a local file: sources/rescue's failing
+# disk whose files save --rescue names with debugfs)
+DEB_TEST  += libnbd-bin
 
 CC        ?= gcc
 OPT       ?= -O2 -g

@@ -320,6 +320,40 @@ static const struct img_part *part_at(const struct img_manifest *m, uint64_t off
 	return NULL;
 }
 
+/* A name from the filesystem, its control characters (a newline, an
+ * escape sequence) and backslashes shown as \xNN: names are hostile. */
+static void put_name(FILE *f, const char *s)
+{
+	for (; *s; s++) {
+		unsigned char c = (unsigned char)*s;
+		if (c < 0x20 || c == 0x7f || c == '\\')
+			fprintf(f, "\\x%02x", c);
+		else
+			fputc(c, f);
+	}
+}
+
+/* Under a range's line: the files it hits (save --rescue of a local
+ * ext2/3/4), one a line, and its blocks that are in no file. */
+static void unreadable_files(FILE *f, const char *lead, const struct img_unreadable_range *r)
+{
+	if (!r->looked_up)
+		return;
+	for (uint32_t k = 0; k < r->nfiles; k++) {
+		fprintf(f, "%s    file: ", lead);
+		put_name(f, r->files[k]);
+		fputc('\n', f);
+	}
+	if (r->no_file_blocks)
+		fprintf(f, "%s    %llu block%s in no file (free space or filesystem metadata)\n", lead,
+			(unsigned long long)r->no_file_blocks, r->no_file_blocks == 1 ? "" : "s");
+	if (r->files_partial)
+		fprintf(f, "%s    (maybe more files: not every block of it was looked up, or it hits "
+			"more than are kept)\n", lead);
+	else if (!r->nfiles && !r->no_file_blocks)
+		fprintf(f, "%s    (no file found)\n", lead);
+}
+
 void cli_unreadable_lines(FILE *f, const char *lead, const char *dir,
 			  const struct img_manifest *m)
 {
@@ -353,6 +387,7 @@ void cli_unreadable_lines(FILE *f, const char *lead, const char *dir,
 		else if (!p)
 			fprintf(f, ": outside the partitions (the table or a gap)");
 		fputc('\n', f);
+		unreadable_files(f, lead, &u->list[i]);
 	}
 	if (u->ranges > u->nlist)
 		fprintf(f, "%s  (%llu more ranges in the map)\n", lead,
@@ -394,6 +429,15 @@ json_object *cli_unreadable_json(const char *dir, const struct img_manifest *m)
 						       (u->list[i].offset + u->list[i].length - 1 - p->start) /
 						       p->block_size));
 		}
+		if (u->list[i].looked_up) {
+			const struct img_unreadable_range *r = &u->list[i];
+			json_object *files = json_object_new_array();
+			for (uint32_t k = 0; k < r->nfiles; k++)
+				json_object_array_add(files, json_object_new_string(r->files[k]));
+			json_object_object_add(e, "files", files);
+			json_object_object_add(e, "no_file_blocks", json_object_new_uint64(r->no_file_blocks));
+			json_object_object_add(e, "files_partial", json_object_new_boolean(r->files_partial));
+		}
 		json_object_array_add(list, e);
 	}
 	json_object_object_add(o, "partitions", parts);
@@ -418,6 +462,7 @@ int cli_net_option(const char *cmd, int c, const char *arg)
 	}
 	bk_nbd_set_policy(timeout, retries);
 	host_set_timeout(timeout);   /* libvirt connections too (p2v uploads) */
+	host_set_retries(retries);
 	return 1;
 }
 

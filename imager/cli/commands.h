@@ -156,12 +156,15 @@ struct json_object;
 struct img_manifest;
 /* An image whose save met unreadable sectors (m->unreadable.bytes): lines
  * on f, each starting with lead: the total, then each listed range with
- * the partition it lies in and that partition's blocks.  Nothing when the
- * image has none. */
+ * the partition it lies in and that partition's blocks, and under it the
+ * files it hits when they were looked up (an ext2/3/4 saved from a local
+ * source).  Nothing when the image has none. */
 void cli_unreadable_lines(FILE *f, const char *lead, const char *dir,
 			  const struct img_manifest *m);
 /* The same as JSON: {bytes, ranges, map, partitions: [{number, filesystem,
- * bytes}], list: [{offset, length, partition, first_block, last_block}]}. */
+ * bytes}], list: [{offset, length, partition, first_block, last_block,
+ * and when its files were looked up: files, no_file_blocks,
+ * files_partial}]}. */
 struct json_object *cli_unreadable_json(const char *dir, const struct img_manifest *m);
 int cli_rescue_report(const char *cmd, const struct rescue_report *rep,
 		      const unsigned *numbers, const char *const *filesystems,

@@ -72,6 +72,11 @@ void img_manifest_free(struct img_manifest *m)
 {
 	for (size_t i = 0; m->parts && i < m->nparts; i++)
 		free(m->parts[i].volumes);
+	for (size_t i = 0; i < IMG_UNREADABLE_LIST; i++) {
+		free(m->unreadable.list[i].files);
+		m->unreadable.list[i].files = NULL;
+		m->unreadable.list[i].nfiles = 0;
+	}
 	free(m->areas);
 	free(m->parts);
 	m->areas = NULL;
@@ -166,9 +171,21 @@ struct json_object *img_manifest_to_json(const struct img_manifest *m)
 		add_u64(o, "map_size", u->map_size);
 		add_hash(o, "map_xxh3", u->map_xxh3);
 		for (size_t i = 0; i < u->nlist; i++) {
+			const struct img_unreadable_range *ur = &u->list[i];
 			json_object *e = json_object_new_object();
-			add_u64(e, "offset", u->list[i].offset);
-			add_u64(e, "length", u->list[i].length);
+			add_u64(e, "offset", ur->offset);
+			add_u64(e, "length", ur->length);
+			if (ur->looked_up) {
+				json_object *files = json_object_new_array();
+				for (uint32_t k = 0; k < ur->nfiles; k++)
+					json_object_array_add(files, json_object_new_string(ur->files[k]));
+				json_object_object_add(e, "files", files);
+				if (ur->no_file_blocks)
+					add_u64(e, "no_file_blocks", ur->no_file_blocks);
+				if (ur->files_partial)
+					json_object_object_add(e, "files_partial",
+							       json_object_new_boolean(true));
+			}
 			json_object_array_add(list, e);
 		}
 		json_object_object_add(o, "list", list);
@@ -570,6 +587,54 @@ static void read_partitions(struct reader *rd, json_object *root, struct img_man
 	}
 }
 
+/* A listed range's optional "files" (save --rescue of a local ext2/3/4),
+ * with "no_file_blocks" and "files_partial": at most IMG_UNREADABLE_FILES
+ * strings, each non-empty, shorter than IMG_UNREADABLE_NAME, without NUL,
+ * a path ("/...") or a note ("<inode 8>"). */
+static void read_range_files(struct reader *rd, json_object *e, size_t i,
+			     struct img_unreadable_range *ur)
+{
+	json_object *arr, *f;
+	size_t n;
+
+	if (rd->r < 0 || !json_object_object_get_ex(e, "files", NULL))
+		return;
+	if (!(arr = get(rd, e, "files", json_type_array)))
+		return;
+	n = json_object_array_length(arr);
+	if (n > IMG_UNREADABLE_FILES) {
+		rd->r = im_errf(rd->err, IM_EXIT_DAMAGED, -EBADMSG,
+				"%s: unreadable range %zu: too many files", rd->path, i);
+		return;
+	}
+	if (n && !(ur->files = calloc(n, sizeof(*ur->files)))) {
+		rd->r = im_errf(rd->err, IM_EXIT_INTERNAL, -ENOMEM, "out of memory");
+		return;
+	}
+	for (size_t k = 0; k < n; k++) {
+		const char *s;
+		size_t len;
+
+		f = json_object_array_get_idx(arr, k);
+		if (!json_object_is_type(f, json_type_string) ||
+		    (len = (size_t)json_object_get_string_len(f)) == 0 ||
+		    len >= IMG_UNREADABLE_NAME || strlen(s = json_object_get_string(f)) != len ||
+		    (s[0] != '/' && s[0] != '<')) {
+			rd->r = im_errf(rd->err, IM_EXIT_DAMAGED, -EBADMSG,
+					"%s: unreadable range %zu: bad file name", rd->path, i);
+			return;
+		}
+		memcpy(ur->files[k], s, len + 1);
+		ur->nfiles = (uint32_t)(k + 1);
+	}
+	ur->looked_up = true;
+	if (json_object_object_get_ex(e, "no_file_blocks", NULL))
+		ur->no_file_blocks = get_u64(rd, e, "no_file_blocks", 1u << 16);
+	if (json_object_object_get_ex(e, "files_partial", NULL) &&
+	    (f = get(rd, e, "files_partial", json_type_boolean)))
+		ur->files_partial = json_object_get_boolean(f);
+}
+
 /* The optional "unreadable" object (save --rescue): counts inside the
  * disk, a plain map name, each listed range inside the disk. */
 static void read_unreadable(struct reader *rd, json_object *root, struct img_manifest *m)
@@ -600,6 +665,7 @@ static void read_unreadable(struct reader *rd, json_object *root, struct img_man
 		u->list[i].offset = get_u64(rd, e, "offset", m->disk_size);
 		u->list[i].length = get_u64(rd, e, "length", m->disk_size - u->list[i].offset);
 		u->nlist = i + 1;
+		read_range_files(rd, e, i, &u->list[i]);
 	}
 }
 

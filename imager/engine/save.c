@@ -21,6 +21,7 @@
 #include "imager/backend.h"
 #include "imager/fs.h"
 #include "imager/pipeline.h"
+#include "extfiles.h"
 #include "savejnl.h"
 #include "source.h"
 #include "util.h"
@@ -673,7 +674,8 @@ static void describe_disk(const struct disk_roots *roots, const struct source *s
 }
 
 /* After a rescue: the map into the folder, and in the manifest what was
- * unreadable in all, in each partition, and the first ranges. */
+ * unreadable in all, in each partition, and the first ranges, with the
+ * files they hit in an ext2/3/4. */
 static int record_unreadable(struct source *src, const struct save_opts *opts, struct created *cr,
 			     struct img_manifest *m, struct save_stats *stats, struct im_err *err)
 {
@@ -703,6 +705,17 @@ static int record_unreadable(struct source *src, const struct save_opts *opts, s
 	for (size_t i = 0; i < m->nparts; i++)
 		m->parts[i].unreadable_bytes =
 			bk_rescue_bad_bytes(src->bk, m->parts[i].start, m->parts[i].size);
+	/* The files those ranges hit in an ext2/3/4, asked of debugfs: it
+	 * opens local paths only (raw_path is "" for qcow2 and NBD). */
+	if (!bk_is_uri(src->ref.path) && src->bk->raw_path[0]) {
+		char warning[sizeof(stats->warnings[0])];
+		r = extfiles_lookup(src->bk->raw_path, m, warning, sizeof(warning));
+		if (r < 0)
+			return im_errf(err, IM_EXIT_INTERNAL, r, "out of memory");
+		if (warning[0] && stats->nwarnings < 4)
+			snprintf(stats->warnings[stats->nwarnings++], sizeof(stats->warnings[0]), "%s",
+				 warning);
+	}
 	return 0;
 }
 

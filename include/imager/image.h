@@ -123,12 +123,28 @@ struct img_part {
  * in the folder with its size and XXH3, and the first ranges. */
 #define IMG_RESCUE_MAP   "rescue.map"
 #define IMG_UNREADABLE_LIST 64
+#define IMG_UNREADABLE_FILES 16     /* names kept for one range */
+#define IMG_UNREADABLE_NAME  1024   /* bytes of a name, its NUL included */
+struct img_unreadable_range {
+	uint64_t offset, length;
+	/* A range in an ext2/3/4 saved from a local source: what its blocks
+	 * hold, as debugfs found it (optional "files", "no_file_blocks",
+	 * "files_partial"; looked_up false when absent).  files: paths ("/"
+	 * and "<" first: "<inode 8>" for an inode without a name), owned by
+	 * the manifest; no_file_blocks: blocks of it in no file (free space
+	 * or filesystem metadata); files_partial: not every block of the
+	 * range was looked up, or it hit more files than are kept. */
+	bool looked_up, files_partial;
+	uint32_t nfiles;
+	char (*files)[IMG_UNREADABLE_NAME];
+	uint64_t no_file_blocks;
+};
 struct img_unreadable {
 	uint64_t bytes, ranges;
 	char map[32];
 	uint64_t map_size, map_xxh3;
 	size_t nlist;
-	struct { uint64_t offset, length; } list[IMG_UNREADABLE_LIST];
+	struct img_unreadable_range list[IMG_UNREADABLE_LIST];
 };
 
 struct img_manifest {

@@ -4,7 +4,7 @@
 # fuzz.h), a qcow2, an image folder's manifest and index, partclone
 # streams, LVM metadata text, and the texts conversion edits.  Needs root
 # for nothing; needs mke2fs, mkfs.fat, mkntfs, mkswap, mkfs.exfat, mkfs.btrfs,
-# mkfs.f2fs, sfdisk, qemu-img, partclone.extfs, pvcreate and build/imager.
+# mkfs.f2fs, sfdisk, qemu-img, partclone.extfs, pvcreate, jq and build/imager.
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 root=$(cd "$here/../.." && pwd)
@@ -92,6 +92,12 @@ nbdkit -U "$t/r.sock" -P "$t/r.pid" -r --filter=ddrescue file "$t/ext4" ddrescue
 	sleep 0.5 && "$imager" -q save --rescue "nbd+unix:///?socket=$t/r.sock" "$t/img3" --no-progress >/dev/null 2>&1
 [ -f "$t/r.pid" ] && kill "$(cat "$t/r.pid")"
 [ -f "$t/img3/manifest.json" ] && cp "$t/img3/manifest.json" "$c/fuzz-manifest/rescued.json"
+# ... and with the files its ranges hit, as a save from a local source
+# records them (debugfs)
+[ -f "$c/fuzz-manifest/rescued.json" ] &&
+	jq '.unreadable.list[0] += {files: ["/dir/a b", "<inode 8: the journal>"], no_file_blocks: 1,
+	    files_partial: true} | .unreadable.list[1] += {files: []}' \
+		"$c/fuzz-manifest/rescued.json" >"$c/fuzz-manifest/rescued-files.json"
 { printf '\x03'; cat "$t/img2"/part*.idx; } >"$c/fuzz-index/ext4-idx"
 # the frame reader: block-count byte, u16 index length (without its
 # trailer), the index, the stream (fuzz-frames.c)

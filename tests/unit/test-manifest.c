@@ -49,6 +49,18 @@ static void sample(struct img_manifest *m, struct img_part *p, struct img_area *
 	p->frames = 2;
 	m->parts = p;
 	m->nparts = 1;
+	/* save --rescue: two ranges, the files of the first looked up */
+	static char files[2][IMG_UNREADABLE_NAME] = { "/home/a b.txt", "<inode 8: the journal>" };
+	m->unreadable.bytes = 1024;
+	m->unreadable.ranges = 2;
+	snprintf(m->unreadable.map, sizeof(m->unreadable.map), "rescue.map");
+	m->unreadable.map_size = 100;
+	m->unreadable.map_xxh3 = 1;
+	m->unreadable.nlist = 2;
+	m->unreadable.list[0] = (struct img_unreadable_range){
+		.offset = (1 << 20) + 4096 * 100, .length = 512, .looked_up = true, .nfiles = 2,
+		.files = files, .no_file_blocks = 1, .files_partial = true };
+	m->unreadable.list[1] = (struct img_unreadable_range){ .offset = 2 << 20, .length = 512 };
 }
 
 static void test_round_trip(void)
@@ -73,6 +85,41 @@ static void test_round_trip(void)
 		CHECK_EQ_U(back.parts[0].data_bytes, p.data_bytes);
 		CHECK_EQ_U(back.areas[0].xxh3, a.xxh3);
 	}
+	CHECK_EQ_U(back.unreadable.nlist, 2);
+	CHECK(back.unreadable.list[0].looked_up);
+	CHECK_EQ_U(back.unreadable.list[0].nfiles, 2);
+	if (back.unreadable.list[0].nfiles == 2) {
+		CHECK_STR(back.unreadable.list[0].files[0], "/home/a b.txt");
+		CHECK_STR(back.unreadable.list[0].files[1], "<inode 8: the journal>");
+	}
+	CHECK_EQ_U(back.unreadable.list[0].no_file_blocks, 1);
+	CHECK(back.unreadable.list[0].files_partial);
+	CHECK(!back.unreadable.list[1].looked_up && !back.unreadable.list[1].files);
+	img_manifest_free(&back);
+}
+
+/* The files of a range are optional (images saved before them, or from an
+ * NBD source): a manifest without them reads as not looked up. */
+static void test_files_optional(void)
+{
+	struct img_manifest m, back;
+	struct img_part p;
+	struct img_area a;
+	struct im_err err = { 0 };
+	char cmd[PATH_MAX + 256];
+
+	sample(&m, &p, &a);
+	CHECK(img_manifest_write(&m, dir, &err) == 0);
+	snprintf(cmd, sizeof(cmd), "sed -i 's/\"files\"/\"old\"/; s/\"no_file_blocks\"/\"old2\"/; "
+		 "s/\"files_partial\"/\"old3\"/' "
+		 "'%s/manifest.json'", dir);
+	CHECK(system(cmd) == 0);
+	CHECK(img_manifest_read(&back, dir, &err) == 0);
+	if (err.msg[0])
+		fprintf(stderr, "  %s\n", err.msg);
+	CHECK_EQ_U(back.unreadable.nlist, 2);
+	CHECK(!back.unreadable.list[0].looked_up && !back.unreadable.list[0].nfiles);
+	CHECK_EQ_U(back.unreadable.list[0].no_file_blocks, 0);
 	img_manifest_free(&back);
 }
 
@@ -115,6 +162,26 @@ static void test_lies_refused(void)
 	expect_refused("s/\"partitions\"/\"partitionz\"/", IM_EXIT_DAMAGED);
 	expect_refused("$d", IM_EXIT_DAMAGED);                                          /* cut short */
 	expect_refused("s/\"size\": 67108864/\"size\": 18446744073709551615/", IM_EXIT_DAMAGED);
+	/* the files of an unreadable range */
+	expect_refused("s|\"/home/a b.txt\"|17|", IM_EXIT_DAMAGED);
+	expect_refused("s|\"/home/a b.txt\"|\"home\"|", IM_EXIT_DAMAGED);
+	expect_refused("s|\"/home/a b.txt\"|\"\"|", IM_EXIT_DAMAGED);
+	expect_refused("s|\"/home/a b.txt\"|\"/a\\\\u0000b\"|", IM_EXIT_DAMAGED);   /* a NUL inside */
+	expect_refused("s|\"files\": \\[|\"files\": \"/a\", \"other\": [|", IM_EXIT_DAMAGED);
+	expect_refused("s|\"files_partial\": true|\"files_partial\": 1|", IM_EXIT_DAMAGED);
+	expect_refused("s|\"no_file_blocks\": 1|\"no_file_blocks\": -1|", IM_EXIT_DAMAGED);
+	expect_refused("s|\"no_file_blocks\": 1|\"no_file_blocks\": 99999999|", IM_EXIT_DAMAGED);
+	/* 17 names, and a name of IMG_UNREADABLE_NAME bytes */
+	char sed[IMG_UNREADABLE_NAME + 64];
+	size_t at = (size_t)snprintf(sed, sizeof(sed), "s|\"/home/a b.txt\"|");
+	for (int i = 0; i < 16; i++)
+		at += (size_t)snprintf(sed + at, sizeof(sed) - at, "\"/f%d\", ", i);
+	snprintf(sed + at, sizeof(sed) - at, "&|");
+	expect_refused(sed, IM_EXIT_DAMAGED);
+	at = (size_t)snprintf(sed, sizeof(sed), "s|\"/home/a b.txt\"|\"/");
+	memset(sed + at, 'x', IMG_UNREADABLE_NAME - 1);
+	snprintf(sed + at + IMG_UNREADABLE_NAME - 1, sizeof(sed) - at - IMG_UNREADABLE_NAME + 1, "\"|");
+	expect_refused(sed, IM_EXIT_DAMAGED);
 }
 
 static void test_missing_is_unfinished(void)
@@ -181,5 +248,5 @@ static void teardown(void)
 	CHECK(system(cmd) == 0);
 }
 
-UNIT_MAIN(UNIT(setup), UNIT(test_round_trip), UNIT(test_lies_refused),
+UNIT_MAIN(UNIT(setup), UNIT(test_round_trip), UNIT(test_files_optional), UNIT(test_lies_refused),
 	  UNIT(test_missing_is_unfinished), UNIT(test_index_round_trip_and_lies), UNIT(teardown))
