@@ -212,15 +212,13 @@ static int clone_heads(struct source *src, size_t i, uint64_t below, struct writ
 	buf = malloc(end * bs);
 	if (!buf)
 		return im_errf(err, IM_EXIT_INTERNAL, -ENOMEM, "out of memory");
-	w->heads_only = true;
 	while (r == 0 && pos < end && (len = bitmap_next_run(&fs->used, &pos)) && pos < end) {
 		uint64_t n = len < end - pos ? len : end - pos;
 		r = bk_pread(src->bk, buf, n * bs, src->pt->parts[i].start + pos * bs, err);
 		if (r == 0)
-			r = writer_put(w, i, pos * bs, n * bs, buf, err);
+			r = writer_put_head(w, i, pos * bs, n * bs, buf, err);
 		pos += n;
 	}
-	w->heads_only = false;
 	free(buf);
 	return r;
 }
@@ -350,25 +348,8 @@ int im_clone(const struct disk_roots *roots, const char *source, const char *tar
 		r = tjournal_read(&jn, (uint32_t)src.pt->nparts, err);
 	if (r == 0)
 		r = writer_start(&w, roots, target, &pl, &opts->target, &stats->grow, err);
-	if (r == 0 && strcmp(w.info.format, "raw")) {
-		/* (a qcow2's tables are written when it closes: nothing to carry on) */
-		if (opts->resume)
-			r = im_errf(err, IM_EXIT_TARGET, -ENOTSUP,
-				    "%s: a %s target cannot be resumed, only a raw one", target,
-				    w.info.format);
-		jn.on = false;
-	}
-	if (r == 0 && opts->resume && jn.target_size != w.tgt->size)
-		r = im_errf(err, IM_EXIT_TARGET, -ESTALE,
-			    "%s is not the target the interrupted clone wrote (%llu bytes, not %llu)",
-			    target, (unsigned long long)w.tgt->size, (unsigned long long)jn.target_size);
-	if (r == 0 && jn.on && !opts->resume) {
-		jn.target_size = w.tgt->size;
-		if (tjournal_write(&jn, 0, 0, 0) < 0) {   /* (no journal: no resume) */
-			jn.on = false;
-			unlink(jn.path);
-		}
-	}
+	if (r == 0)
+		r = tjournal_start(&jn, opts->resume, target, w.info.format, w.tgt->size, err);
 	if (r == 0)
 		r = writer_check_room(&w, src.used_bytes, err);
 	if (r == 0 && opts->resume) {   /* (every check passed: the journal is this run's) */

@@ -112,24 +112,21 @@ static int restore_consume(void *ctx, struct pipe_slot *s, struct im_err *err)
 			*j->bytes_done += (uint64_t)j->ix->extents[f->first_extent + i].count * bs;
 		return 0;
 	}
-	bool before = m->frame < j->skip_below;
-	j->w->heads_only = before;   /* (only the head of a frame written before) */
+	bool before = m->frame < j->skip_below;   /* (only its head: the rest is there) */
 	for (uint32_t i = 0; i < f->nextents; i++) {
 		const struct img_extent *e = &j->ix->extents[f->first_extent + i];
 		uint64_t len = (uint64_t)e->count * bs;
 		bool zero = e->flags & IMG_EXT_ZERO;
-		int r = writer_put(j->w, j->part_index, e->start * bs, len, zero ? NULL : data, err);
-		if (r < 0) {
-			j->w->heads_only = false;
+		int r = (before ? writer_put_head : writer_put)(j->w, j->part_index, e->start * bs, len,
+								zero ? NULL : data, err);
+		if (r < 0)
 			return r;
-		}
 		if (!zero)
 			data += len;
 		*j->bytes_done += len;
 		if (!before)
 			*j->bytes_written += len;
 	}
-	j->w->heads_only = false;
 	if (!before && ++j->since_checkpoint >= CHECKPOINT_FRAMES) {
 		int r = checkpoint(j, m->frame + 1, err);
 		if (r < 0)
@@ -288,25 +285,8 @@ int im_restore(const struct disk_roots *roots, const char *dir, const char *targ
 		r = tjournal_read(&jn, (uint32_t)m.nparts, err);
 	if (r == 0)
 		r = writer_start(&w, roots, target, &pl, &opts->target, &stats->grow, err);
-	if (r == 0 && strcmp(w.info.format, "raw")) {
-		/* (a qcow2's tables are written when it closes: nothing to carry on) */
-		if (opts->resume)
-			r = im_errf(err, IM_EXIT_TARGET, -ENOTSUP,
-				    "%s: a %s target cannot be resumed, only a raw one", target,
-				    w.info.format);
-		jn.on = false;
-	}
-	if (r == 0 && opts->resume && jn.target_size != w.tgt->size)
-		r = im_errf(err, IM_EXIT_TARGET, -ESTALE,
-			    "%s is not the target the interrupted restore wrote (%llu bytes, not %llu)",
-			    target, (unsigned long long)w.tgt->size, (unsigned long long)jn.target_size);
-	if (r == 0 && jn.on && !opts->resume) {
-		jn.target_size = w.tgt->size;
-		if (tjournal_write(&jn, 0, 0, 0) < 0) {   /* (no journal: no resume) */
-			jn.on = false;
-			unlink(jn.path);
-		}
-	}
+	if (r == 0)
+		r = tjournal_start(&jn, opts->resume, target, w.info.format, w.tgt->size, err);
 	if (r == 0)
 		r = writer_check_room(&w, total, err);
 	if (r == 0 && opts->resume) {   /* (every check passed: the journal is this run's) */

@@ -78,7 +78,6 @@ struct writer {
 	const struct disk_roots *roots;
 	bool created;               /* a new file: removed if the job fails */
 	bool fresh;                 /* reads as zeros: zeros need not be written */
-	bool heads_only;            /* writer_put keeps the head zone, writes nothing */
 	bool keep;                  /* a failed job keeps the file it created (resume) */
 	uint64_t source_size;       /* the source disk's size */
 	char table[16];
@@ -151,6 +150,11 @@ int writer_check_room(struct writer *w, uint64_t bytes, struct im_err *err);
  * partition i.  A full filesystem is named with what is free on it. */
 int writer_put(struct writer *w, size_t i, uint64_t off, uint64_t len, const void *data,
 	       struct im_err *err);
+/* The same, but only the part inside partition i's head zone, into the
+ * held-back head; nothing reaches the target (--resume: blocks already on
+ * it whose head part is written last). */
+int writer_put_head(struct writer *w, size_t i, uint64_t off, uint64_t len, const void *data,
+		    struct im_err *err);
 /* Write the held-back heads, then each boot area of the plan (areas named
  * gpt-backup are moved to the end of a larger target), flush. */
 int writer_finish(struct writer *w, const struct disk_plan *pl, struct im_err *err);

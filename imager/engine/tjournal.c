@@ -7,6 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <unistd.h>
 #include <xxhash.h>
 
 #include "imager/backend.h"
@@ -96,5 +97,32 @@ int tjournal_read(struct tjournal *jn, uint32_t nparts, struct im_err *err)
 	free(rec);
 	if (r < 0)
 		return im_errf(err, IM_EXIT_TARGET, r, "%s: %s", jn->path, why);
+	return 0;
+}
+
+int tjournal_start(struct tjournal *jn, bool resume, const char *target, const char *format,
+		   uint64_t size, struct im_err *err)
+{
+	if (strcmp(format, "raw")) {
+		/* (a qcow2's tables are written when it closes: nothing to carry on) */
+		jn->on = false;
+		if (resume)
+			return im_errf(err, IM_EXIT_TARGET, -ENOTSUP,
+				       "%s: a %s target cannot be resumed, only a raw one", target,
+				       format);
+		return 0;
+	}
+	if (resume && jn->target_size != size)
+		return im_errf(err, IM_EXIT_TARGET, -ESTALE,
+			       "%s is not the target the interrupted %s wrote (%llu bytes, not %llu)",
+			       target, job[jn->kind], (unsigned long long)size,
+			       (unsigned long long)jn->target_size);
+	if (jn->on && !resume) {
+		jn->target_size = size;
+		if (tjournal_write(jn, 0, 0, 0) < 0) {   /* (no journal: no resume) */
+			jn->on = false;
+			unlink(jn->path);
+		}
+	}
 	return 0;
 }

@@ -61,5 +61,11 @@ int tjournal_parse(struct tjournal *jn, const unsigned char *rec, size_t len, ui
 /* Read jn->path and parse it (IM_EXIT_TARGET when it is missing, of
  * another job or image, or damaged). */
 int tjournal_read(struct tjournal *jn, uint32_t nparts, struct im_err *err);
+/* Once the target is open (FORMAT, SIZE bytes): a target that is not raw
+ * keeps no journal, and cannot be resumed (IM_EXIT_TARGET); a resumed one
+ * must be the size the journal names; a new run writes its first record
+ * (one that cannot be written costs the resume, not the job). */
+int tjournal_start(struct tjournal *jn, bool resume, const char *target, const char *format,
+		   uint64_t size, struct im_err *err);
 
 #endif

@@ -418,8 +418,8 @@ static int full(struct writer *w, int r, struct im_err *err)
 				    "does not pass for a restored disk");
 }
 
-int writer_put(struct writer *w, size_t i, uint64_t off, uint64_t len, const void *data,
-	       struct im_err *err)
+static int put(struct writer *w, size_t i, uint64_t off, uint64_t len, const void *data,
+	       bool head_only, struct im_err *err)
 {
 	const unsigned char *d = data;
 
@@ -444,7 +444,7 @@ int writer_put(struct writer *w, size_t i, uint64_t off, uint64_t len, const voi
 		if (d)
 			d += n;
 	}
-	if (!len || w->heads_only)
+	if (!len || head_only)
 		return 0;
 	if (d) {
 		int r = bk_pwrite(w->tgt, d, len, w->part_start[i] + off, err);
@@ -452,6 +452,18 @@ int writer_put(struct writer *w, size_t i, uint64_t off, uint64_t len, const voi
 		return r < 0 ? full(w, r, err) : 0;
 	}
 	return w->fresh ? 0 : bk_zero(w->tgt, w->part_start[i] + off, len, err);
+}
+
+int writer_put(struct writer *w, size_t i, uint64_t off, uint64_t len, const void *data,
+	       struct im_err *err)
+{
+	return put(w, i, off, len, data, false, err);
+}
+
+int writer_put_head(struct writer *w, size_t i, uint64_t off, uint64_t len, const void *data,
+		    struct im_err *err)
+{
+	return put(w, i, off, len, data, true, err);
 }
 
 int writer_finish(struct writer *w, const struct disk_plan *pl, struct im_err *err)
