@@ -79,7 +79,7 @@ static char *read_opt(guestfs_h *g, const char *path, size_t *len)
 	*len = 0;
 	if (!gx_is_file(g, path))
 		return NULL;
-	return guestfs_read_file(g, path, len);
+	return gx_read(g, path, len);
 }
 
 /* ---- kernels ---- */
@@ -501,7 +501,7 @@ static int append_modules(struct lx *l, struct lkernel *k, char **paths, size_t 
 				       "inside the module tree; nothing changed", k->version, paths[i]);
 		snprintf(src, sizeof(src), "%s/%s/%s", l->moddir, k->version, paths[i]);
 		snprintf(dst, sizeof(dst), "%s/%s", a->prefix, paths[i]);
-		if (!(data = guestfs_read_file(g, src, &len)))
+		if (!(data = gx_read(g, src, &len)))
 			return im_errf(l->c->err, IM_EXIT_UNSUPP, -EOPNOTSUPP,
 				       "kernel %s: %s is named in modules.dep but cannot be read (%s); "
 				       "nothing changed", k->version, src, gx_error(g));
