@@ -73,6 +73,15 @@ json_object *cli_convert_json(const struct conv_report *r, const struct im_err *
 		json_object_array_add(ks, k);
 	}
 	json_object_object_add(root, "kernels", ks);
+	json_object_object_add(root, "inspection", json_object_new_string(r->inspection));
+	json_object *ms = json_object_new_array();
+	for (size_t i = 0; i < r->nmounts; i++) {
+		json_object *m = json_object_new_object();
+		json_object_object_add(m, "path", json_object_new_string(r->mounts[i].path));
+		json_object_object_add(m, "device", json_object_new_string(r->mounts[i].device));
+		json_object_array_add(ms, m);
+	}
+	json_object_object_add(root, "mounts", ms);
 	for (size_t i = 0; i < r->nchanges; i++) {
 		json_object *c = json_object_new_object();
 		json_object_object_add(c, "action", json_object_new_string(r->changes[i].action));

@@ -76,8 +76,22 @@ bool gx_is_file(guestfs_h *g, const char *path);     /* regular file, not a link
 bool gx_is_dir(guestfs_h *g, const char *path);      /* following links */
 bool gx_is_link(guestfs_h *g, const char *path);
 bool gx_exists(guestfs_h *g, const char *path);
-/* The last libguestfs error message, or "unknown error". */
+/* A regular file's content (following links) with a NUL after it, in
+ * pread chunks (far faster than guestfs_read_file under TCG); NULL when it
+ * cannot be read or is over 256 MiB (gx_error says why). */
+char *gx_read(guestfs_h *g, const char *path, size_t *len);
+/* The last libguestfs error message (or gx_read's), or "unknown error". */
 const char *gx_error(guestfs_h *g);
+
+/* The quick inspection (inspect.c): 1 with the Linux root's device in
+ * *root and its mount points in *mp (mount point, device, ..., NULL; both
+ * malloc'ed) and the report's os_type, distro, product, major and minor
+ * filled; 0 when the guest needs guestfs_inspect_os() (nothing filled);
+ * -errno with err filled.  Nothing is left mounted. */
+int conv_quick_inspect(struct conv_ctx *c, char **root, char ***mp);
+/* rep->arch from the ELF header of the guest's shell or init (the guest's
+ * filesystems mounted); left "" when none can be read. */
+void conv_guess_arch(struct conv_ctx *c);
 
 /* rep->firmware: "uefi" when a GPT disk has an EFI system partition and
  * no BIOS boot partition, else "bios". */

@@ -147,14 +147,11 @@ static int cmp_mountpoint(const void *a, const void *b)
  * first.  The root must mount; others that fail are left out (reported).
  * Read-only while inspecting and planning: even mounting an ext4 read-write
  * writes its superblock, and a refused guest must keep every byte. */
-static int mount_guest(struct conv_ctx *c, const char *root, bool ro)
+static int mount_guest(struct conv_ctx *c, char **mp, bool ro)
 {
-	char **mp = guestfs_inspect_get_mountpoints(c->g, root);
 	size_t n = 0;
 	int rc = 0;
 
-	if (!mp)
-		return im_errf(c->err, IM_EXIT_IO, -EIO, "inspection: %s", gx_error(c->g));
 	while (mp[n])
 		n++;
 	qsort(mp, n / 2, 2 * sizeof(char *), cmp_mountpoint);
@@ -172,10 +169,27 @@ static int mount_guest(struct conv_ctx *c, const char *root, bool ro)
 					    mp[i + 1], gx_error(c->g));
 		}
 	}
-	free_strings(mp);
 	return rc;
 }
 
+
+/* The mount points in the report (mps sorted by mount_guest). */
+static int report_mounts(struct conv_ctx *c, char **mps)
+{
+	size_t n = 0;
+
+	while (mps[2 * n] && mps[2 * n + 1])
+		n++;
+	if (n && !(c->rep->mounts = calloc(n, sizeof(*c->rep->mounts))))
+		return im_errf(c->err, IM_EXIT_INTERNAL, -ENOMEM, "out of memory");
+	for (size_t i = 0; i < n; i++) {
+		snprintf(c->rep->mounts[i].path, sizeof(c->rep->mounts[i].path), "%s", mps[2 * i]);
+		snprintf(c->rep->mounts[i].device, sizeof(c->rep->mounts[i].device), "%s",
+			 mps[2 * i + 1]);
+	}
+	c->rep->nmounts = n;
+	return 0;
+}
 
 /* The converters, in the order they are asked (each matches one kind of
  * guest, so the order only matters to a reader: Windows, then Linux). */
@@ -210,28 +224,45 @@ static int open_guest(struct conv_ctx *c, const char *const *disks, const char *
 	return 0;
 }
 
-/* Inspection: one operating system (*root, malloc'ed list in *roots) and
- * the facts of the report. */
-static int inspect_guest(struct conv_ctx *c, size_t ndisks, char ***roots)
+/* Inspection: one operating system (*roots, a malloc'ed list of one), its
+ * mount points (*mps: mount point, device, ..., NULL) and the facts of the
+ * report.  The quick inspection first; libguestfs's own when it cannot
+ * tell. */
+static int inspect_guest(struct conv_ctx *c, size_t ndisks, char ***roots, char ***mps)
 {
 	struct conv_report *rep = c->rep;
-	char **r;
+	char **r, *root;
+	int q;
 
 	if (c->o->phase)
 		c->o->phase(c->o->opaque, "inspecting");
-	c->devices = guestfs_list_devices(c->g);
+	if (!(c->devices = guestfs_list_devices(c->g)))
+		return im_errf(c->err, IM_EXIT_IO, -EIO, "inspection: %s", gx_error(c->g));
+	while (c->devices[c->ndevices])
+		c->ndevices++;
+	if ((q = conv_quick_inspect(c, &root, mps)) < 0)
+		return q;
+	if (q == 1) {
+		if (!(*roots = calloc(2, sizeof(char *)))) {
+			free(root);
+			return im_errf(c->err, IM_EXIT_INTERNAL, -ENOMEM, "out of memory");
+		}
+		(*roots)[0] = root;
+		snprintf(rep->root, sizeof(rep->root), "%s", root);
+		snprintf(rep->inspection, sizeof(rep->inspection), "quick");
+		return 0;
+	}
+	snprintf(rep->inspection, sizeof(rep->inspection), "libguestfs");
 	r = *roots = guestfs_inspect_os(c->g);
-	if (!c->devices || !r) {
+	if (!r) {
 		/* libguestfs reads Windows' hives while inspecting; a damaged hive
 		 * ends inspection with hivex's exception. */
-		if (!r && strstr(gx_error(c->g), "Hivex"))
+		if (strstr(gx_error(c->g), "Hivex"))
 			return im_errf(c->err, IM_EXIT_DAMAGED, -EUCLEAN,
 				       "a Windows registry hive on the disk is damaged (inspection: %s); "
 				       "nothing changed", gx_error(c->g));
 		return im_errf(c->err, IM_EXIT_IO, -EIO, "inspection: %s", gx_error(c->g));
 	}
-	while (c->devices[c->ndevices])
-		c->ndevices++;
 	if (!r[0])
 		return im_errf(c->err, IM_EXIT_UNSUPP, -ENOENT,
 			       "no operating system found on the disk%s: nothing converted",
@@ -247,12 +278,14 @@ static int inspect_guest(struct conv_ctx *c, size_t ndisks, char ***roots)
 	copy_str(rep->arch, sizeof(rep->arch), guestfs_inspect_get_arch(c->g, r[0]));
 	rep->major = guestfs_inspect_get_major_version(c->g, r[0]);
 	rep->minor = guestfs_inspect_get_minor_version(c->g, r[0]);
+	if (!(*mps = guestfs_inspect_get_mountpoints(c->g, r[0])))
+		return im_errf(c->err, IM_EXIT_IO, -EIO, "inspection: %s", gx_error(c->g));
 	return 0;
 }
 
 /* The plan, applied on a read-write mount (not for a dry run), then the
  * disks closed so that the writes are on them. */
-static int apply_and_close(struct conv_ctx *c, const struct converter *cv, const char *root)
+static int apply_and_close(struct conv_ctx *c, const struct converter *cv, char **mps)
 {
 	const struct conv_opts *o = c->o;
 
@@ -261,7 +294,7 @@ static int apply_and_close(struct conv_ctx *c, const struct converter *cv, const
 			o->phase(o->opaque, "applying");
 		if (guestfs_umount_all(c->g) == -1)
 			return im_errf(c->err, IM_EXIT_IO, -EIO, "unmounting: %s", gx_error(c->g));
-		FORWARD_ERR(mount_guest(c, root, false));
+		FORWARD_ERR(mount_guest(c, mps, false));
 		FORWARD_ERR(cv->apply ? cv->apply(c) : apply_plan(c));
 	}
 	if (guestfs_umount_all(c->g) == -1 || (!o->dry_run && guestfs_shutdown(c->g) == -1))
@@ -296,7 +329,7 @@ int im_convert(const char *const *disks, const char *const *formats, size_t n,
 	struct conv_ctx c = { .o = o, .rep = rep, .err = err };
 	const struct converter *cv = NULL;
 	struct timespec t0, t1;
-	char **roots = NULL;
+	char **roots = NULL, **mps = NULL;
 	int r;
 
 	memset(rep, 0, sizeof(*rep));
@@ -305,7 +338,7 @@ int im_convert(const char *const *disks, const char *const *formats, size_t n,
 	snprintf(rep->block, sizeof(rep->block), "%s", conv_block_name(o->block));
 	snprintf(rep->method, sizeof(rep->method), "%s", o->rebuild_initramfs ? "rebuild" : "append");
 	FORWARD_ERR(open_guest(&c, disks, formats, n));
-	if ((r = inspect_guest(&c, n, &roots)) < 0)
+	if ((r = inspect_guest(&c, n, &roots, &mps)) < 0)
 		goto out;
 	if (!(cv = converter_for(rep))) {
 		r = im_errf(err, IM_EXIT_UNSUPP, -EOPNOTSUPP,
@@ -313,12 +346,17 @@ int im_convert(const char *const *disks, const char *const *formats, size_t n,
 			    "nothing changed", rep->os_type, rep->product);
 		goto out;
 	}
-	if ((r = mount_guest(&c, roots[0], true)) < 0 || (r = cv->plan(&c, roots[0])) < 0)
+	if ((r = mount_guest(&c, mps, true)) < 0 || (r = report_mounts(&c, mps)) < 0)
 		goto out;
-	r = apply_and_close(&c, cv, roots[0]);
+	if (!rep->arch[0])
+		conv_guess_arch(&c);
+	if ((r = cv->plan(&c, roots[0])) < 0)
+		goto out;
+	r = apply_and_close(&c, cv, mps);
 out:
 	ctx_free(&c, cv);
 	free_strings(roots);
+	free_strings(mps);
 	clock_gettime(CLOCK_MONOTONIC, &t1);
 	rep->seconds = (double)(t1.tv_sec - t0.tv_sec) + (double)(t1.tv_nsec - t0.tv_nsec) / 1e9;
 	return r;
@@ -333,7 +371,9 @@ void conv_report_free(struct conv_report *rep)
 	}
 	free(rep->changes);
 	free(rep->kernels);
+	free(rep->mounts);
 	rep->changes = NULL;
 	rep->kernels = NULL;
-	rep->nchanges = rep->nkernels = 0;
+	rep->mounts = NULL;
+	rep->nchanges = rep->nkernels = rep->nmounts = 0;
 }

@@ -685,3 +685,143 @@ void cpio_finish(struct sbuf *b, uint32_t ino)
 	cpio_add(b, "TRAILER!!!", 0, ino, 0, NULL, 0);
 	cpio_pad(b, 512);
 }
+
+/* ---- the quick inspection's files ---- */
+
+/* The value of an os-release line after '=': quotes removed, backslash
+ * escapes of the quoted form kept literal but for the escaped character. */
+static void osrel_value(const char *v, size_t n, char *dst, size_t dlen)
+{
+	size_t o = 0, i = 0;
+	char q = 0;
+
+	if (n && (v[0] == '"' || v[0] == '\'')) {
+		q = v[0];
+		i = 1;
+	}
+	for (; i < n && o + 1 < dlen; i++) {
+		if (q && v[i] == q)
+			break;
+		if (q == '"' && v[i] == '\\' && i + 1 < n)
+			i++;
+		dst[o++] = v[i] >= ' ' && v[i] != 0x7f ? v[i] : '?';
+	}
+	dst[o] = 0;
+}
+
+void osrel_parse(const char *text, size_t len, struct osrel *out)
+{
+	size_t pos = 0;
+
+	memset(out, 0, sizeof(*out));
+	while (pos < len) {
+		const char *l = text + pos, *nl = memchr(l, '\n', len - pos);
+		size_t n = nl ? (size_t)(nl - l) : len - pos;
+		pos += n + 1;
+		while (n && (l[n - 1] == '\r' || l[n - 1] == ' ' || l[n - 1] == '\t'))
+			n--;
+		const char *eq = memchr(l, '=', n);
+		if (!eq || l[0] == '#')
+			continue;
+		size_t kl = (size_t)(eq - l), vl = n - kl - 1;
+		if (kl == 2 && !memcmp(l, "ID", 2))
+			osrel_value(eq + 1, vl, out->id, sizeof(out->id));
+		else if (kl == 10 && !memcmp(l, "VERSION_ID", 10))
+			osrel_value(eq + 1, vl, out->version_id, sizeof(out->version_id));
+		else if (kl == 11 && !memcmp(l, "PRETTY_NAME", 11))
+			osrel_value(eq + 1, vl, out->pretty, sizeof(out->pretty));
+	}
+}
+
+bool version_parse(const char *text, size_t len, int *major, int *minor)
+{
+	size_t i = 0;
+	long a = 0, b = 0;
+
+	if (!len || text[0] < '0' || text[0] > '9')
+		return false;
+	for (; i < len && text[i] >= '0' && text[i] <= '9'; i++)
+		if ((a = a * 10 + (text[i] - '0')) > 100000)
+			return false;
+	if (i + 1 < len && text[i] == '.' && text[i + 1] >= '0' && text[i + 1] <= '9')
+		for (i++; i < len && text[i] >= '0' && text[i] <= '9'; i++)
+			if ((b = b * 10 + (text[i] - '0')) > 100000)
+				return false;
+	*major = (int)a;
+	*minor = (int)b;
+	return true;
+}
+
+/* One whitespace-separated fstab field, \NNN octal escapes decoded; false
+ * when it does not fit (or decodes to a NUL). */
+static bool fstab_field(const char *l, size_t n, size_t *i, char *dst, size_t dlen)
+{
+	size_t o = 0;
+
+	while (*i < n && (l[*i] == ' ' || l[*i] == '\t'))
+		(*i)++;
+	if (*i >= n)
+		return false;
+	while (*i < n && l[*i] != ' ' && l[*i] != '\t') {
+		char ch = l[*i];
+		if (ch == '\\' && *i + 3 < n && l[*i + 1] >= '0' && l[*i + 1] <= '3' &&
+		    l[*i + 2] >= '0' && l[*i + 2] <= '7' && l[*i + 3] >= '0' && l[*i + 3] <= '7') {
+			ch = (char)((l[*i + 1] - '0') * 64 + (l[*i + 2] - '0') * 8 + (l[*i + 3] - '0'));
+			*i += 3;
+			if (!ch)
+				return false;
+		}
+		if (o + 1 >= dlen)
+			return false;
+		dst[o++] = ch;
+		(*i)++;
+	}
+	dst[o] = 0;
+	return true;
+}
+
+size_t fstab_parse(const char *text, size_t len, struct fstab_ent *out, size_t max)
+{
+	size_t pos = 0, count = 0;
+	unsigned line = 0;
+
+	while (pos < len) {
+		const char *l = text + pos, *nl = memchr(l, '\n', len - pos);
+		size_t n = nl ? (size_t)(nl - l) : len - pos, i = 0;
+		struct fstab_ent e;
+		pos += n + 1;
+		line++;
+		while (i < n && (l[i] == ' ' || l[i] == '\t'))
+			i++;
+		if (i >= n || l[i] == '#')
+			continue;
+		if (!fstab_field(l, n, &i, e.spec, sizeof(e.spec)) ||
+		    !fstab_field(l, n, &i, e.file, sizeof(e.file)) ||
+		    !fstab_field(l, n, &i, e.type, sizeof(e.type)))
+			continue;
+		e.line = line;
+		if (count < max)
+			out[count] = e;
+		count++;
+	}
+	return count;
+}
+
+const char *elf_arch(const unsigned char *h, size_t len)
+{
+	if (len < 20 || memcmp(h, "\177ELF", 4) || (h[4] != 1 && h[4] != 2) || (h[5] != 1 && h[5] != 2))
+		return NULL;
+	unsigned m = h[5] == 1 ? (unsigned)h[18] | (unsigned)h[19] << 8
+			       : (unsigned)h[18] << 8 | (unsigned)h[19];
+	bool wide = h[4] == 2, little = h[5] == 1;
+	switch (m) {
+	case 3:   return wide ? NULL : "i386";
+	case 62:  return wide ? "x86_64" : NULL;
+	case 183: return wide ? "aarch64" : NULL;
+	case 40:  return wide ? NULL : "arm";
+	case 21:  return !wide ? NULL : little ? "ppc64le" : "ppc64";
+	case 22:  return wide ? "s390x" : NULL;
+	case 243: return wide ? "riscv64" : NULL;
+	}
+	return NULL;
+}

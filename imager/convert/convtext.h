@@ -9,7 +9,9 @@
  *   - device-name remapping inside configuration text;
  *   - the dependency closure of kernel modules from modules.dep;
  *   - GRUB 2 menu entries and the default entry;
- *   - newc cpio archives (what the kernel unpacks as an initramfs).
+ *   - newc cpio archives (what the kernel unpacks as an initramfs);
+ *   - what the quick inspection reads: os-release, fstab, debian_version,
+ *     an ELF header's architecture.
  * Every input is treated as hostile: any length, any bytes, no NUL
  * assumed inside; nothing here reads past what it was given.
  * Functions return 0 or a negative errno (-ENOMEM, -EINVAL).
@@ -129,5 +131,34 @@ void cpio_add(struct sbuf *b, const char *name, unsigned mode, uint32_t ino, uin
 	      const void *data, size_t len);
 /* The TRAILER!!! entry, then zero padding to a multiple of 512. */
 void cpio_finish(struct sbuf *b, uint32_t ino);
+
+/* ---- the quick inspection's files ---- */
+/* os-release (KEY=value lines, values quoted or not, '#' comments). */
+struct osrel {
+	char id[32];          /* "debian", "" when none */
+	char version_id[32];  /* "12" */
+	char pretty[128];     /* "Debian GNU/Linux 12 (bookworm)" */
+};
+void osrel_parse(const char *text, size_t len, struct osrel *out);
+/* "12.15" (Debian's /etc/debian_version): true and the numbers when the
+ * text starts with MAJOR[.MINOR]. */
+bool version_parse(const char *text, size_t len, int *major, int *minor);
+
+/* One fstab line: the first three fields, octal escapes (\040) decoded. */
+struct fstab_ent {
+	char spec[256];
+	char file[256];
+	char type[32];
+	unsigned line;        /* 1-based */
+};
+/* The entries of fstab text (at most max stored); returns how many there
+ * are (may exceed max).  Lines with fewer than three fields, or a field
+ * too long for its place, are skipped. */
+size_t fstab_parse(const char *text, size_t len, struct fstab_ent *out, size_t max);
+
+/* The architecture in libguestfs's words (x86_64, i386, aarch64, arm,
+ * ppc64, ppc64le, s390x, riscv64) of an ELF header's first bytes; NULL
+ * when it is none of these or not ELF. */
+const char *elf_arch(const unsigned char *h, size_t len);
 
 #endif

@@ -114,6 +114,12 @@ struct conv_kernel {
 	bool is_default;              /* what the bootloader boots now */
 };
 
+/* A filesystem the guest mounts (from its fstab, as inspection resolved it). */
+struct conv_mount {
+	char path[256];               /* "/boot" */
+	char device[64];              /* appliance name: "/dev/sda2", "/dev/vg0/root" */
+};
+
 /* One change, in the order it is (or would be) made. */
 struct conv_change {
 	char *path;                   /* in the guest; "" when none */
@@ -130,6 +136,9 @@ struct conv_report {
 	int major, minor;
 	char arch[16];
 	char root[64];                /* appliance name of the root filesystem */
+	char inspection[16];          /* "quick" (Linux, inspect.c) or "libguestfs" */
+	struct conv_mount *mounts;    /* shortest mount point first */
+	size_t nmounts;
 	char bootloader[16];          /* "grub2", "grub-legacy", "extlinux", "" */
 	char initramfs_tool[24];      /* "initramfs-tools", "dracut", "mkinitcpio", "suse-mkinitrd", "" */
 	char firmware[8];             /* "bios", "uefi" */

@@ -1,8 +1,10 @@
 /* SPDX-License-Identifier: GPL-2.0-or-later */
 /* The text editors of conversion: disk names remapped in fstab, crypttab
  * and kernel command lines; grub.cfg's entries and default; "set default"
- * and GRUB_DEFAULT rewritten; modules.dep closures.  The input's first
- * byte picks the editor, the rest is the text. */
+ * and GRUB_DEFAULT rewritten; modules.dep closures; the quick inspection's
+ * readers (os-release, fstab, debian_version, ELF headers).  The input's
+ * first byte picks the editor (its high bit: the readers), the rest is the
+ * text. */
 #include "fuzz.h"
 
 #include <stdbool.h>
@@ -26,6 +28,29 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 
 	if (size < 1)
 		return 0;
+	if (data[0] & 0x80) {
+		static struct fstab_ent e[8];
+		struct osrel o;
+		int ma, mi;
+		switch (data[0] % 4) {
+		case 0:
+			osrel_parse(text, len, &o);
+			if (strlen(o.id) >= sizeof(o.id) || strlen(o.pretty) >= sizeof(o.pretty))
+				abort();
+			break;
+		case 1:
+			if (fstab_parse(text, len, e, 8) > len + 1)
+				abort();
+			break;
+		case 2:
+			version_parse(text, len, &ma, &mi);
+			break;
+		case 3:
+			elf_arch((const unsigned char *)text, len);
+			break;
+		}
+		return 0;
+	}
 	switch (data[0] % 4) {
 	case 0: {
 		struct sbuf out = { 0 };

@@ -255,4 +255,84 @@ static void cpio(void)
 	sbuf_free(&ar);
 }
 
-UNIT_MAIN(UNIT(names), UNIT(remap), UNIT(modules), UNIT(grub), UNIT(cpio))
+/* The quick inspection's readers, on real files' shapes and hostile ones. */
+static void quick(void)
+{
+	struct osrel o;
+	static const char deb[] = "PRETTY_NAME=\"Debian GNU/Linux 12 (bookworm)\"\nNAME=\"Debian GNU/Linux\"\n"
+				  "VERSION_ID=\"12\"\nVERSION=\"12 (bookworm)\"\nID=debian\n"
+				  "HOME_URL=\"https://www.debian.org/\"\n";
+	osrel_parse(deb, sizeof(deb) - 1, &o);
+	CHECK_STR(o.id, "debian");
+	CHECK_STR(o.version_id, "12");
+	CHECK_STR(o.pretty, "Debian GNU/Linux 12 (bookworm)");
+	static const char rh[] = "# comment\r\nID='rhel'\r\nVERSION_ID=9.3  \r\nPRETTY_NAME=\"Red \\\"Hat\\\"\"\r\nIDX=no\n";
+	osrel_parse(rh, sizeof(rh) - 1, &o);
+	CHECK_STR(o.id, "rhel");
+	CHECK_STR(o.version_id, "9.3");
+	CHECK_STR(o.pretty, "Red \"Hat\"");
+	/* unterminated quote, control bytes, a value far too long, no newline */
+	char big[600];
+	memset(big, 'x', sizeof(big));
+	memcpy(big, "ID=\"a\001", 7);
+	osrel_parse(big, sizeof(big), &o);
+	CHECK(strlen(o.id) == sizeof(o.id) - 1 && o.id[1] == '?');
+	osrel_parse("ID", 2, &o);
+	CHECK_STR(o.id, "");
+
+	int ma = -1, mi = -1;
+	CHECK(version_parse("12.15\n", 6, &ma, &mi) && ma == 12 && mi == 15);
+	CHECK(version_parse("22.04", 5, &ma, &mi) && ma == 22 && mi == 4);
+	CHECK(version_parse("9", 1, &ma, &mi) && ma == 9 && mi == 0);
+	CHECK(version_parse("7.", 2, &ma, &mi) && ma == 7 && mi == 0);
+	CHECK(!version_parse("bookworm/sid", 12, &ma, &mi));
+	CHECK(!version_parse("", 0, &ma, &mi));
+	CHECK(!version_parse("99999999999999999999", 20, &ma, &mi));
+
+	struct fstab_ent e[4];
+	static const char fst[] = "# /etc/fstab\n\n/dev/mapper/vg0-root / ext4 errors=remount-ro 0 1\n"
+				  "  UUID=6fa1-ce\t/boot\text4 defaults\n/dev/sr0 /media/cd\\040rom udf,iso9660 user,noauto\n"
+				  "onlytwo fields\nLABEL=x /a\\000b ext4\n/dev/sdb1 /srv xfs";
+	CHECK_EQ_U(fstab_parse(fst, sizeof(fst) - 1, e, 4), 4);
+	CHECK_STR(e[0].spec, "/dev/mapper/vg0-root");
+	CHECK_STR(e[0].file, "/");
+	CHECK_STR(e[0].type, "ext4");
+	CHECK_EQ_U(e[0].line, 3);
+	CHECK_STR(e[1].spec, "UUID=6fa1-ce");
+	CHECK_STR(e[1].file, "/boot");
+	CHECK_STR(e[2].file, "/media/cd rom");
+	CHECK_STR(e[3].spec, "/dev/sdb1");
+	CHECK_EQ_U(e[3].line, 8);
+	CHECK_EQ_U(fstab_parse(fst, sizeof(fst) - 1, e, 0), 4);   /* counted, none stored */
+	char longf[400];
+	memset(longf, 'a', sizeof(longf));
+	memcpy(longf, "/dev/x ", 7);
+	CHECK_EQ_U(fstab_parse(longf, sizeof(longf), e, 4), 0);
+
+	unsigned char h[20] = { 0x7f, 'E', 'L', 'F', 2, 1 };
+	h[18] = 62;
+	CHECK_STR(elf_arch(h, 20), "x86_64");
+	h[18] = 183;
+	CHECK_STR(elf_arch(h, 20), "aarch64");
+	h[4] = 1;
+	h[18] = 3;
+	CHECK_STR(elf_arch(h, 20), "i386");
+	h[4] = 2;
+	h[5] = 2;
+	h[18] = 0;
+	h[19] = 21;
+	CHECK_STR(elf_arch(h, 20), "ppc64");
+	CHECK(elf_arch(h, 19) == NULL);
+	h[0] = 0;
+	CHECK(elf_arch(h, 20) == NULL);
+	FILE *f = fopen("/bin/sh", "rb");
+	unsigned char own[20];
+	CHECK(f && fread(own, 1, 20, f) == 20);
+	if (f)
+		fclose(f);
+#if defined(__x86_64__)
+	CHECK_STR(elf_arch(own, 20), "x86_64");
+#endif
+}
+
+UNIT_MAIN(UNIT(names), UNIT(remap), UNIT(modules), UNIT(grub), UNIT(cpio), UNIT(quick))
