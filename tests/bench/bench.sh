@@ -12,13 +12,20 @@
 #   restore  imager restore DIR TARGET            (fsyncs its target itself)
 #            zstd -dc FILE | partclone.extfs -r -s - -O TARGET
 #            both into fresh files, each followed by sync, inside the timing
-# and, as bounds: zstd -b3 -T$(nproc) on the partclone stream (the
-# compressor's ceiling) and dd of 1 GiB with conv=fsync (the durable-write
-# floor).  Page caches are dropped before each run when allowed.
+# and the ceilings, measured as imager's runs are (the same used data, cold
+# caches, $(nproc) threads, the output written and synced inside the time):
+#   compress    zstd -3 -T$(nproc) of partclone's stream of the used blocks
+#   decompress  zstd -d of partclone's image, to /dev/null
+#   write       dd of as many bytes as are in use, conv=fsync
+# save is compared with the first, restore with the lesser of the other
+# two.  Growth: the same files on a disk eight times as large (64 GiB,
+# cached too), saved and restored, against the 8 GiB disk's times.  Page
+# caches are dropped before each run when allowed.
 #
 # Environment: IMAGER (default build/imager), BENCH_CACHE, BENCH_WORK
 # (scratch space, default the cache folder), BENCH_DATA_MIB (default 1536),
-# BENCH_RUNS (runs of each measurement, the median is shown; default 1),
+# BENCH_RUNS (runs of each measurement, the median is shown with every run;
+# default 1), BENCH_GROW (0: no growth case),
 # BENCH_PARTS (which parts run, default all: "imaging clonezilla convert
 # windows p2v fs"; imaging is the ext4 sample with the virtual disk
 # targets, clonezilla an ocs-sr image of it restored into a qcow2).
@@ -32,6 +39,8 @@ KEY=$(sha256sum "$0" | cut -c1-12)-$DATA_MIB
 CACHE=${BENCH_CACHE:-/var/tmp/imager-bench}
 WORK=${BENCH_WORK:-$CACHE/work}
 DISK=$CACHE/disk-$KEY.img
+DISK8=$CACHE/disk-$KEY-x8.img
+GROW=${BENCH_GROW:-1}
 NPROC=$(nproc)
 RUNS=${BENCH_RUNS:-1}
 PARTS=" ${BENCH_PARTS:-imaging clonezilla convert windows p2v fs} "
@@ -57,10 +66,11 @@ cleanup() {
 trap cleanup EXIT
 
 # ---- the sample disk (cached) ----
-build_disk() {
-	local stage=$CACHE/stage-$KEY list=$CACHE/files-$KEY start size
-	echo "building the sample disk (once): $DISK"
-	rm -rf "$stage" "$CACHE"/disk-*.img "$CACHE"/stage-* "$CACHE"/files-*
+build_disk() { # [TARGET SIZE]: the sample disk, or the same files on a larger one
+	local stage=$CACHE/stage-$KEY list=$CACHE/files-$KEY start size out=${1:-$DISK} dsize=${2:-8G}
+	echo "building the sample disk (once): $out"
+	[ "$out" != "$DISK" ] || rm -rf "$CACHE"/disk-*.img
+	rm -rf "$stage" "$CACHE"/stage-* "$CACHE"/files-*
 	mkdir -p "$stage"
 	# Real files, in a stable order, up to DATA_MIB MiB: hard links into a
 	# staging folder when /usr and the cache share a filesystem, else copies.
@@ -69,14 +79,15 @@ build_disk() {
 	rm -f "$list.all"
 	(cd /usr/lib && xargs -d '\n' cp -al --parents -t "$stage" <"$list" 2>/dev/null) ||
 		(cd /usr/lib && xargs -d '\n' cp -a --parents -t "$stage" <"$list")
-	truncate -s 8G "$DISK.tmp"
+	rm -f "$out.tmp"
+	truncate -s "$dsize" "$out.tmp"
 	printf 'label: gpt\nstart=2048, type=0FC63DAF-8483-4772-8E79-3D69D8477DE4, name="root"\n' |
-		sfdisk -q "$DISK.tmp"
-	start=$(sfdisk --json "$DISK.tmp" | jq '.partitiontable.partitions[0].start * 512')
-	size=$(sfdisk --json "$DISK.tmp" | jq '.partitiontable.partitions[0].size * 512')
-	mke2fs -q -F -t ext4 -d "$stage" -E offset="$start" -L bench "$DISK.tmp" $((size / 1024))k
-	e2fsck -fn "$DISK.tmp?offset=$start" >/dev/null 2>&1 || die "the sample ext4 is not clean"
-	mv "$DISK.tmp" "$DISK"
+		sfdisk -q "$out.tmp"
+	start=$(sfdisk --json "$out.tmp" | jq '.partitiontable.partitions[0].start * 512')
+	size=$(sfdisk --json "$out.tmp" | jq '.partitiontable.partitions[0].size * 512')
+	mke2fs -q -F -t ext4 -d "$stage" -E offset="$start",lazy_itable_init=1 -L bench "$out.tmp" $((size / 1024))k
+	e2fsck -fn "$out.tmp?offset=$start" >/dev/null 2>&1 || die "the sample ext4 is not clean"
+	mv "$out.tmp" "$out"
 	rm -rf "$stage" "$list"
 }
 mkdir -p "$CACHE"
@@ -123,7 +134,7 @@ fi
 # together, so their peaks add up.
 now() { date +%s.%N; }
 calc() { awk "BEGIN { printf \"%.6f\", $* }"; }
-declare -A WALL MEM
+declare -A WALL MEM RUNLIST
 measure() {
 	local name=$1 clean=$2 t0 t1 m f i walls=() peak=0
 	shift 2
@@ -142,6 +153,7 @@ measure() {
 		[ "$m" -gt "$peak" ] && peak=$m
 	done
 	WALL[$name]=$(printf '%s\n' "${walls[@]}" | sort -n | awk '{ v[NR] = $1 } END { print v[int((NR + 1) / 2)] }')
+	RUNLIST[$name]=$(printf '%.2f ' "${walls[@]}")
 	MEM[$name]=$peak
 }
 TIMED() { # TIMED TAG COMMAND...: run under /usr/bin/time, peak RSS to time.TAG
@@ -183,20 +195,18 @@ echo "checking both restores..."
 e2fsck -fn "$WORK/partclone-target.img" >/dev/null 2>&1 || echo "WARNING: the partclone restore is not clean"
 e2fsck -fn "$WORK/imager-target.img" >/dev/null 2>&1 || echo "WARNING: the imager restore is not clean (e2fsck -fn)"
 
-echo "bounds..."
-# The compressor's ceiling: zstd alone on the partclone stream (used data).
+echo "ceilings..."
+# The same used data as a stream (partclone's, read from the same disk),
+# compressed at the same level with as many threads as imager uses, written
+# and synced; the image decompressed; the used bytes written durably.
 partclone.extfs -q -L "$WORK/partclone.log" -c -s "$PART" -o "$WORK/partclone.raw" 2>/dev/null
-# Its last line reads "3#partclone.raw :IN -> OUT (xRATIO), C MB/s, D MB/s".
-ZB=$(zstd -b3 -T"$NPROC" "$WORK/partclone.raw" 2>&1 | tr '\r' '\n' | grep -E 'MB/s' | tail -n 1 |
-	sed -E 's/.*\(x([0-9.]+)\), *([0-9.]+ MB\/s), *([0-9.]+ MB\/s).*/compress \2, decompress \3, ratio \1/')
-rm -f "$WORK/partclone.raw"
-# The durable-write floor.
-sync
-t0=$(now)
-dd if=/dev/zero of="$WORK/floor" bs=1M count=1024 conv=fsync status=none
-t1=$(now)
-FLOOR=$(calc "1073.741824 / ($t1 - $t0)")
-rm -f "$WORK/floor"
+ceil_c() { zstd -q -3 -T"$NPROC" -f "$WORK/partclone.raw" -o "$WORK/ceiling.zst"; }
+ceil_d() { zstd -q -dc "$WORK/partclone.zst" >/dev/null; }
+ceil_w() { dd if=/dev/zero of="$WORK/floor" bs=4M count=$((USED / 4194304)) conv=fsync status=none; }
+measure ceil_c "$WORK/ceiling.zst" ceil_c
+measure ceil_d "$WORK/none" ceil_d
+measure ceil_w "$WORK/floor" ceil_w
+rm -f "$WORK/partclone.raw" "$WORK/ceiling.zst" "$WORK/floor"
 
 IMG_SIZE=$(du -sb "$WORK/image" | cut -f1)
 PC_SIZE=$(stat -c %s "$WORK/partclone.zst")
@@ -214,8 +224,16 @@ row "partclone | zstd -T0 -3" "${WALL[pc_save]}" "$((PC_SIZE / 1000000))" "${MEM
 row "imager restore (+sync)" "${WALL[imager_restore]}" "" "${MEM[imager_restore]}"
 row "zstd -dc | partclone -r (+sync)" "${WALL[pc_restore]}" "" "${MEM[pc_restore]}"
 echo
-echo "zstd -b3 -T$NPROC on the partclone stream (ceiling): $ZB"
-printf 'dd 1 GiB conv=fsync (durable-write floor): %.0f MB/s\n' "$FLOOR"
+mbs() { calc "$USED / 1000000 / $1"; }
+printf '%-34s %8.2f %10.0f  (%s)\n' "ceiling: zstd -3 -T$NPROC, synced" "${WALL[ceil_c]}" "$(mbs "${WALL[ceil_c]}")" "compress"
+printf '%-34s %8.2f %10.0f  (%s)\n' "ceiling: zstd -d to /dev/null" "${WALL[ceil_d]}" "$(mbs "${WALL[ceil_d]}")" "decompress"
+printf '%-34s %8.2f %10.0f  (%s)\n' "floor: dd of the used bytes, fsync" "${WALL[ceil_w]}" "$(mbs "${WALL[ceil_w]}")" "durable write"
+if [ "$RUNS" -gt 1 ]; then
+	echo "every run (s):"
+	for n in imager_save pc_save imager_restore pc_restore ceil_c ceil_d ceil_w; do
+		printf '  %-16s %s\n' "$n" "${RUNLIST[$n]}"
+	done
+fi
 echo
 
 verdict() { # VALUE TARGET: "ok" when VALUE <= TARGET
@@ -227,12 +245,59 @@ rr=$(calc "${WALL[imager_restore]} / ${WALL[pc_restore]}")
 mem=$(calc "${MEM[imager_save]} / 1024")
 memr=$(calc "${MEM[imager_restore]} / 1024")
 memt=$(calc "100 + $BITMAP_MIB")
+atleast() { # VALUE TARGET: "ok" when VALUE >= TARGET
+	if awk "BEGIN { exit !($1 >= $2) }"; then echo "ok"; else echo "MISSED"; fi
+}
+# Shares of the ceilings: imager's used-data speed over the ceiling's.
+sc=$(calc "100 * ${WALL[ceil_c]} / ${WALL[imager_save]}")
+bound=$(calc "(${WALL[ceil_d]} > ${WALL[ceil_w]}) ? ${WALL[ceil_d]} : ${WALL[ceil_w]}")
+rc=$(calc "100 * $bound / ${WALL[imager_restore]}")
 echo "imager / partclone:"
 printf '  save time     %5.2f  (target <= 0.50) %s\n' "$rs" "$(verdict "$rs" 0.5)"
 printf '  image size    %5.3f  (target <= 1.02) %s\n' "$rz" "$(verdict "$rz" 1.02)"
 printf '  restore time  %5.2f  (target <= 0.40) %s\n' "$rr" "$(verdict "$rr" 0.4)"
+echo "imager / its ceiling:"
+printf '  save          %5.1f%% of the compress ceiling (target >= 90%%) %s\n' "$sc" "$(atleast "$sc" 90)"
+printf '  restore       %5.1f%% of min(decompress, durable write) (target >= 90%%) %s\n' "$rc" "$(atleast "$rc" 90)"
 printf '  imager peak memory: save %.1f MiB, restore %.1f MiB (target < 100 MiB + bitmap %.2f MiB) %s\n' \
 	"$mem" "$memr" "$BITMAP_MIB" "$(verdict "$(calc "($mem > $memr) ? $mem : $memr")" "$memt")"
+
+# ---- growth: the same files on a disk eight times as large ----
+if [ "$GROW" != 0 ]; then
+	echo
+	echo "growth (the same files on a 64 GiB disk):"
+	[ -f "$DISK8" ] || build_disk "$DISK8" 64G
+	if [ "$(id -u)" = 0 ] && losetup -f >/dev/null 2>&1; then
+		dev8=$(losetup -f --show "$DISK8")
+		LOOPS+=("$dev8")
+		partx -a "$dev8"
+		for _ in 1 2 3 4 5 6 7 8 9 10; do [ -b "${dev8}p1" ] && break; sleep 0.1; done
+		PART8=${dev8}p1
+	else
+		START8=$(sfdisk --json "$DISK8" | jq '.partitiontable.partitions[0].start * 512')
+		PSIZE8=$(sfdisk --json "$DISK8" | jq '.partitiontable.partitions[0].size * 512')
+		PART8=$WORK/part8.img
+		dd if="$DISK8" of="$PART8" bs=4M skip="$START8" count="$PSIZE8" iflag=skip_bytes,count_bytes \
+			conv=sparse status=none
+	fi
+	save8() { TIMED imager "$IMAGER" save "$PART8" "$WORK/image8" --level 3 --no-progress >"$WORK/imager-save8.log"; }
+	restore8() { TIMED imager "$IMAGER" restore "$WORK/image8" "$WORK/imager-target8.img" --no-progress >"$WORK/imager-restore8.log"; }
+	measure save8 "$WORK/image8" save8
+	measure restore8 "$WORK/imager-target8.img" restore8
+	e2fsck -fn "$WORK/imager-target8.img" >/dev/null 2>&1 || echo "WARNING: the 64 GiB restore is not clean (e2fsck -fn)"
+	B8=$(jq '.partitions[0].block_count' "$WORK/image8/manifest.json" 2>/dev/null || echo 0)
+	B8_MIB=$(calc "$B8 / 8 / 1048576")
+	rm -rf "$WORK/image8" "$WORK/imager-target8.img" "$WORK/part8.img"
+	g1=$(calc "${WALL[save8]} / ${WALL[imager_save]}")
+	g2=$(calc "${WALL[restore8]} / ${WALL[imager_restore]}")
+	m8=$(calc "(${MEM[save8]} > ${MEM[restore8]} ? ${MEM[save8]} : ${MEM[restore8]}) / 1024")
+	printf '  save      %6.2f s against %6.2f s: %5.2f  (target <= 1.10) %s  runs: %s\n' "${WALL[save8]}" \
+		"${WALL[imager_save]}" "$g1" "$(verdict "$g1" 1.1)" "${RUNLIST[save8]}"
+	printf '  restore   %6.2f s against %6.2f s: %5.2f  (target <= 1.10) %s  runs: %s\n' "${WALL[restore8]}" \
+		"${WALL[imager_restore]}" "$g2" "$(verdict "$g2" 1.1)" "${RUNLIST[restore8]}"
+	printf '  peak memory %.1f MiB (target < 100 MiB + bitmap %.2f MiB) %s\n' "$m8" "$B8_MIB" \
+		"$(verdict "$m8" "$(calc "100 + $B8_MIB")")"
+fi
 
 # ---- virtual disk targets: straight into qcow2, against the usual route ----
 echo
