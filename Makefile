@@ -200,7 +200,7 @@ suites: $(BUILD)/imager
 
 # Everything, with one closing "N passed, N failed, N skipped" line.
 check: deps
-	@$(MAKE) --no-print-directory all $(UNITS) $(SAN_UNITS) $(FUZZERS)
+	@$(MAKE) --no-print-directory -j$$(nproc) all $(UNITS) $(SAN_UNITS) $(FUZZERS)
 	@$(SAN_ENV) IMAGER=$(abspath $(BUILD)/imager) UNITS="$(UNITS) $(SAN_UNITS)" \
 		FUZZERS="$(abspath $(FUZZERS))" bash tests/run $(TESTS)
 
