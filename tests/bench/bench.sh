@@ -103,19 +103,30 @@ USED=$(dumpe2fs -h "$DISK?offset=$START" 2>/dev/null | awk -F: '
 	END { printf "%d\n", (c - f) * b }')
 
 # ---- the input both tools read ----
-if [ "$(id -u)" = 0 ] && losetup -f >/dev/null 2>&1; then
-	dev=$(losetup -f --show "$DISK")
-	LOOPS+=("$dev")
-	partx -a "$dev"
-	for _ in 1 2 3 4 5 6 7 8 9 10; do [ -b "${dev}p1" ] && break; sleep 0.1; done
-	PART=${dev}p1
-	INPUT="partition ${PART} (loop device on the sample disk)"
-else
-	PART=$WORK/part.img
-	dd if="$DISK" of="$PART" bs=4M skip="$START" count="$PSIZE" iflag=skip_bytes,count_bytes \
-		conv=sparse status=none
-	INPUT="the partition copied out to $PART (not root: no loop device)"
-fi
+# input DISK COPY: the disk's first partition, as a loop device's partition
+# when root, else copied out to COPY; its path in INPUT_PART.
+input() {
+	local dev start size
+	if [ "$(id -u)" = 0 ] && losetup -f >/dev/null 2>&1; then
+		dev=$(losetup -f --show "$1")
+		LOOPS+=("$dev")
+		partx -a "$dev"
+		for _ in 1 2 3 4 5 6 7 8 9 10; do [ -b "${dev}p1" ] && break; sleep 0.1; done
+		INPUT_PART=${dev}p1
+	else
+		start=$(sfdisk --json "$1" | jq '.partitiontable.partitions[0].start * 512')
+		size=$(sfdisk --json "$1" | jq '.partitiontable.partitions[0].size * 512')
+		dd if="$1" of="$2" bs=4M skip="$start" count="$size" iflag=skip_bytes,count_bytes \
+			conv=sparse status=none
+		INPUT_PART=$2
+	fi
+}
+input "$DISK" "$WORK/part.img"
+PART=$INPUT_PART
+case $PART in
+/dev/*) INPUT="partition ${PART} (loop device on the sample disk)" ;;
+*) INPUT="the partition copied out to $PART (not root: no loop device)" ;;
+esac
 
 if [ -w /proc/sys/vm/drop_caches ] && (sync && echo 3 >/proc/sys/vm/drop_caches) 2>/dev/null; then
 	CACHES="dropped before each run"
@@ -267,19 +278,8 @@ if [ "$GROW" != 0 ]; then
 	echo
 	echo "growth (the same files on a 64 GiB disk):"
 	[ -f "$DISK8" ] || build_disk "$DISK8" 64G
-	if [ "$(id -u)" = 0 ] && losetup -f >/dev/null 2>&1; then
-		dev8=$(losetup -f --show "$DISK8")
-		LOOPS+=("$dev8")
-		partx -a "$dev8"
-		for _ in 1 2 3 4 5 6 7 8 9 10; do [ -b "${dev8}p1" ] && break; sleep 0.1; done
-		PART8=${dev8}p1
-	else
-		START8=$(sfdisk --json "$DISK8" | jq '.partitiontable.partitions[0].start * 512')
-		PSIZE8=$(sfdisk --json "$DISK8" | jq '.partitiontable.partitions[0].size * 512')
-		PART8=$WORK/part8.img
-		dd if="$DISK8" of="$PART8" bs=4M skip="$START8" count="$PSIZE8" iflag=skip_bytes,count_bytes \
-			conv=sparse status=none
-	fi
+	input "$DISK8" "$WORK/part8.img"
+	PART8=$INPUT_PART
 	save8() { TIMED imager "$IMAGER" save "$PART8" "$WORK/image8" --level 3 --no-progress >"$WORK/imager-save8.log"; }
 	restore8() { TIMED imager "$IMAGER" restore "$WORK/image8" "$WORK/imager-target8.img" --no-progress >"$WORK/imager-restore8.log"; }
 	measure save8 "$WORK/image8" save8
