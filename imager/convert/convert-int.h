@@ -80,6 +80,8 @@ bool gx_exists(guestfs_h *g, const char *path);
  * pread chunks (far faster than guestfs_read_file under TCG); NULL when it
  * cannot be read or is over 256 MiB (gx_error says why). */
 char *gx_read(guestfs_h *g, const char *path, size_t *len);
+/* Free a NULL-terminated list libguestfs returned (NULL is fine). */
+void gx_strings_free(char **v);
 /* The last libguestfs error message (or gx_read's), or "unknown error". */
 const char *gx_error(guestfs_h *g);
 

@@ -31,13 +31,6 @@ enum conv_block conv_block_parse(const char *s)
 	return 0;
 }
 
-static void free_strings(char **v)
-{
-	for (size_t i = 0; v && v[i]; i++)
-		free(v[i]);
-	free(v);
-}
-
 /* ---- applying ---- */
 
 static int append_chunks(guestfs_h *g, const char *path, const char *data, size_t len)
@@ -309,7 +302,7 @@ static void ctx_free(struct conv_ctx *c, const struct converter *cv)
 		guest_close(c->g);
 	if (cv && cv->free)
 		cv->free(c);
-	free_strings(c->devices);
+	gx_strings_free(c->devices);
 	for (size_t i = 0; i < c->nacts; i++) {
 		free(c->acts[i].path);
 		free(c->acts[i].data);
@@ -355,8 +348,8 @@ int im_convert(const char *const *disks, const char *const *formats, size_t n,
 	r = apply_and_close(&c, cv, mps);
 out:
 	ctx_free(&c, cv);
-	free_strings(roots);
-	free_strings(mps);
+	gx_strings_free(roots);
+	gx_strings_free(mps);
 	clock_gettime(CLOCK_MONOTONIC, &t1);
 	rep->seconds = (double)(t1.tv_sec - t0.tv_sec) + (double)(t1.tv_nsec - t0.tv_nsec) / 1e9;
 	return r;

@@ -32,15 +32,6 @@ struct qfs {
 	char **tags;              /* blkid's answer: key, value, ..., NULL */
 };
 
-static void strings_free(char **v)
-{
-	if (!v)
-		return;
-	for (size_t i = 0; v[i]; i++)
-		free(v[i]);
-	free(v);
-}
-
 static bool one_of(const char *s, const char *const *set, size_t n)
 {
 	for (size_t i = 0; i < n; i++)
@@ -68,21 +59,18 @@ static char *read_osrelease(guestfs_h *g, size_t *len)
 	return NULL;
 }
 
-/* Does dev, mounted read-only on /, hold a Linux root?  Left unmounted. */
-static bool linux_root(guestfs_h *g, const char *dev)
+/* Does dev, mounted read-only on /, hold a Linux root?  Its os-release
+ * (malloc'ed) when it does, else NULL.  Left unmounted. */
+static char *linux_root(guestfs_h *g, const char *dev, size_t *len)
 {
-	bool yes = false;
+	char *d = NULL;
 
 	if (guestfs_mount_ro(g, dev, "/") == -1)
-		return false;
-	if (gx_is_dir(g, "/etc")) {
-		size_t len;
-		char *d = read_osrelease(g, &len);
-		yes = d != NULL;
-		free(d);
-	}
+		return NULL;
+	if (gx_is_dir(g, "/etc"))
+		d = read_osrelease(g, len);
 	guestfs_umount_all(g);
-	return yes;
+	return d;
 }
 
 static const char *tag(const struct qfs *f, const char *key)
@@ -214,16 +202,16 @@ static const char *distro_name(const char *id)
 	return "unknown";
 }
 
-/* The report's facts from the root (mounted read-only on /). */
-static void root_facts(struct conv_ctx *c)
+/* The report's facts from the root's os-release (the root mounted
+ * read-only on /, for debian_version). */
+static void root_facts(struct conv_ctx *c, const char *osrelease, size_t osrlen)
 {
 	struct conv_report *rep = c->rep;
 	struct osrel o;
 	size_t len = 0;
-	char *d = read_osrelease(c->g, &len);
+	char *d;
 
-	osrel_parse(d ? d : "", d ? len : 0, &o);
-	free(d);
+	osrel_parse(osrelease, osrlen, &o);
 	snprintf(rep->os_type, sizeof(rep->os_type), "linux");
 	snprintf(rep->distro, sizeof(rep->distro), "%s", distro_name(o.id));
 	snprintf(rep->product, sizeof(rep->product), "%s", o.pretty[0] ? o.pretty : o.id);
@@ -258,10 +246,11 @@ void conv_guess_arch(struct conv_ctx *c)
 }
 
 /* The mount points as guestfs_inspect_get_mountpoints gives them (mount
- * point, device, ..., NULL), from the root's fstab; 0 when it needs the
- * full inspection. */
+ * point, device, ..., NULL), from the root's fstab, and the report's facts
+ * (root_facts) when they are all found; 0 when it needs the full
+ * inspection (nothing filled). */
 static int mountpoints(struct conv_ctx *c, const struct qfs *fs, size_t n, const char *root,
-		       char ***out)
+		       const char *osrelease, size_t osrlen, char ***out)
 {
 	struct fstab_ent *e = calloc(QI_MAXENT, sizeof(*e));
 	char **mp = calloc(2 * QI_MAXENT + 3, sizeof(char *));
@@ -277,7 +266,6 @@ static int mountpoints(struct conv_ctx *c, const struct qfs *fs, size_t n, const
 		r = 0;
 		goto out;
 	}
-	root_facts(c);
 	if (gx_is_file(c->g, "/etc/fstab") && !(text = gx_read(c->g, "/etc/fstab", &len))) {
 		r = 0;
 		goto umount;
@@ -316,6 +304,8 @@ static int mountpoints(struct conv_ctx *c, const struct qfs *fs, size_t n, const
 		if (!has_root && (!(mp[2 * nm] = strdup("/")) || !(mp[2 * nm + 1] = strdup(root))))
 			r = im_errf(c->err, IM_EXIT_INTERNAL, -ENOMEM, "out of memory");
 	}
+	if (r == 1)
+		root_facts(c, osrelease, osrlen);
 umount:
 	guestfs_umount_all(c->g);
 out:
@@ -324,7 +314,7 @@ out:
 	if (r == 1)
 		*out = mp;
 	else
-		strings_free(mp);
+		gx_strings_free(mp);
 	return r;
 }
 
@@ -389,8 +379,9 @@ int conv_quick_inspect(struct conv_ctx *c, char **root, char ***mp)
 	guestfs_h *g = c->g;
 	char **parts = NULL, **lvs = NULL, **md = NULL;
 	struct qfs *fs = NULL;
-	size_t n = 0, nroots = 0;
+	size_t n = 0, nroots = 0, osrlen = 0;
 	const char *found = NULL;
+	char *osrelease = NULL;
 	int r = 0;
 
 	*root = NULL;
@@ -399,29 +390,31 @@ int conv_quick_inspect(struct conv_ctx *c, char **root, char ***mp)
 	    !(fs = calloc(QI_MAXFS, sizeof(*fs))) || list_fs(c, parts, &lvs, fs, &n) != 1)
 		goto out;
 	for (size_t i = 0; i < n; i++) {
-		if (!one_of(fs[i].type, root_types, 4) || !linux_root(g, fs[i].dev))
+		size_t len = 0;
+		char *d;
+		if (!one_of(fs[i].type, root_types, 4) || !(d = linux_root(g, fs[i].dev, &len)))
 			continue;
+		free(osrelease);
+		osrelease = d;
+		osrlen = len;
 		found = fs[i].dev;
 		nroots++;
 	}
 	if (nroots != 1)
 		goto out;
-	if ((r = mountpoints(c, fs, n, found, mp)) == 1 && !(*root = strdup(found))) {
-		strings_free(*mp);
+	if ((r = mountpoints(c, fs, n, found, osrelease, osrlen, mp)) == 1 &&
+	    !(*root = strdup(found))) {
+		gx_strings_free(*mp);
 		*mp = NULL;
 		r = im_errf(c->err, IM_EXIT_INTERNAL, -ENOMEM, "out of memory");
 	}
-	if (r == 0) {   /* what root_facts() wrote is the full inspection's to say */
-		struct conv_report *rep = c->rep;
-		rep->os_type[0] = rep->distro[0] = rep->product[0] = 0;
-		rep->major = rep->minor = 0;
-	}
 out:
+	free(osrelease);
 	for (size_t i = 0; fs && i < n; i++)
-		strings_free(fs[i].tags);
+		gx_strings_free(fs[i].tags);
 	free(fs);
-	strings_free(parts);
-	strings_free(lvs);
-	strings_free(md);
+	gx_strings_free(parts);
+	gx_strings_free(lvs);
+	gx_strings_free(md);
 	return r;
 }

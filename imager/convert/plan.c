@@ -69,6 +69,15 @@ char *gx_read(guestfs_h *g, const char *path, size_t *len)
 	return buf;
 }
 
+void gx_strings_free(char **v)
+{
+	if (!v)
+		return;
+	for (size_t i = 0; v[i]; i++)
+		free(v[i]);
+	free(v);
+}
+
 const char *gx_error(guestfs_h *g)
 {
 	const char *m = gx_why ? gx_why : guestfs_last_error(g);
