@@ -5,8 +5,10 @@
  *   manifest.json   written last, atomically (rename); without it the folder
  *                   is an unfinished image
  *   boot-NAME.bin   byte-exact copies of the boot areas (ptable.h)
- *   partN.zst       per partition: a stream of independent zstd frames, each
- *                   with zstd's content checksum
+ *   partN.zst       per partition: a stream of independent zstd frames,
+ *                   written without zstd's content checksum (the index's
+ *                   XXH3-64 of the raw bytes checks them; frames with one
+ *                   are read too)
  *   partN.idx       per partition: the frame index (format below)
  *
  * A frame holds up to IMG_FRAME_BLOCKS_BYTES of used blocks, read in disk
