@@ -94,14 +94,17 @@
 #define BG_FREE_BLOCKS_LO     0x0C
 #define BG_FLAGS              0x12
 #define BG_BLOCK_BITMAP_CSUM_LO 0x18
+#define BG_ITABLE_UNUSED_LO   0x1C
 #define BG_CHECKSUM           0x1E
 #define BG_BLOCK_BITMAP_HI    0x20
 #define BG_INODE_BITMAP_HI    0x24
 #define BG_INODE_TABLE_HI     0x28
 #define BG_FREE_BLOCKS_HI     0x2C
+#define BG_ITABLE_UNUSED_HI   0x32
 #define BG_BLOCK_BITMAP_CSUM_HI 0x38
 #define BG_BLOCK_BITMAP_CSUM_HI_END 0x3C
 
+#define BG_INODE_UNINIT       0x1
 #define BG_BLOCK_UNINIT       0x2
 
 #define DESC_SIZE_MIN         32u
@@ -121,6 +124,7 @@ struct ext_priv {
 	uint32_t first_meta_bg;
 	uint32_t reserved_gdt;
 	uint32_t itable_blocks;       /* inode table blocks per group */
+	uint32_t inodes_per_group, inode_size;
 	uint32_t backup_bgs[2];
 	uint32_t csum_seed;
 	unsigned char uuid[16];
@@ -249,6 +253,8 @@ static int read_groups(struct fs_ctx *ctx, const unsigned char *sb, struct ext_p
 	if (inode_size < 128 || inode_size > p->block_size ||
 	    (inode_size & (inode_size - 1)))
 		return fs_error(ctx, -EINVAL, "inode size %u out of range", inode_size);
+	p->inodes_per_group = inodes_per_group;
+	p->inode_size = inode_size;
 	p->itable_blocks = (uint32_t)(((uint64_t)inodes_per_group * inode_size +
 				       p->block_size - 1) / p->block_size);
 
@@ -562,6 +568,34 @@ static int64_t mark_bitmap(struct fs_ctx *ctx, const unsigned char *map,
 		fs_warn((ctx), __VA_ARGS__);                      \
 	} while (0)
 
+/* The inode table past the group's last used inode: with descriptor
+ * checksums, bg_itable_unused (or INODE_UNINIT: all of it) tells the kernel
+ * and e2fsck that those inodes were never used, and neither reads them (the
+ * kernel's lazy init zeroes them when ITABLE_ZEROED is not set).  Blank,
+ * unless the descriptor fails its checksum, the count is out of range or
+ * the filesystem is copied as it is (--force): e2fsck would read the whole
+ * table then. */
+static int blank_itable(struct fs_ctx *ctx, const struct ext_priv *p, const unsigned char *d,
+			uint64_t it, bool desc_ok)
+{
+	uint32_t unused = le16(d + BG_ITABLE_UNUSED_LO), used_inodes;
+	uint64_t need;
+
+	if (fs_forced(ctx) || !desc_ok || !(p->gdt_csum || p->metadata_csum))
+		return 0;
+	if (p->is_64bit && p->desc_size >= DESC_SIZE_MIN_64BIT)
+		unused |= (uint32_t)le16(d + BG_ITABLE_UNUSED_HI) << 16;
+	if (le16(d + BG_FLAGS) & BG_INODE_UNINIT)
+		unused = p->inodes_per_group;
+	if (unused > p->inodes_per_group)
+		return 0;
+	used_inodes = p->inodes_per_group - unused;
+	need = ((uint64_t)used_inodes * p->inode_size + p->block_size - 1) / p->block_size;
+	if (need >= p->itable_blocks)
+		return 0;
+	return fs_mark_blank(ctx, it + need, p->itable_blocks - need);
+}
+
 static int group_used_blocks(struct fs_ctx *ctx, struct ext_priv *p, uint32_t g,
 			     const unsigned char *d, uint64_t *free_total)
 {
@@ -595,6 +629,9 @@ static int group_used_blocks(struct fs_ctx *ctx, struct ext_priv *p, uint32_t g,
 	 * (flex_bg packs them into other groups), even if a bitmap says not. */
 	if ((r = fs_mark_used(ctx, bb, 1)) < 0 || (r = fs_mark_used(ctx, ib, 1)) < 0 ||
 	    (r = fs_mark_used(ctx, it, p->itable_blocks)) < 0)
+		return r;
+
+	if ((r = blank_itable(ctx, p, d, it, desc_ok)) < 0)
 		return r;
 
 	/* BLOCK_UNINIT counts only when descriptors carry checksums; then the

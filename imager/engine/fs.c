@@ -33,6 +33,7 @@ struct fs_ctx {
 	uint32_t block_size;
 	uint64_t block_count;
 	struct bitmap used;
+	struct bitmap blank;     /* allocated by the first fs_mark_blank() */
 	struct fs_map_entry *maps;
 	size_t mapped_total;
 	int err_code;
@@ -128,6 +129,17 @@ int fs_mark_used(struct fs_ctx *ctx, uint64_t first, uint64_t count)
 	return bitmap_set_range(&ctx->used, first, count);
 }
 
+int fs_mark_blank(struct fs_ctx *ctx, uint64_t first, uint64_t count)
+{
+	int r;
+
+	if (!ctx->geometry_set)
+		return -EINVAL;
+	if (!ctx->blank.words && (r = bitmap_init(&ctx->blank, ctx->block_count)) < 0)
+		return r;
+	return bitmap_set_range(&ctx->blank, first, count);
+}
+
 bool fs_is_used(const struct fs_ctx *ctx, uint64_t n)
 {
 	return ctx->geometry_set && bitmap_test(&ctx->used, n);
@@ -165,6 +177,7 @@ static void ctx_release(struct fs_ctx *ctx)
 		ctx->maps = next;
 	}
 	bitmap_free(&ctx->used);
+	bitmap_free(&ctx->blank);
 	free(ctx->volumes);
 	ctx->volumes = NULL;
 	ctx->nvolumes = 0;
@@ -273,9 +286,12 @@ static int run_plugin(const struct fs_plugin *p, struct fs_ctx *ctx,
 	out->plugin = p;
 	out->block_size = ctx->block_size;
 	out->block_count = ctx->block_count;
-	out->used = ctx->used;                /* hand the bitmap over */
+	out->used = ctx->used;                /* hand the bitmaps over */
 	ctx->used.words = NULL;
 	ctx->used.nbits = 0;
+	out->blank = ctx->blank;
+	ctx->blank.words = NULL;
+	ctx->blank.nbits = 0;
 	out->used_blocks = bitmap_count(&out->used);
 	snprintf(out->warning, sizeof(out->warning), "%s", ctx->warning);
 	snprintf(out->container, sizeof(out->container), "%s", ctx->container);
@@ -600,6 +616,7 @@ static int examine(const struct fs_source *src, uint64_t offset, uint64_t size, 
 void fs_info_free(struct fs_info *info)
 {
 	bitmap_free(&info->used);
+	bitmap_free(&info->blank);
 	free(info->volumes);
 	info->volumes = NULL;
 	info->nvolumes = 0;

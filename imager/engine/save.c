@@ -447,7 +447,8 @@ static int save_partition(struct bk *src, const struct pt_part *pp, const struct
 {
 	struct img_index ix;
 	struct part_job j = {
-		.rd = { .bk = src, .base = pp->start, .used = &fs->used, .bs = fs->block_size,
+		.rd = { .bk = src, .base = pp->start, .used = &fs->used,
+			.blank = fs->blank.nbits ? &fs->blank : NULL, .bs = fs->block_size,
 			.bytes_read = &stats->bytes_read },
 		.bs = fs->block_size, .level = opts->level, .bytes_done = bytes_done,
 		.bytes_total = bytes_total, .progress = &opts->progress, .ix = &ix, .ip = ip,

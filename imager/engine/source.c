@@ -202,6 +202,36 @@ size_t used_meta_size(uint32_t blocks_per_slot)
  * our own readahead, over exactly the blocks we will ask for. */
 #define PREFETCH_BYTES (32u << 20)
 
+static bool is_blank(const struct used_reader *u, uint64_t b)
+{
+	return u->blank && b < u->blank->nbits && bitmap_test(u->blank, b);
+}
+
+/* How many of the n blocks from b are all blank, or all not (as b is). */
+static uint64_t same_blank(const struct used_reader *u, uint64_t b, uint64_t n)
+{
+	bool first = is_blank(u, b);
+	uint64_t i = 1;
+
+	if (!u->blank)
+		return n;
+	while (i < n && is_blank(u, b + i) == first)
+		i++;
+	return i;
+}
+
+/* Announce [p, p+len) to the container, blank blocks left out. */
+static void prefetch_run(struct used_reader *u, uint64_t p, uint64_t len)
+{
+	while (len) {
+		uint64_t k = same_blank(u, p, len);
+		if (!is_blank(u, p))
+			bk_prefetch(u->bk, u->base + p * u->bs, k * u->bs);
+		p += k;
+		len -= k;
+	}
+}
+
 static void prefetch_ahead(struct used_reader *u)
 {
 	uint64_t want = u->run_pos + PREFETCH_BYTES / u->bs, budget = PREFETCH_BYTES / u->bs;
@@ -216,7 +246,7 @@ static void prefetch_ahead(struct used_reader *u)
 			break;
 		if (len > budget)
 			len = budget;
-		bk_prefetch(u->bk, u->base + p * u->bs, len * u->bs);
+		prefetch_run(u, p, len);
 		budget -= len;
 		pos = p + len;
 	}
@@ -241,10 +271,16 @@ int used_read(struct used_reader *u, struct pipe_slot *s, struct im_err *err)
 				break;
 		}
 		n = u->run_left < room ? u->run_left : room;
-		r = bk_pread(u->bk, s->a + s->a_len, (size_t)(n * u->bs), u->base + u->run_pos * u->bs,
-			     err);
-		if (r < 0)
-			return r;
+		for (uint64_t done = 0; done < n;) {
+			uint64_t b = u->run_pos + done, k = same_blank(u, b, n - done);
+			unsigned char *dst = s->a + s->a_len + done * u->bs;
+			if (is_blank(u, b))
+				memset(dst, 0, (size_t)(k * u->bs));
+			else if ((r = bk_pread(u->bk, dst, (size_t)(k * u->bs), u->base + b * u->bs,
+					       err)) < 0)
+				return r;
+			done += k;
+		}
 		m->ext[m->nin].start = u->run_pos;
 		m->ext[m->nin].count = (uint32_t)n;
 		m->ext[m->nin].flags = 0;

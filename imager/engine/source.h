@@ -52,6 +52,7 @@ struct used_reader {
 	struct bk *bk;
 	uint64_t base;              /* partition start */
 	const struct bitmap *used;
+	const struct bitmap *blank; /* used blocks given as zeros, not read (NULL: none) */
 	uint32_t bs;
 	uint64_t run_pos, run_left; /* cursor */
 	uint64_t ahead_pos;         /* used blocks before this were announced */

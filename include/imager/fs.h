@@ -35,6 +35,10 @@ struct fs_info {
 	uint64_t block_count;            /* blocks the filesystem spans */
 	uint64_t used_blocks;            /* set bits in `used` */
 	struct bitmap used;              /* owned; fs_info_free() releases it */
+	struct bitmap blank;             /* owned: used blocks whose content does not
+					  * matter (fs_mark_blank()); save stores them
+					  * as zeros without reading them.  nbits 0:
+					  * none */
 	char warning[512];               /* first warning of the plugin, or "" */
 	char container[128];             /* "LVM2 VG vg0", "" when not a container */
 	size_t nvolumes;                 /* volumes inside it, in the order found */

@@ -120,6 +120,14 @@ int fs_set_geometry(struct fs_ctx *ctx, uint32_t block_size, uint64_t block_coun
  * range is outside the declared geometry (nothing is marked then). */
 int fs_mark_used(struct fs_ctx *ctx, uint64_t first, uint64_t count);
 
+/* Mark blocks [first, first+count), used ones, as blank: their content does
+ * not matter to the filesystem (an ext4 group's inode table past its last
+ * used inode, which the kernel and e2fsck never read), so save stores them
+ * as zeros without reading them (clone still copies them).  Only for
+ * what a consistent filesystem says: never when forced.  Returns 0,
+ * -EINVAL outside the geometry or -ENOMEM. */
+int fs_mark_blank(struct fs_ctx *ctx, uint64_t first, uint64_t count);
+
 /* Is block n marked used?  (false outside the geometry) */
 bool fs_is_used(const struct fs_ctx *ctx, uint64_t n);
 
