@@ -271,28 +271,44 @@ int used_read(struct used_reader *u, struct pipe_slot *s, struct im_err *err)
 				break;
 		}
 		n = u->run_left < room ? u->run_left : room;
-		for (uint64_t done = 0; done < n;) {
-			uint64_t b = u->run_pos + done, k = same_blank(u, b, n - done);
-			unsigned char *dst = s->a + s->a_len + done * u->bs;
-			if (is_blank(u, b))
-				memset(dst, 0, (size_t)(k * u->bs));
-			else if ((r = bk_pread(u->bk, dst, (size_t)(k * u->bs), u->base + b * u->bs,
-					       err)) < 0)
-				return r;
-			done += k;
-		}
+		/* Blank blocks are not read, and take no room in the buffer: a
+		 * run of them is an input extent flagged zero. */
+		bool blank = is_blank(u, u->run_pos);
+		n = same_blank(u, u->run_pos, n);
+		if (!blank && (r = bk_pread(u->bk, s->a + s->a_len, (size_t)(n * u->bs),
+					    u->base + u->run_pos * u->bs, err)) < 0)
+			return r;
 		m->ext[m->nin].start = u->run_pos;
 		m->ext[m->nin].count = (uint32_t)n;
-		m->ext[m->nin].flags = 0;
+		m->ext[m->nin].flags = blank ? IMG_EXT_ZERO : 0;
 		m->nin++;
-		s->a_len += (size_t)(n * u->bs);
-		if (u->bytes_read)
-			*u->bytes_read += n * u->bs;
+		if (!blank) {
+			s->a_len += (size_t)(n * u->bs);
+			if (u->bytes_read)
+				*u->bytes_read += n * u->bs;
+		}
 		u->run_pos += n;
 		u->run_left -= n;
 		room -= n;
 	}
-	return s->a_len ? 1 : 0;
+	return m->nin ? 1 : 0;
+}
+
+/* Append [start, start+count) to the extents, merged with the last one
+ * when it continues it with the same flag. */
+static void out_add(struct img_extent *out, uint32_t *n, uint64_t start, uint32_t count,
+		    uint32_t flag)
+{
+	struct img_extent *last = *n ? &out[*n - 1] : NULL;
+
+	if (last && last->flags == flag && last->start + last->count == start) {
+		last->count += count;
+		return;
+	}
+	out[*n].start = start;
+	out[*n].count = count;
+	out[*n].flags = flag;
+	(*n)++;
 }
 
 size_t used_split_zeros(struct pipe_slot *s, uint32_t bs)
@@ -303,18 +319,13 @@ size_t used_split_zeros(struct pipe_slot *s, uint32_t bs)
 
 	m->nout = 0;
 	for (uint32_t i = 0; i < m->nin; i++) {
+		if (m->ext[i].flags & IMG_EXT_ZERO) {   /* blank: nothing in the buffer */
+			out_add(out, &m->nout, m->ext[i].start, m->ext[i].count, IMG_EXT_ZERO);
+			continue;
+		}
 		for (uint32_t b = 0; b < m->ext[i].count; b++, src += bs) {
 			uint32_t flag = buf_is_zero(s->a + src, bs) ? IMG_EXT_ZERO : 0;
-			uint64_t blk = m->ext[i].start + b;
-			if (m->nout && out[m->nout - 1].flags == flag &&
-			    out[m->nout - 1].start + out[m->nout - 1].count == blk) {
-				out[m->nout - 1].count++;
-			} else {
-				out[m->nout].start = blk;
-				out[m->nout].count = 1;
-				out[m->nout].flags = flag;
-				m->nout++;
-			}
+			out_add(out, &m->nout, m->ext[i].start + b, 1, flag);
 			if (!flag) {
 				if (dst != src)
 					memmove(s->a + dst, s->a + src, bs);

@@ -62,10 +62,13 @@ struct used_reader {
 struct used_meta {
 	uint32_t nin, nout;
 	struct img_frame frame;
-	struct img_extent ext[];    /* nin read runs, then nout output extents */
+	struct img_extent ext[];    /* nin read runs (IMG_EXT_ZERO: blank, not in the
+				     * buffer), then nout output extents */
 };
 size_t used_meta_size(uint32_t blocks_per_slot);
-/* Fill slot->a with the next used blocks (at most a_cap bytes); 1 or 0 at the end. */
+/* Fill slot->a with the next used blocks (at most a_cap bytes' worth; blank
+ * blocks count against that but are neither read nor put in slot->a);
+ * 1 or 0 at the end. */
 int used_read(struct used_reader *u, struct pipe_slot *s, struct im_err *err);
 /* Split the slot's runs into data and all-zero extents, packing the data
  * at the start of slot->a; returns the data bytes. */
