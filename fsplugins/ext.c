@@ -47,6 +47,8 @@
 #define SB_BLOCKS_COUNT_HI    0x150
 #define SB_FREE_BLOCKS_HI     0x158
 #define SB_CHECKSUM_TYPE      0x175
+#define SB_JOURNAL_INUM       0xE0
+#define SB_JOURNAL_DEV        0xE4
 #define SB_BACKUP_BGS         0x24C
 #define SB_CHECKSUM_SEED      0x270
 #define SB_CHECKSUM           0x3FC
@@ -54,6 +56,7 @@
 #define STATE_VALID           0x1
 #define STATE_ERROR           0x2
 
+#define COMPAT_HAS_JOURNAL    0x4u
 #define COMPAT_SPARSE_SUPER2  0x200u
 
 #define INCOMPAT_COMPRESSION  0x1u
@@ -107,6 +110,32 @@
 #define BG_INODE_UNINIT       0x1
 #define BG_BLOCK_UNINIT       0x2
 
+/* Inode field offsets, and the extent tree. */
+#define I_MODE                0x00
+#define I_FLAGS               0x20
+#define I_BLOCK               0x28
+#define I_BLOCK_LEN           60u
+#define I_GENERATION          0x64
+#define I_CHECKSUM_LO         0x7C
+#define I_EXTRA_ISIZE         0x80
+#define I_CHECKSUM_HI         0x82
+#define I_GOOD_OLD_SIZE       128u
+#define I_MODE_REG            0x8000u
+#define I_EXTENTS_FL          0x80000u
+#define EH_MAGIC              0xF30Au
+#define EH_SIZE               12u
+#define EXT_MAX_DEPTH         5u
+#define EXT_INIT_MAX_LEN      32768u
+
+/* The journal (jbd2) superblock, big-endian. */
+#define JBD2_MAGIC            0xC03B3998u
+#define JSB_BLOCKTYPE         0x04
+#define JSB_BLOCKSIZE         0x0C
+#define JSB_MAXLEN            0x10
+#define JSB_FIRST             0x14
+#define JSB_START             0x1C
+#define JOURNAL_MAX_RUNS      4096u
+
 #define DESC_SIZE_MIN         32u
 #define DESC_SIZE_MIN_64BIT   64u
 #define DESC_SIZE_MAX         1024u
@@ -130,6 +159,8 @@ struct ext_priv {
 	unsigned char uuid[16];
 	bool is_64bit, meta_bg, sparse_super, sparse_super2;
 	bool gdt_csum, metadata_csum;
+	uint32_t journal_inum;        /* an internal journal, judged blank or not */
+	uint64_t journal_itable;      /* its group's inode table (0: not seen) */
 	unsigned char *desc_buf;      /* one descriptor block */
 	unsigned char *bitmap_buf;    /* one block bitmap */
 };
@@ -401,6 +432,11 @@ static int ext_open(struct fs_ctx *ctx, void *priv)
 			return fs_error(ctx, -EUCLEAN, "the journal needs recovery");
 	}
 
+	/* An internal journal of a clean filesystem (see blank_journal()). */
+	if (!fs_forced(ctx) && (le32(sb + SB_FEATURE_COMPAT) & COMPAT_HAS_JOURNAL) &&
+	    !le32(sb + SB_JOURNAL_DEV) && p->metadata_csum)
+		p->journal_inum = le32(sb + SB_JOURNAL_INUM);
+
 	p->desc_buf = malloc(p->block_size);
 	p->bitmap_buf = malloc(p->block_size);
 	if (!p->desc_buf || !p->bitmap_buf)
@@ -633,6 +669,9 @@ static int group_used_blocks(struct fs_ctx *ctx, struct ext_priv *p, uint32_t g,
 
 	if ((r = blank_itable(ctx, p, d, it, desc_ok)) < 0)
 		return r;
+	if (p->journal_inum && desc_ok && p->journal_inum <= (uint64_t)p->groups * p->inodes_per_group &&
+	    g == (p->journal_inum - 1) / p->inodes_per_group)
+		p->journal_itable = it;
 
 	/* BLOCK_UNINIT counts only when descriptors carry checksums; then the
 	 * bitmap on disk was never written and the group holds nothing but
@@ -673,6 +712,140 @@ static int group_used_blocks(struct fs_ctx *ctx, struct ext_priv *p, uint32_t g,
 	return 0;
 }
 
+/* The journal's blocks, as extent runs of the journal inode. */
+struct jmap {
+	uint64_t lblk[JOURNAL_MAX_RUNS], pblk[JOURNAL_MAX_RUNS], len[JOURNAL_MAX_RUNS];
+	unsigned n;
+	uint32_t seed;                /* the inode's checksum seed */
+};
+
+/* The inode's checksum (metadata_csum): crc32c over the inode, its
+ * checksum fields as zeros, seeded with its number and generation (the
+ * kernel's ext4_inode_csum()). */
+static bool inode_csum_ok(const struct ext_priv *p, uint32_t ino, const unsigned char *raw,
+			  uint32_t *seed)
+{
+	static const unsigned char zero[2];
+	unsigned char n[4];
+	uint32_t c, want = le16(raw + I_CHECKSUM_LO), extra = 0;
+	bool hi = false;
+
+	put_le32(n, ino);
+	c = crc32c(p->csum_seed, n, 4);
+	c = crc32c(c, raw + I_GENERATION, 4);
+	*seed = c;
+	c = crc32c(c, raw, I_CHECKSUM_LO);
+	c = crc32c(c, zero, 2);
+	c = crc32c(c, raw + I_CHECKSUM_LO + 2, I_GOOD_OLD_SIZE - I_CHECKSUM_LO - 2);
+	if (p->inode_size > I_GOOD_OLD_SIZE) {
+		uint32_t off = I_CHECKSUM_HI;
+		extra = le16(raw + I_EXTRA_ISIZE);
+		if (extra > p->inode_size - I_GOOD_OLD_SIZE)
+			return false;
+		hi = I_CHECKSUM_HI + 2 <= I_GOOD_OLD_SIZE + extra;
+		c = crc32c(c, raw + I_GOOD_OLD_SIZE, I_CHECKSUM_HI - I_GOOD_OLD_SIZE);
+		if (hi) {
+			c = crc32c(c, zero, 2);
+			off += 2;
+			want |= (uint32_t)le16(raw + I_CHECKSUM_HI) << 16;
+		}
+		c = crc32c(c, raw + off, p->inode_size - off);
+	}
+	return hi ? c == want : (c & 0xFFFF) == want;
+}
+
+/* One node of the journal inode's extent tree (the inode's i_block, or a
+ * tree block of room bytes), expected at depth want (-1 at the root).
+ * false: anything out of place. */
+static bool journal_node(struct fs_ctx *ctx, const struct ext_priv *p, const unsigned char *node,
+			 size_t room, int want, unsigned level, struct jmap *m)
+{
+	uint16_t entries = le16(node + 2), max = le16(node + 4), depth = le16(node + 6);
+	const unsigned char *e = node + EH_SIZE;
+
+	if (le16(node) != EH_MAGIC || entries > max || EH_SIZE + (size_t)max * 12 > room ||
+	    depth >= EXT_MAX_DEPTH || (want >= 0 && depth != want) || level >= EXT_MAX_DEPTH)
+		return false;
+	for (uint16_t i = 0; i < entries; i++, e += 12) {
+		if (depth == 0) {
+			uint64_t len = le16(e + 4), pb = le32(e + 8) | (uint64_t)le16(e + 6) << 32;
+			if (len > EXT_INIT_MAX_LEN)
+				len -= EXT_INIT_MAX_LEN;   /* (unwritten) */
+			if (!len || !in_fs(p, pb, len) || m->n == JOURNAL_MAX_RUNS)
+				return false;
+			m->lblk[m->n] = le32(e);
+			m->pblk[m->n] = pb;
+			m->len[m->n++] = len;
+			continue;
+		}
+		uint64_t child = le32(e + 4) | (uint64_t)le16(e + 8) << 32;
+		unsigned char *b;
+		bool ok;
+		if (!in_fs(p, child, 1) || !fs_is_used(ctx, child) || !(b = malloc(p->block_size)))
+			return false;
+		/* A tree block ends with the crc32c of what comes before its
+		 * tail, seeded as the inode's. */
+		ok = fs_read(ctx, child * p->block_size, b, p->block_size) == 0;
+		size_t tail = EH_SIZE + (size_t)le16(b + 4) * 12;
+		ok = ok && tail + 4 <= p->block_size && crc32c(m->seed, b, tail) == le32(b + tail) &&
+		     journal_node(ctx, p, b, tail, depth - 1, level + 1, m);
+		free(b);
+		if (!ok)
+			return false;
+	}
+	return true;
+}
+
+/* The internal journal of a cleanly unmounted filesystem: its superblock
+ * says it is empty (s_start 0), so neither the kernel nor e2fsck reads the
+ * rest of it (the kernel's journal_reset() starts writing at s_first);
+ * those blocks are blank.  Judged only with metadata_csum (the journal
+ * inode's checksum and its extent blocks' checksums must hold), an
+ * extent-mapped journal, a jbd2 superblock that agrees with the
+ * filesystem, and not forced (ext_open() leaves journal_inum 0 then).
+ * Anything else, and the journal is copied as it is. */
+static int blank_journal(struct fs_ctx *ctx, struct ext_priv *p)
+{
+	uint32_t ino = p->journal_inum, idx = (ino - 1) % p->inodes_per_group;
+	uint64_t at = p->journal_itable * p->block_size + (uint64_t)idx * p->inode_size;
+	unsigned char *raw = p->desc_buf, *jsb = p->bitmap_buf;
+	uint64_t jsb_blk = 0, maxlen;
+	struct jmap *m;
+	int r = 0;
+	bool ok;
+
+	if (fs_read(ctx, at, raw, p->inode_size) < 0 || !(m = calloc(1, sizeof(*m))))
+		return 0;
+	ok = inode_csum_ok(p, ino, raw, &m->seed) && (le16(raw + I_MODE) & 0xF000) == I_MODE_REG &&
+	     (le32(raw + I_FLAGS) & I_EXTENTS_FL) &&
+	     journal_node(ctx, p, raw + I_BLOCK, I_BLOCK_LEN, -1, 0, m);
+	for (unsigned i = 0; ok && i < m->n; i++)
+		if (m->lblk[i] == 0)
+			jsb_blk = m->pblk[i];
+	ok = ok && jsb_blk && fs_read(ctx, jsb_blk * p->block_size, jsb, 1024) == 0 &&
+	     be32(jsb) == JBD2_MAGIC && (be32(jsb + JSB_BLOCKTYPE) == 3 || be32(jsb + JSB_BLOCKTYPE) == 4) &&
+	     be32(jsb + JSB_BLOCKSIZE) == p->block_size && be32(jsb + JSB_FIRST) >= 1 &&
+	     be32(jsb + JSB_START) == 0;
+	maxlen = ok ? be32(jsb + JSB_MAXLEN) : 0;
+	/* Every block of the journal but its superblock. */
+	for (unsigned i = 0; ok && r == 0 && i < m->n; i++) {
+		uint64_t l = m->lblk[i], pb = m->pblk[i], len = m->len[i];
+		if (l == 0) {
+			pb++;
+			l++;
+			len--;
+		}
+		if (l >= maxlen)
+			continue;
+		if (len > maxlen - l)
+			len = maxlen - l;
+		if (len)
+			r = fs_mark_blank(ctx, pb, len);
+	}
+	free(m);
+	return r;
+}
+
 static int ext_used_blocks(struct fs_ctx *ctx, void *priv)
 {
 	struct ext_priv *p = priv;
@@ -709,7 +882,7 @@ static int ext_used_blocks(struct fs_ctx *ctx, void *priv)
 		INCONSISTENT(ctx, "the block groups count %llu free blocks, the superblock says %llu",
 			     (unsigned long long)free_total,
 			     (unsigned long long)p->free_blocks);
-	return 0;
+	return p->journal_itable ? blank_journal(ctx, p) : 0;
 }
 
 static const struct fs_magic ext_magics[] = {
