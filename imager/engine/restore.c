@@ -124,7 +124,7 @@ static int restore_consume(void *ctx, struct pipe_slot *s, struct im_err *err)
 		if (!zero)
 			data += len;
 		*j->bytes_done += len;
-		if (!before)
+		if (!before && (!zero || !j->w->fresh))   /* (zeros on a fresh target: not written) */
 			*j->bytes_written += len;
 	}
 	if (!before && ++j->since_checkpoint >= CHECKPOINT_FRAMES) {

@@ -147,7 +147,8 @@ struct grow_report {
 };
 
 struct restore_stats {
-	uint64_t bytes_written;
+	uint64_t bytes_written;    /* onto the target: the data, and zeros where the target
+				    * was not known to read as zeros already */
 	struct target_info target;
 	struct grow_report grow;
 	uint64_t resumed_bytes;    /* --resume: used bytes already on the target */
