@@ -785,8 +785,10 @@ static bool journal_node(struct fs_ctx *ctx, const struct ext_priv *p, const uns
 			return false;
 		/* A tree block ends with the crc32c of what comes before its
 		 * tail, seeded as the inode's. */
+		size_t tail = 0;
 		ok = fs_read(ctx, child * p->block_size, b, p->block_size) == 0;
-		size_t tail = EH_SIZE + (size_t)le16(b + 4) * 12;
+		if (ok)
+			tail = EH_SIZE + (size_t)le16(b + 4) * 12;
 		ok = ok && tail + 4 <= p->block_size && crc32c(m->seed, b, tail) == le32(b + tail) &&
 		     journal_node(ctx, p, b, tail, depth - 1, level + 1, m);
 		free(b);

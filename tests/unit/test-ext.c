@@ -480,6 +480,92 @@ static void test_bitmap_mismatch(void)
 
 /* Random damage to the superblock and descriptors, re-signed half the time so
  * the parser's deeper checks are reached: never a crash (ASan/UBSan watch). */
+/* How many of the blocks [first, first+count) the plugin marked blank. */
+static uint64_t blank_in(const struct fs_info *info, uint64_t first, uint64_t count)
+{
+	uint64_t n = 0;
+
+	for (uint64_t b = first; b < first + count; b++)
+		n += b < info->blank.nbits && bitmap_test(&info->blank, b);
+	return n;
+}
+
+/* The journal's blank blocks in path (examined forced or not). */
+static uint64_t journal_blank(const char *path, bool force, uint64_t jsb, uint64_t len)
+{
+	struct fs_info info;
+	struct im_err err;
+	uint64_t n = 0;
+
+	CHECK(examine(path, force, &info, &err) == 0);
+	n = blank_in(&info, jsb, len);
+	CHECK(!blank_in(&info, jsb, 1));   /* (never the journal's superblock) */
+	fs_info_free(&info);
+	return n;
+}
+
+/* The empty journal of a clean ext4 with metadata_csum is blank past its
+ * superblock; not when forced, not when the journal inode fails its
+ * checksum, not when the journal holds transactions (s_start), and not
+ * without metadata_csum. */
+static void test_blank_journal(void)
+{
+	uint64_t jsb = 0, jlast = 0, len = 0, iblk = 0, ioff = 0;
+	char path[32], nocsum[32];
+	unsigned char b[4], save[4];
+
+	if (!have_e2fsprogs() || !make_image(path, "-t ext4 -b 1024", 64 * MiB))
+		return;
+	{
+		const struct tool_field f[] = { { "Total journal blocks: %llu", &len } };
+		const struct tool_field g[] = { { "%llu", &jsb } };
+		const struct tool_field h[] = { { "%*[ \t]located at block %llu", &iblk } };
+		const struct tool_field o[] = { { "%*[ \t]located at block %*u, offset 0x%llx", &ioff } };
+		if (!tool_fields("dumpe2fs -h %s 2>/dev/null", path, f, 1) ||
+		    !tool_fields("debugfs -R 'bmap <8> 0' %s 2>/dev/null", path, g, 1) ||
+		    !tool_fields("debugfs -R 'imap <8>' %s 2>/dev/null", path, h, 1) ||
+		    !tool_fields("debugfs -R 'imap <8>' %s 2>/dev/null", path, o, 1))
+			goto out;
+	}
+	{
+		char cmd[64];
+		const struct tool_field l[] = { { "%llu", &jlast } };
+		snprintf(cmd, sizeof(cmd), "debugfs -R 'bmap <8> %llu' %%s 2>/dev/null",
+			 (unsigned long long)len - 1);
+		if (!tool_fields(cmd, path, l, 1))
+			goto out;
+	}
+	CHECK(len >= 1024 && jlast == jsb + len - 1);   /* (mke2fs: one run) */
+	CHECK_EQ_U(journal_blank(path, false, jsb, len), len - 1);
+	CHECK_EQ_U(journal_blank(path, true, jsb, len), 0);
+
+	/* The inode's generation changed: its checksum fails. */
+	read_at(path, iblk * 1024 + ioff + 0x64, save, 4);
+	memcpy(b, save, 4);
+	b[0] ^= 0x55;
+	write_at(path, iblk * 1024 + ioff + 0x64, b, 4);
+	CHECK_EQ_U(journal_blank(path, false, jsb, len), 0);
+	write_at(path, iblk * 1024 + ioff + 0x64, save, 4);
+
+	/* Transactions to replay (s_start, big-endian, at 0x1C). */
+	read_at(path, jsb * 1024 + 0x1C, save, 4);
+	memcpy(b, "\0\0\0\1", 4);
+	write_at(path, jsb * 1024 + 0x1C, b, 4);
+	CHECK_EQ_U(journal_blank(path, false, jsb, len), 0);
+	write_at(path, jsb * 1024 + 0x1C, save, 4);
+	CHECK_EQ_U(journal_blank(path, false, jsb, len), len - 1);
+
+	if (make_image(nocsum, "-t ext4 -b 1024 -O ^metadata_csum", 64 * MiB)) {
+		uint64_t j2 = 0;
+		const struct tool_field g[] = { { "%llu", &j2 } };
+		if (tool_fields("debugfs -R 'bmap <8> 0' %s 2>/dev/null", nocsum, g, 1))
+			CHECK_EQ_U(journal_blank(nocsum, false, j2, len), 0);
+		unlink(nocsum);
+	}
+out:
+	unlink(path);
+}
+
 static void test_fuzz(void)
 {
 	const char *images[] = { "-t ext4 -b 1024", "-t ext2 -b 1024 -O ^resize_inode",
@@ -524,4 +610,5 @@ UNIT_MAIN(UNIT(test_ext4_4k), UNIT(test_ext4_2k), UNIT(test_ext4_1k), UNIT(test_
 	  UNIT(test_ext4_64k_blocks), UNIT(test_ext2), UNIT(test_ext3), UNIT(test_populated),
 	  UNIT(test_large_fast), UNIT(test_bigalloc_refused), UNIT(test_hostile_superblock),
 	  UNIT(test_unclean), UNIT(test_bad_checksum), UNIT(test_device_too_small),
-	  UNIT(test_hostile_descriptor), UNIT(test_bitmap_mismatch), UNIT(test_fuzz))
+	  UNIT(test_hostile_descriptor), UNIT(test_bitmap_mismatch), UNIT(test_blank_journal),
+	  UNIT(test_fuzz))
