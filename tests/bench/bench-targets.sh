@@ -127,7 +127,7 @@ fi
 
 now() { date +%s.%N; }
 calc() { awk "BEGIN { printf \"%.6f\", $* }"; }
-declare -A WALL
+declare -A WALL RATIO
 # once CLEAN COMMAND...: the wall time of COMMAND + sync, cold caches.
 once() {
 	local clean=$1 t0 t1
@@ -143,7 +143,9 @@ once() {
 }
 # pair NAME1 CLEAN1 FN1 NAME2 CLEAN2 FN2: RUNS runs of each, interleaved in
 # alternating order (so that neither always runs first), the medians into
-# WALL[NAME1] and WALL[NAME2].
+# WALL[NAME1] and WALL[NAME2], and the median of the rounds' ratios
+# NAME1/NAME2 into RATIO[NAME1] (both sides of a round see the machine in
+# the same state; its disk speed drifts).
 median() { printf '%s\n' "$@" | sort -n | awk '{ v[NR] = $1 } END { print v[int((NR + 1) / 2)] }'; }
 pair() {
 	local i a=() b=()
@@ -158,6 +160,9 @@ pair() {
 	done
 	WALL[$1]=$(median "${a[@]}")
 	WALL[$4]=$(median "${b[@]}")
+	local q=()
+	for ((i = 0; i < RUNS; i++)); do q+=("$(calc "${a[i]} / ${b[i]}")"); done
+	RATIO[$1]=$(median "${q[@]}")
 	printf '  %-28s %8.2f s   (runs: %s)\n' "$1" "${WALL[$1]}" "$(printf '%.2f ' "${a[@]}")"
 	printf '  %-28s %8.2f s   (runs: %s)\n' "$4" "${WALL[$4]}" "$(printf '%.2f ' "${b[@]}")"
 }
@@ -217,8 +222,8 @@ for f in A C R Q; do
 	check "qemu-img check $f.qcow2" qemu-img check "$BT/$f.qcow2"
 done
 
-ra=$(calc "${WALL[imager_restore]} / ${WALL[route_restore]}")
-rb=$(calc "${WALL[imager_clone]} / ${WALL[qemu_convert]}")
+ra=${RATIO[imager_restore]}
+rb=${RATIO[imager_clone]}
 verdict() { if awk "BEGIN { exit !($1 <= $2) }"; then echo ok; else echo MISSED; fi; }
 echo
 printf '%-52s %8s\n' "" "wall s"
@@ -227,9 +232,9 @@ printf '%-52s %8.2f\n' "zstd | partclone -r -> raw, qemu-img convert (+sync)" "$
 printf '%-52s %8.2f\n' "imager clone -> qcow2 (+sync)" "${WALL[imager_clone]}"
 printf '%-52s %8.2f\n' "qemu-img convert -> qcow2 (+sync)" "${WALL[qemu_convert]}"
 echo
-echo "imager / usual route:"
+echo "imager / usual route (the median of the rounds' ratios):"
 printf '  restore to qcow2  %5.2f  (target <= 0.25) %s\n' "$ra" "$(verdict "$ra" 0.25)"
-printf '  clone to qcow2    %5.2f  (target <= 1.00, imager / qemu-img convert) %s\n' "$rb" "$(verdict "$rb" 1.0)"
+printf '  clone to qcow2    %5.2f  (target <= 0.80, imager / qemu-img convert) %s\n' "$rb" "$(verdict "$rb" 0.8)"
 printf '  on disk: A.qcow2 %s MiB, R.qcow2 %s MiB, C.qcow2 %s MiB, Q.qcow2 %s MiB\n' \
 	$(($(du -sB1 "$BT/A.qcow2" | cut -f1) / 1048576)) $(($(du -sB1 "$BT/R.qcow2" | cut -f1) / 1048576)) \
 	$(($(du -sB1 "$BT/C.qcow2" | cut -f1) / 1048576)) $(($(du -sB1 "$BT/Q.qcow2" | cut -f1) / 1048576))
