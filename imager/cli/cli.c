@@ -102,6 +102,15 @@ int cli_parse_size(const char *s, uint64_t *out)
 	return 0;
 }
 
+int cli_checkpoint_option(const char *cmd, const char *arg, unsigned *ms)
+{
+	unsigned s;
+	if (cli_parse_uint(arg, 0, 3600, &s) < 0)
+		return cli_usage(cmd, "--checkpoint takes seconds from 0 to 3600");
+	*ms = s * 1000;
+	return IM_EXIT_OK;
+}
+
 int cli_parse_uint(const char *s, unsigned min, unsigned max, unsigned *out)
 {
 	char *end;

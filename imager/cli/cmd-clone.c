@@ -36,9 +36,10 @@ int cmd_clone(int argc, char **argv, struct cli *cli)
 		{ "rescue", no_argument, NULL, CLI_OPT_RESCUE },
 		{ "map", required_argument, NULL, CLI_OPT_MAP },
 		{ "resume", no_argument, NULL, CLI_OPT_RESUME },
+		{ "checkpoint", required_argument, NULL, CLI_OPT_CHECKPOINT },
 		{ NULL, 0, NULL, 0 },
 	};
-	struct clone_opts o = { 0 };
+	struct clone_opts o = { .checkpoint_ms = CLI_CHECKPOINT_MS };
 	struct clone_stats st;
 	struct cli_progress prog;
 	struct im_err err = { 0 };
@@ -63,6 +64,10 @@ int cmd_clone(int argc, char **argv, struct cli *cli)
 		case CLI_OPT_RESCUE: rescue = true; break;
 		case CLI_OPT_MAP: map = optarg; break;
 		case CLI_OPT_RESUME: o.resume = true; break;
+		case CLI_OPT_CHECKPOINT:
+			if ((r = cli_checkpoint_option("clone", optarg, &o.checkpoint_ms)) != IM_EXIT_OK)
+				return r;
+			break;
 		default:
 			if ((r = cli_job_option("clone", c, optarg, &job, &t)) != IM_EXIT_OK)
 				return r;

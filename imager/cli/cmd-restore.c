@@ -13,9 +13,10 @@ int cmd_restore(int argc, char **argv, struct cli *cli)
 		CLI_TARGET_OPTIONS,
 		CLI_JOB_OPTIONS,
 		{ "resume", no_argument, NULL, CLI_OPT_RESUME },
+		{ "checkpoint", required_argument, NULL, CLI_OPT_CHECKPOINT },
 		{ NULL, 0, NULL, 0 },
 	};
-	struct restore_opts o = { 0 };
+	struct restore_opts o = { .checkpoint_ms = CLI_CHECKPOINT_MS };
 	struct restore_stats st;
 	struct cli_progress prog;
 	struct im_err err = { 0 };
@@ -29,6 +30,11 @@ int cmd_restore(int argc, char **argv, struct cli *cli)
 	while ((c = getopt_long(argc, argv, "", opts, NULL)) != -1) {
 		if (c == CLI_OPT_RESUME) {
 			o.resume = true;
+			continue;
+		}
+		if (c == CLI_OPT_CHECKPOINT) {
+			if ((r = cli_checkpoint_option("restore", optarg, &o.checkpoint_ms)) != IM_EXIT_OK)
+				return r;
 			continue;
 		}
 		if ((r = cli_job_option("restore", c, optarg, &job, &t)) != IM_EXIT_OK)

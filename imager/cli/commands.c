@@ -13,6 +13,7 @@ const struct command commands[] = {
 	  "SOURCE TARGET [--format raw|qcow2] [--preallocation off|metadata|falloc|full]\n"
 	  "        [--cluster-size SIZE] [--size SIZE] [--grow-last|--proportional|--shrink]\n"
 	  "        [--source-format raw|qcow2] [--verify] [--rescue [--map FILE] | --resume]\n"
+	  "        [--checkpoint SECONDS]\n"
 	  "        [--convert [--block virtio-blk|virtio-scsi] [--rebuild-initramfs]\n"
 	  "                   [--virtio-win PATH]]\n"
 	  "        [--threads N] [--force] [--timeout SECONDS] [--retries N] [--json] [--no-progress]",
@@ -51,8 +52,8 @@ const struct command commands[] = {
 	  "        [--cluster-size SIZE] [--size SIZE] [--grow-last|--proportional|--shrink]\n"
 	  "        [--convert [--block virtio-blk|virtio-scsi] [--rebuild-initramfs]\n"
 	  "                   [--virtio-win PATH]]\n"
-	  "        [--resume] [--threads N] [--force] [--timeout SECONDS] [--retries N] [--json]\n"
-	  "        [--no-progress]",
+	  "        [--resume] [--checkpoint SECONDS] [--threads N] [--force] [--timeout SECONDS]\n"
+	  "        [--retries N] [--json] [--no-progress]",
 	  "write an image folder (imager's or Clonezilla's) onto a disk or image file" },
 	{ "save", cmd_save, CMD_DEVICES,
 	  "SOURCE DIR [--format raw|qcow2] [--level N] [--rescue] [--resume] [--threads N] [--force]\n"

@@ -125,6 +125,12 @@ struct cli_job {
 #define CLI_OPT_RESCUE  0x302
 #define CLI_OPT_MAP     0x303
 #define CLI_OPT_RESUME  0x304
+#define CLI_OPT_CHECKPOINT 0x305
+/* The journal's checkpoints of restore and clone: every 5 s unless
+ * --checkpoint SECONDS (0..3600; 0: after every frame or run). */
+#define CLI_CHECKPOINT_MS 5000u
+/* --checkpoint's value into *ms (IM_EXIT_OK, or said and IM_EXIT_USAGE). */
+int cli_checkpoint_option(const char *cmd, const char *arg, unsigned *ms);
 #define CLI_JOB_OPTIONS \
 	{ "threads", required_argument, NULL, 't' }, \
 	{ "force", no_argument, NULL, 'f' }, \

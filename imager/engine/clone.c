@@ -18,10 +18,6 @@
 #include "tjournal.h"
 #include "util.h"
 
-/* Slots (up to IMG_FRAME_BLOCKS_BYTES of used blocks each) between two
- * checkpoints of the journal. */
-#define CHECKPOINT_SLOTS 32
-
 struct cpart_job {
 	struct used_reader rd;
 	uint32_t bs;
@@ -30,7 +26,7 @@ struct cpart_job {
 	uint64_t *bytes_done, bytes_total, *bytes_written;
 	const struct im_progress *progress;
 	struct tjournal *jn;
-	uint64_t since_checkpoint;
+	unsigned checkpoint_ms;    /* the least time between two checkpoints */
 };
 
 /* The target flushed, then the journal says what is on it.  A journal that
@@ -90,13 +86,12 @@ static int clone_consume(void *ctx, struct pipe_slot *s, struct im_err *err)
 	}
 	for (uint32_t i = 0; i < m->nin; i++)
 		*j->bytes_done += (uint64_t)m->ext[i].count * j->bs;
-	if (m->nin && ++j->since_checkpoint >= CHECKPOINT_SLOTS) {
+	if (m->nin && j->jn->on && mono_ms() - j->jn->written_ms >= j->checkpoint_ms) {
 		const struct img_extent *last = &m->ext[m->nin - 1];
 		int r = checkpoint(j->w, j->jn, j->part_index, last->start + last->count,
 				   *j->bytes_done, err);
 		if (r < 0)
 			return r;
-		j->since_checkpoint = 0;
 	}
 	if (j->progress->fn)
 		j->progress->fn(j->progress->opaque, "clone", *j->bytes_done, j->bytes_total);
@@ -180,6 +175,7 @@ static int clone_partition(struct source *src, size_t i, uint64_t from, struct w
 		.bs = fs->block_size, .part_index = i, .w = w,
 		.bytes_done = done, .bytes_total = src->used_bytes,
 		.bytes_written = &stats->bytes_written, .progress = &opts->progress, .jn = jn,
+		.checkpoint_ms = opts->checkpoint_ms,
 	};
 	const struct pipe_ops ops = { .produce = clone_produce, .work = clone_work,
 				      .consume = clone_consume, .cancel = opts->progress.cancel };

@@ -24,16 +24,13 @@
 #include "tjournal.h"
 #include "util.h"
 
-/* Frames between two checkpoints of the journal (tjournal.h). */
-#define CHECKPOINT_FRAMES 32
-
 struct rpart_job {
 	const struct img_part *p;
 	const struct img_index *ix;
 	size_t part_index;
 	uint64_t skip_below;       /* --resume: frames already on the target */
 	struct tjournal *jn;
-	uint64_t since_checkpoint;
+	unsigned checkpoint_ms;    /* the least time between two checkpoints */
 	struct frame_reader fr;
 	XXH3_state_t *stream_hash;
 	struct writer *w;
@@ -71,8 +68,8 @@ static int restore_work(void *ctx, void *ws, struct pipe_slot *s)
 	return ((struct frame_meta *)s->meta)->damaged ? -EBADMSG : 0;
 }
 
-/* Every CHECKPOINT_FRAMES frames: the target flushed, then the journal
- * says so. */
+/* The target flushed, then the journal says so (restore_opts.checkpoint_ms:
+ * how often). */
 static int checkpoint(struct rpart_job *j, uint64_t frames_done, struct im_err *err)
 {
 	int r;
@@ -127,11 +124,10 @@ static int restore_consume(void *ctx, struct pipe_slot *s, struct im_err *err)
 		if (!before && (!zero || !j->w->fresh))   /* (zeros on a fresh target: not written) */
 			*j->bytes_written += len;
 	}
-	if (!before && ++j->since_checkpoint >= CHECKPOINT_FRAMES) {
+	if (!before && j->jn->on && mono_ms() - j->jn->written_ms >= j->checkpoint_ms) {
 		int r = checkpoint(j, m->frame + 1, err);
 		if (r < 0)
 			return r;
-		j->since_checkpoint = 0;
 	}
 	if (j->progress->fn)
 		j->progress->fn(j->progress->opaque, "restore", *j->bytes_done, j->bytes_total);
@@ -297,6 +293,7 @@ int im_restore(const struct disk_roots *roots, const char *dir, const char *targ
 		struct rpart_job j = {
 			.p = &m.parts[i], .ix = &ix[i], .part_index = i, .w = &w,
 			.bytes_done = &done, .bytes_total = total, .jn = &jn,
+			.checkpoint_ms = opts->checkpoint_ms,
 			.bytes_written = &stats->bytes_written, .progress = &opts->progress,
 		};
 		if (opts->resume)

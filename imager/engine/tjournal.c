@@ -45,6 +45,7 @@ int tjournal_write(struct tjournal *jn, uint32_t part, uint64_t pos, uint64_t by
 	put_le64(rec + 40, bytes);
 	put_le64(rec + 56, XXH3_64bits(rec, 56));
 	jn->mine = true;
+	jn->written_ms = mono_ms();
 	return write_file_atomic(jn->path, rec, sizeof(rec));
 }
 

@@ -12,6 +12,8 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "util.h"
+
 extern char **environ;
 
 /* Where one output stream of the tool goes: its tail, NUL-ended. */
@@ -41,13 +43,6 @@ static void sink_put(struct sink *s, const char *p, size_t n)
 	s->buf[s->have] = '\0';
 }
 
-static long long now_ms(void)
-{
-	struct timespec ts;
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (long long)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
-
 /* Run argv with stdout into out and stderr into errs (NULL: into out too),
  * reading both until they end, or until seconds have passed (0: no limit):
  * then the tool is killed and -ETIMEDOUT returned. */
@@ -55,7 +50,7 @@ static int run(const char *const argv[], struct sink *out, struct sink *errs, un
 {
 	posix_spawn_file_actions_t fa;
 	int opipe[2], epipe[2] = { -1, -1 }, status, r;
-	long long deadline = seconds ? now_ms() + (long long)seconds * 1000 : 0;
+	long long deadline = seconds ? mono_ms() + (long long)seconds * 1000 : 0;
 	bool timed_out = false;
 	pid_t pid;
 
@@ -99,7 +94,7 @@ static int run(const char *const argv[], struct sink *out, struct sink *errs, un
 			who[n++] = errs;
 		}
 		if (deadline) {
-			long long left = deadline - now_ms();
+			long long left = deadline - mono_ms();
 			if (left <= 0) {
 				timed_out = true;
 				break;

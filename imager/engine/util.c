@@ -7,6 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
 int pread_full(int fd, void *buf, size_t len, uint64_t off)
@@ -111,6 +112,13 @@ int dio_pwrite(struct dio *d, int fd, const void *buf, size_t len, uint64_t off)
 	if (len - head - mid)
 		r = pwrite_full(fd, p + head + mid, len - head - mid, off + head + mid);
 	return r;
+}
+
+long long mono_ms(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (long long)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
 }
 
 int write_full(int fd, const void *buf, size_t len)

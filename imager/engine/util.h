@@ -58,6 +58,8 @@ pid_t path_lock_holder(const char *path);
 int path_lock_err(struct im_err *err, const char *path, int r, pid_t holder);
 /* write() the whole length to a stream position. */
 int write_full(int fd, const void *buf, size_t len);
+/* CLOCK_MONOTONIC in milliseconds. */
+long long mono_ms(void);
 
 /* Write a file atomically: path.tmp, fsync, rename over path, fsync the
  * folder.  Returns 0 or -errno. */

@@ -135,6 +135,12 @@ struct restore_opts {
 	 * can be resumed (the restore command; not the restores other jobs
 	 * make into pools and temporary files). */
 	bool journal;
+	/* The least time between two checkpoints of that journal, in ms (0:
+	 * after every frame).  Each flushes the target, which costs disk time:
+	 * after every 32 frames, restores onto this machine's disk ran a tenth
+	 * slower; every 5 s (the command's default) costs a resume at most 5 s
+	 * of work done again. */
+	unsigned checkpoint_ms;
 	struct im_progress progress;
 };
 
@@ -179,6 +185,7 @@ struct clone_opts {
 	/* Keep that journal while the clone runs (the clone command; not the
 	 * clones other jobs make into pools and temporary files). */
 	bool journal;
+	unsigned checkpoint_ms;     /* as restore's */
 	struct im_progress progress;
 };
 
