@@ -82,6 +82,7 @@ struct part_job {
 	int out_fd;
 	int jnl_fd;               /* partN.jnl: a record per frame written */
 	uint64_t out_off;
+	uint64_t out_started;      /* write-behind: write-out started below (util.h) */
 	XXH3_state_t *stream_hash;
 	struct img_index *ix;
 	struct img_part *ip;
@@ -306,6 +307,7 @@ static int save_consume(void *ctx, struct pipe_slot *s, struct im_err *err)
 	XXH3_64bits_update(j->stream_hash, s->b, s->b_len);
 	m->frame.comp_offset = j->out_off;
 	j->out_off += s->b_len;
+	write_behind(j->out_fd, &j->out_started, j->out_off);
 	r = img_index_add(j->ix, &m->frame, m->ext + m->nin, m->nout);
 	if (r < 0)
 		return im_errf(err, IM_EXIT_INTERNAL, r, "out of memory");

@@ -114,6 +114,14 @@ int dio_pwrite(struct dio *d, int fd, const void *buf, size_t len, uint64_t off)
 	return r;
 }
 
+void write_behind(int fd, uint64_t *started, uint64_t end)
+{
+	if (end < *started || end - *started < WRITE_BEHIND)
+		return;
+	sync_file_range(fd, (off_t)*started, (off_t)(end - *started), SYNC_FILE_RANGE_WRITE);
+	*started = end;
+}
+
 long long mono_ms(void)
 {
 	struct timespec ts;

@@ -58,6 +58,15 @@ pid_t path_lock_holder(const char *path);
 int path_lock_err(struct im_err *err, const char *path, int r, pid_t holder);
 /* write() the whole length to a stream position. */
 int write_full(int fd, const void *buf, size_t len);
+/* Write-behind for a file written through the page cache: once END is
+ * WRITE_BEHIND bytes past *started, start the write-out of everything
+ * between (sync_file_range(2), without waiting) and move *started to END.
+ * Without it, on a machine with much memory the kernel holds the whole
+ * output dirty until the final fsync, which then writes it all while
+ * nothing else runs.  Best effort: a file that refuses is left to the
+ * kernel. */
+#define WRITE_BEHIND (8u << 20)
+void write_behind(int fd, uint64_t *started, uint64_t end);
 /* CLOCK_MONOTONIC in milliseconds. */
 long long mono_ms(void);
 
