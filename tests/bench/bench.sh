@@ -19,6 +19,8 @@
 #   decompress  zstd -d of partclone's image, to /dev/null
 #   write       dd of as many bytes as are in use, the faster of conv=fsync
 #               (through the page cache) and oflag=direct
+#   both        the image decompressed into dd oflag=direct, synced: what a
+#               restore does, shown beside it without a target
 # save is compared with the first, restore with the slower of the other
 # two.  Save is also timed warm (the source in the page cache) against
 # zstd's own in-memory benchmark, zstd -b3 -T$(nproc) of the same data: the
@@ -240,12 +242,18 @@ ceil_c() { zstd -q -3 -T"$NPROC" -f "$WORK/partclone.raw" -o "$WORK/ceiling.zst"
 ceil_d() { zstd -q -dc "$WORK/partclone.zst" >/dev/null; }
 ceil_w() { dd if=/dev/zero of="$WORK/floor" bs=4M count=$((USED / 4194304)) conv=fsync status=none; }
 ceil_wd() { dd if=/dev/zero of="$WORK/floor" bs=4M count=$((USED / 4194304)) oflag=direct conv=fsync status=none; }
+# Both at once, as a restore must: the image decompressed straight into a
+# durable write (dd drops O_DIRECT for a short last block).
+ceil_dw() {
+	zstd -q -dc "$WORK/partclone.zst" |
+		dd of="$WORK/floor" bs=4M iflag=fullblock oflag=direct conv=fsync status=none
+}
 CLEAN=([imager_save]=$WORK/image [pc_save]=$WORK/partclone.zst [ceil_c]=$WORK/ceiling.zst
 	[imager_restore]=$WORK/imager-target.img [pc_restore]=$WORK/partclone-target.img
-	[ceil_d]=$WORK/none [ceil_w]=$WORK/floor [ceil_wd]=$WORK/floor
+	[ceil_d]=$WORK/none [ceil_w]=$WORK/floor [ceil_wd]=$WORK/floor [ceil_dw]=$WORK/floor
 	[save8]=$WORK/image8 [restore8]=$WORK/imager-target8.img)
 SAVES=(imager_save ceil_c pc_save)
-RESTORES=(imager_restore ceil_wd ceil_d ceil_w pc_restore)
+RESTORES=(imager_restore ceil_wd ceil_d ceil_w ceil_dw pc_restore)
 if [ "$GROW" != 0 ]; then
 	# The same files on a 64 GiB disk, in the same rounds.
 	[ -f "$DISK8" ] || build_disk "$DISK8" 64G
@@ -323,6 +331,7 @@ printf '%-34s %8.2f %10.0f  (%s)\n' "ceiling: zstd -b3 -T$NPROC, in memory" "${W
 printf '%-34s %8.2f %10.0f  (%s)\n' "ceiling: zstd -d to /dev/null" "${WALL[ceil_d]}" "$(mbs "${WALL[ceil_d]}")" "decompress"
 printf '%-34s %8.2f %10.0f  (%s)\n' "floor: dd of the used bytes, fsync" "${WALL[ceil_w]}" "$(mbs "${WALL[ceil_w]}")" "durable write"
 printf '%-34s %8.2f %10.0f  (%s)\n' "floor: dd of the used bytes, direct" "${WALL[ceil_wd]}" "$(mbs "${WALL[ceil_wd]}")" "durable write"
+printf '%-34s %8.2f %10.0f  (%s)\n' "both: zstd -d | dd direct, fsync" "${WALL[ceil_dw]}" "$(mbs "${WALL[ceil_dw]}")" "decompress + durable write"
 if [ "$RUNS" -gt 1 ]; then
 	echo "every run (s), by round:"
 	for n in "${SAVES[@]}" imager_save_warm zstd_b "${RESTORES[@]}"; do
@@ -349,6 +358,7 @@ atleast() { # VALUE TARGET: "ok" when VALUE >= TARGET
 sc=$(per_run '100 * $1 / $2' ceil_c imager_save)
 sw=$(per_run '100 * $1 / $2' zstd_b imager_save_warm)
 rc=$(per_run '100 * ($1 > ($2 < $3 ? $2 : $3) ? $1 : ($2 < $3 ? $2 : $3)) / $4' ceil_d ceil_w ceil_wd imager_restore)
+rb=$(per_run '100 * $1 / $2' ceil_dw imager_restore)
 echo "imager / partclone (the median of the rounds' ratios):"
 printf '  save time     %5.2f  (target <= 0.50) %s\n' "$rs" "$(verdict "$rs" 0.5)"
 printf '  image size    %5.3f  (target <= 1.02) %s\n' "$rz" "$(verdict "$rz" 1.02)"
@@ -357,6 +367,8 @@ echo "imager / its ceiling (the median of the rounds' shares):"
 printf '  save, cold    %5.1f%% of the compress ceiling (target >= 90%%) %s\n' "$sc" "$(atleast "$sc" 90)"
 printf '  save, warm    %5.1f%% of zstd -b in memory (target >= 90%%) %s\n' "$sw" "$(atleast "$sw" 90)"
 printf '  restore       %5.1f%% of min(decompress, durable write) (target >= 90%%) %s\n' "$rc" "$(atleast "$rc" 90)"
+printf '  restore       %5.1f%% of zstd -d | dd, both at once (no target: shown because here the\n' "$rb"
+printf '                writes take the CPUs the decompression needs, so the two do not overlap)\n'
 printf '  imager peak memory: save %.1f MiB, restore %.1f MiB (target < 100 MiB + bitmap %.2f MiB) %s\n' \
 	"$mem" "$memr" "$BITMAP_MIB" "$(verdict "$(calc "($mem > $memr) ? $mem : $memr")" "$memt")"
 
