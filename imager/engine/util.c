@@ -6,6 +6,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
@@ -43,6 +44,7 @@ int pwrite_full(int fd, const void *buf, size_t len, uint64_t off)
 }
 
 #define DIO_ALIGN 4096u
+#define HUGE_BYTES (2u << 20)   /* a transparent huge page */
 #define DIO_MIN (64u << 10)
 #define DIO_BOUNCE (1u << 20)
 
@@ -66,6 +68,13 @@ void dio_close(struct dio *d)
 void *dio_alloc(size_t len)
 {
 	void *p = NULL;
+
+	if (len >= HUGE_BYTES) {
+		if (posix_memalign(&p, HUGE_BYTES, len) != 0)
+			return NULL;
+		madvise(p, len & ~(size_t)(HUGE_BYTES - 1), MADV_HUGEPAGE);
+		return p;
+	}
 	return posix_memalign(&p, DIO_ALIGN, len ? len : 1) == 0 ? p : NULL;
 }
 

@@ -36,7 +36,11 @@ void dio_open(struct dio *d, const char *path);
 void dio_close(struct dio *d);
 /* pwrite_full(fd, ...) with the middle through d.  Returns 0 or -errno. */
 int dio_pwrite(struct dio *d, int fd, const void *buf, size_t len, uint64_t off);
-/* A buffer whose start suits direct I/O (4 KiB aligned); free() it. */
+/* A buffer whose start suits direct I/O (4 KiB aligned); free() it.  One
+ * of 2 MiB or more starts on a 2 MiB boundary and is advised to be made of
+ * transparent huge pages: the kernel then hands a direct write of it to
+ * the disk in fewer pieces, and a compressor's matches cost fewer TLB
+ * misses. */
 void *dio_alloc(size_t len);
 /* A job's hold on a folder, image file or block device it writes (lock.c):
  * an exclusive flock() on a descriptor of its own, a block device opened

@@ -10,6 +10,7 @@
  */
 #include <errno.h>
 #include <fcntl.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -162,10 +163,29 @@ static void setup(void)
 	CHECK(model && src);
 }
 
+/* dio_alloc's buffers: 4 KiB aligned; from 2 MiB on, 2 MiB aligned (a
+ * transparent huge page each); every byte writable, and free()d. */
+static void test_alloc(void)
+{
+	static const size_t lens[] = { 0, 1, 4096, (2u << 20) - 1, 2u << 20, (4u << 20) + 131072 };
+
+	for (size_t i = 0; i < sizeof(lens) / sizeof(lens[0]); i++) {
+		unsigned char *p = dio_alloc(lens[i]);
+		uintptr_t align = lens[i] >= (2u << 20) ? 2u << 20 : 4096;
+
+		CHECK(p != NULL);
+		CHECK(((uintptr_t)p & (align - 1)) == 0);
+		memset(p, 0xa5, lens[i]);
+		CHECK(lens[i] == 0 || p[lens[i] - 1] == 0xa5);
+		free(p);
+	}
+}
+
 static void cleanup(void)
 {
 	free(model);
 	free(src);
 }
 
-UNIT_MAIN(UNIT(setup), UNIT(test_direct), UNIT(test_tmpfs), UNIT(test_closed), UNIT(cleanup))
+UNIT_MAIN(UNIT(setup), UNIT(test_direct), UNIT(test_tmpfs), UNIT(test_closed), UNIT(test_alloc),
+	  UNIT(cleanup))
