@@ -68,14 +68,13 @@ void dio_close(struct dio *d)
 void *dio_alloc(size_t len)
 {
 	void *p = NULL;
+	bool huge = len >= HUGE_BYTES;
 
-	if (len >= HUGE_BYTES) {
-		if (posix_memalign(&p, HUGE_BYTES, len) != 0)
-			return NULL;
+	if (posix_memalign(&p, huge ? HUGE_BYTES : DIO_ALIGN, len ? len : 1) != 0)
+		return NULL;
+	if (huge)
 		madvise(p, len & ~(size_t)(HUGE_BYTES - 1), MADV_HUGEPAGE);
-		return p;
-	}
-	return posix_memalign(&p, DIO_ALIGN, len ? len : 1) == 0 ? p : NULL;
+	return p;
 }
 
 /* The aligned middle: straight from buf when it is aligned, else through
