@@ -256,6 +256,12 @@ static void raw_prefetch(struct bk *bk, uint64_t off, uint64_t len)
 	posix_fadvise(s->fd, (off_t)off, (off_t)len, POSIX_FADV_WILLNEED);
 }
 
+static void raw_drop(struct bk *bk, uint64_t off, uint64_t len)
+{
+	struct raw_state *s = bk->priv;
+	posix_fadvise(s->fd, (off_t)off, (off_t)len, POSIX_FADV_DONTNEED);
+}
+
 static int raw_flush(struct bk *bk)
 {
 	struct raw_state *s = bk->priv;
@@ -285,6 +291,7 @@ const struct bk_driver bk_raw = {
 	.pwrite_zeroes = raw_pwrite_zeroes,
 	.block_status = raw_block_status,
 	.prefetch = raw_prefetch,
+	.drop = raw_drop,
 	.flush = raw_flush,
 	.close = raw_close,
 };

@@ -308,6 +308,12 @@ void bk_prefetch(struct bk *bk, uint64_t off, uint64_t len)
 		bk->drv->prefetch(bk, off, len);
 }
 
+void bk_drop(struct bk *bk, uint64_t off, uint64_t len)
+{
+	if (bk->drv->drop && off <= bk->size && len <= bk->size - off)
+		bk->drv->drop(bk, off, len);
+}
+
 int bk_flush(struct bk *bk, struct im_err *err)
 {
 	int r = bk->drv->flush ? bk->drv->flush(bk) : 0;

@@ -451,7 +451,7 @@ static int save_partition(struct bk *src, const struct pt_part *pp, const struct
 	struct part_job j = {
 		.rd = { .bk = src, .base = pp->start, .used = &fs->used,
 			.blank = fs->blank.nbits ? &fs->blank : NULL, .bs = fs->block_size,
-			.bytes_read = &stats->bytes_read },
+			.bytes_read = &stats->bytes_read, .drop_behind = true },
 		.bs = fs->block_size, .level = opts->level, .bytes_done = bytes_done,
 		.bytes_total = bytes_total, .progress = &opts->progress, .ix = &ix, .ip = ip,
 		.out_fd = -1, .jnl_fd = -1,

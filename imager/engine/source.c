@@ -258,6 +258,8 @@ int used_read(struct used_reader *u, struct pipe_slot *s, struct im_err *err)
 	struct used_meta *m = s->meta;
 	size_t room = s->a_cap / u->bs;     /* blocks that fit */
 
+	uint64_t first = UINT64_MAX, end = 0;   /* the span read, in bytes */
+
 	prefetch_ahead(u);
 
 	m->nin = 0;
@@ -283,6 +285,9 @@ int used_read(struct used_reader *u, struct pipe_slot *s, struct im_err *err)
 		m->ext[m->nin].flags = blank ? IMG_EXT_ZERO : 0;
 		m->nin++;
 		if (!blank) {
+			if (first == UINT64_MAX)
+				first = u->base + u->run_pos * u->bs;
+			end = u->base + (u->run_pos + n) * u->bs;
 			s->a_len += (size_t)(n * u->bs);
 			if (u->bytes_read)
 				*u->bytes_read += n * u->bs;
@@ -291,6 +296,12 @@ int used_read(struct used_reader *u, struct pipe_slot *s, struct im_err *err)
 		u->run_left -= n;
 		room -= n;
 	}
+	/* Every page of the span is in the slot now (or was never read):
+	 * dropping them as we go spares the host's cache a full copy of the
+	 * source, and the kernel the work of dropping it all at the last
+	 * close of a block device. */
+	if (u->drop_behind && end > first)
+		bk_drop(u->bk, first, end - first);
 	return m->nin ? 1 : 0;
 }
 

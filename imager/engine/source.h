@@ -57,6 +57,8 @@ struct used_reader {
 	uint64_t run_pos, run_left; /* cursor */
 	uint64_t ahead_pos;         /* used blocks before this were announced */
 	uint64_t *bytes_read;
+	bool drop_behind;           /* what was read is dropped from the host's
+				     * cache (bk_drop) after each slot */
 };
 /* Extents read into a slot, and the data/zero extents made of them. */
 struct used_meta {

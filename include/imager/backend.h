@@ -108,6 +108,11 @@ struct bk_driver {
 	 * the background.  Optional; never fails the job. */
 	void (*prefetch)(struct bk *bk, uint64_t off, uint64_t len);
 
+	/* A hint that [off, off+len) has been read and will not be read
+	 * again: the host may drop it from its cache.  Optional; never fails
+	 * the job. */
+	void (*drop)(struct bk *bk, uint64_t off, uint64_t len);
+
 	/* Make everything written so far durable (metadata included). */
 	int (*flush)(struct bk *bk);
 
@@ -177,6 +182,8 @@ int bk_block_status(struct bk *bk, uint64_t off, uint64_t len, uint64_t *pnum,
 int bk_flush(struct bk *bk, struct im_err *err);
 /* Pass a read-ahead hint to the driver, if it takes hints. */
 void bk_prefetch(struct bk *bk, uint64_t off, uint64_t len);
+/* Pass a drop-behind hint to the driver, if it takes hints. */
+void bk_drop(struct bk *bk, uint64_t off, uint64_t len);
 /* Close and free; NULL is allowed.  Returns the driver's close() result. */
 int bk_close(struct bk *bk, struct im_err *err);
 
