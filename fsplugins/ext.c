@@ -135,6 +135,7 @@
 #define JSB_FIRST             0x14
 #define JSB_START             0x1C
 #define JOURNAL_MAX_RUNS      4096u
+#define JOURNAL_MAX_TREE      64u
 
 #define DESC_SIZE_MIN         32u
 #define DESC_SIZE_MIN_64BIT   64u
@@ -632,25 +633,35 @@ static int blank_itable(struct fs_ctx *ctx, const struct ext_priv *p, const unsi
 	return fs_mark_blank(ctx, it + need, p->itable_blocks - need);
 }
 
+/* Where descriptor d puts its group's block bitmap, inode bitmap and inode
+ * table (unchecked). */
+static void desc_locs(const struct ext_priv *p, const unsigned char *d, uint64_t *bb,
+		      uint64_t *ib, uint64_t *it)
+{
+	*bb = le32(d + BG_BLOCK_BITMAP_LO);
+	*ib = le32(d + BG_INODE_BITMAP_LO);
+	*it = le32(d + BG_INODE_TABLE_LO);
+	if (p->is_64bit) {
+		*bb |= (uint64_t)le32(d + BG_BLOCK_BITMAP_HI) << 32;
+		*ib |= (uint64_t)le32(d + BG_INODE_BITMAP_HI) << 32;
+		*it |= (uint64_t)le32(d + BG_INODE_TABLE_HI) << 32;
+	}
+}
+
 static int group_used_blocks(struct fs_ctx *ctx, struct ext_priv *p, uint32_t g,
 			     const unsigned char *d, uint64_t *free_total)
 {
 	uint64_t first = group_first_block(p, g), len = group_length(p, g);
-	uint64_t bb = le32(d + BG_BLOCK_BITMAP_LO);
-	uint64_t ib = le32(d + BG_INODE_BITMAP_LO);
-	uint64_t it = le32(d + BG_INODE_TABLE_LO);
+	uint64_t bb, ib, it;
 	uint64_t desc_free = le16(d + BG_FREE_BLOCKS_LO), bitmap_free;
 	uint16_t flags = le16(d + BG_FLAGS);
 	bool desc_ok = desc_csum_ok(p, g, d), uninit;
 	int64_t used;
 	int r;
 
-	if (p->is_64bit) {
-		bb |= (uint64_t)le32(d + BG_BLOCK_BITMAP_HI) << 32;
-		ib |= (uint64_t)le32(d + BG_INODE_BITMAP_HI) << 32;
-		it |= (uint64_t)le32(d + BG_INODE_TABLE_HI) << 32;
+	desc_locs(p, d, &bb, &ib, &it);
+	if (p->is_64bit)
 		desc_free |= (uint64_t)le16(d + BG_FREE_BLOCKS_HI) << 16;
-	}
 	if (!desc_ok)
 		INCONSISTENT(ctx, "group descriptor %u fails its checksum", g);
 	if (!in_fs(p, bb, 1) || !in_fs(p, ib, 1) || !in_fs(p, it, p->itable_blocks)) {
@@ -716,7 +727,13 @@ static int group_used_blocks(struct fs_ctx *ctx, struct ext_priv *p, uint32_t g,
 struct jmap {
 	uint64_t lblk[JOURNAL_MAX_RUNS], pblk[JOURNAL_MAX_RUNS], len[JOURNAL_MAX_RUNS];
 	unsigned n;
+	uint64_t tree[JOURNAL_MAX_TREE];   /* the extent tree's own blocks */
+	unsigned ntree;
 	uint32_t seed;                /* the inode's checksum seed */
+	/* The spans to be marked blank, sorted by start; reach: the largest
+	 * end among this span and those before it. */
+	struct jspan { uint64_t start, end, reach; } span[JOURNAL_MAX_RUNS];
+	unsigned nspan;
 };
 
 /* The inode's checksum (metadata_csum): crc32c over the inode, its
@@ -781,8 +798,10 @@ static bool journal_node(struct fs_ctx *ctx, const struct ext_priv *p, const uns
 		uint64_t child = le32(e + 4) | (uint64_t)le16(e + 8) << 32;
 		unsigned char *b;
 		bool ok;
-		if (!in_fs(p, child, 1) || !fs_is_used(ctx, child) || !(b = malloc(p->block_size)))
+		if (!in_fs(p, child, 1) || !fs_is_used(ctx, child) || m->ntree == JOURNAL_MAX_TREE ||
+		    !(b = malloc(p->block_size)))
 			return false;
+		m->tree[m->ntree++] = child;
 		/* A tree block ends with the crc32c of what comes before its
 		 * tail, seeded as the inode's. */
 		size_t tail = 0;
@@ -798,14 +817,75 @@ static bool journal_node(struct fs_ctx *ctx, const struct ext_priv *p, const uns
 	return true;
 }
 
+static int jspan_cmp(const void *a, const void *b)
+{
+	const struct jspan *x = a, *y = b;
+
+	return x->start < y->start ? -1 : x->start > y->start;
+}
+
+/* Does a span to be blanked meet [first, first+count)? */
+static bool jspans_meet(const struct jmap *m, uint64_t first, uint64_t count)
+{
+	uint64_t end = first + count < first ? UINT64_MAX : first + count;
+	unsigned lo = 0, hi = m->nspan;
+
+	while (lo < hi) {   /* (the spans starting before the range's end) */
+		unsigned mid = lo + (hi - lo) / 2;
+		if (m->span[mid].start < end)
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	return count && lo && m->span[lo - 1].reach > first;
+}
+
+/* Do the spans to be blanked keep clear of every other structure that can
+ * be found without reading inodes: the journal's superblock and extent
+ * tree, and each group's superblock backup, descriptor blocks, bitmaps and
+ * inode table?  A journal inode that claims any of them (hostile, or
+ * cross-linked) is not trusted: its blocks are copied. */
+static bool journal_apart(struct fs_ctx *ctx, struct ext_priv *p, struct jmap *m, uint64_t jsb_blk)
+{
+	uint64_t reach = 0;
+
+	qsort(m->span, m->nspan, sizeof(m->span[0]), jspan_cmp);
+	for (unsigned i = 0; i < m->nspan; i++) {
+		if (m->span[i].end > reach)
+			reach = m->span[i].end;
+		m->span[i].reach = reach;
+	}
+	if (jspans_meet(m, jsb_blk, 1))
+		return false;
+	for (unsigned i = 0; i < m->ntree; i++)
+		if (jspans_meet(m, m->tree[i], 1))
+			return false;
+	for (uint32_t db = 0; db < p->desc_blocks; db++) {
+		if (fs_read(ctx, desc_block_loc(p, db) * p->block_size, p->desc_buf, p->block_size) < 0)
+			return false;
+		for (uint32_t i = 0; i < p->descs_per_block; i++) {
+			uint64_t g = (uint64_t)db * p->descs_per_block + i, bb, ib, it;
+			if (g >= p->groups)
+				break;
+			desc_locs(p, p->desc_buf + (size_t)i * p->desc_size, &bb, &ib, &it);
+			if (jspans_meet(m, group_first_block(p, (uint32_t)g), group_base_meta(p, (uint32_t)g)) ||
+			    jspans_meet(m, bb, 1) || jspans_meet(m, ib, 1) ||
+			    jspans_meet(m, it, p->itable_blocks))
+				return false;
+		}
+	}
+	return true;
+}
+
 /* The internal journal of a cleanly unmounted filesystem: its superblock
  * says it is empty (s_start 0), so neither the kernel nor e2fsck reads the
  * rest of it (the kernel's journal_reset() starts writing at s_first);
  * those blocks are blank.  Judged only with metadata_csum (the journal
  * inode's checksum and its extent blocks' checksums must hold), an
  * extent-mapped journal, a jbd2 superblock that agrees with the
- * filesystem, and not forced (ext_open() leaves journal_inum 0 then).
- * Anything else, and the journal is copied as it is. */
+ * filesystem, not forced (ext_open() leaves journal_inum 0 then), and
+ * blocks that meet none of the filesystem's fixed structures
+ * (journal_apart()).  Anything else, and the journal is copied as it is. */
 static int blank_journal(struct fs_ctx *ctx, struct ext_priv *p)
 {
 	uint32_t ino = p->journal_inum, idx = (ino - 1) % p->inodes_per_group;
@@ -830,7 +910,7 @@ static int blank_journal(struct fs_ctx *ctx, struct ext_priv *p)
 	     be32(jsb + JSB_START) == 0;
 	maxlen = ok ? be32(jsb + JSB_MAXLEN) : 0;
 	/* Every block of the journal but its superblock. */
-	for (unsigned i = 0; ok && r == 0 && i < m->n; i++) {
+	for (unsigned i = 0; ok && i < m->n; i++) {
 		uint64_t l = m->lblk[i], pb = m->pblk[i], len = m->len[i];
 		if (l == 0) {
 			pb++;
@@ -842,8 +922,11 @@ static int blank_journal(struct fs_ctx *ctx, struct ext_priv *p)
 		if (len > maxlen - l)
 			len = maxlen - l;
 		if (len)
-			r = fs_mark_blank(ctx, pb, len);
+			m->span[m->nspan++] = (struct jspan){ .start = pb, .end = pb + len };
 	}
+	ok = ok && journal_apart(ctx, p, m, jsb_blk);
+	for (unsigned i = 0; ok && r == 0 && i < m->nspan; i++)
+		r = fs_mark_blank(ctx, m->span[i].start, m->span[i].end - m->span[i].start);
 	free(m);
 	return r;
 }

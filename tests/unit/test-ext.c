@@ -504,6 +504,21 @@ static uint64_t journal_blank(const char *path, bool force, uint64_t jsb, uint64
 	return n;
 }
 
+/* The journal inode (8) of path given two extents: lblk 0 at b0 for n0
+ * blocks, then lblk n0 at b1 for n1 blocks.  Through debugfs, which
+ * writes the inode with a fresh checksum. */
+static void set_journal_extents(const char *path, uint64_t b0, uint64_t n0, uint64_t b1, uint64_t n1)
+{
+	const unsigned long long w[9] = {
+		0xF30Au | 2u << 16, 4, 0,   /* header: 2 entries of 4, depth 0 */
+		0, n0, b0,                  /* ee_block, ee_len (start_hi 0), ee_start_lo */
+		n0, n1, b1,
+	};
+
+	for (unsigned i = 0; i < 9; i++)
+		CHECK(sh("debugfs -w -R 'sif <8> block[%u] %llu' %s >/dev/null 2>&1", i, w[i], path) == 0);
+}
+
 /* The empty journal of a clean ext4 with metadata_csum is blank past its
  * superblock; not when forced, not when the journal inode fails its
  * checksum, not when the journal holds transactions (s_start), and not
@@ -554,6 +569,19 @@ static void test_blank_journal(void)
 	CHECK_EQ_U(journal_blank(path, false, jsb, len), 0);
 	write_at(path, jsb * 1024 + 0x1C, save, 4);
 	CHECK_EQ_U(journal_blank(path, false, jsb, len), len - 1);
+
+	/* The journal inode's extents rewritten (debugfs signs the inode
+	 * anew): its blocks in two extents are still blank; a second extent
+	 * that claims the inode table, or the journal's own superblock, makes
+	 * the journal untrusted, and nothing is blank. */
+	CHECK(len <= 32768 && iblk > 1);
+	set_journal_extents(path, jsb, 1, jsb + 1, len - 1);
+	CHECK_EQ_U(journal_blank(path, false, jsb, len), len - 1);
+	set_journal_extents(path, jsb, 1, iblk - 1, 8);
+	CHECK_EQ_U(journal_blank(path, false, jsb, len), 0);
+	CHECK_EQ_U(journal_blank(path, false, iblk - 1, 2), 0);   /* (inodes 1-8 in use) */
+	set_journal_extents(path, jsb, 1, jsb, len - 1);
+	CHECK_EQ_U(journal_blank(path, false, jsb, len), 0);
 
 	if (make_image(nocsum, "-t ext4 -b 1024 -O ^metadata_csum", 64 * MiB)) {
 		uint64_t j2 = 0;
