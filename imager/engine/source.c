@@ -257,7 +257,6 @@ int used_read(struct used_reader *u, struct pipe_slot *s, struct im_err *err)
 {
 	struct used_meta *m = s->meta;
 	size_t room = s->a_cap / u->bs;     /* blocks that fit */
-
 	uint64_t first = UINT64_MAX, end = 0;   /* the span read, in bytes */
 
 	prefetch_ahead(u);
