@@ -19,7 +19,11 @@
 #   guest_marker_field LOG FIELD     prints a field (root, net, virtio) of the
 #                                    marker line in LOG.
 #
-# qemu always runs with -accel tcg (KVM does not run stock kernels here),
+# qemu always runs with -accel tcg (KVM does not run stock kernels here) and
+# one vCPU: with two, a guest on the loaded 2-core machine now and then
+# stalled for minutes (an RCU stall report while the other vCPU idled in its
+# halt, as if a wakeup between vCPUs was lost); one vCPU boots as fast
+# (47-53 s) and leaves a host core to the other lane of tests.  Also
 # -no-reboot (a guest that panics or reboots ends qemu) and a virtio-net NIC
 # on user networking, so the marker's net= shows whether virtio_net came up.
 
@@ -101,7 +105,7 @@ guest_boot() { # IMAGE FORMAT BUS LOG [TIMEOUT]
 	(
 		rc=0
 		timeout -k 10 "$limit" qemu-system-x86_64 -accel tcg -machine pc \
-			-m 1024 -smp 2 -display none -no-reboot -no-user-config \
+			-m 1024 -smp 1 -display none -no-reboot -no-user-config \
 			-serial "file:$log" -pidfile "$pidf" \
 			-nic user,model=virtio-net-pci \
 			-drive "file=$image,format=$format,if=none,id=d0,cache=unsafe" \
