@@ -15,7 +15,11 @@
 #                                    reached userspace, 1 otherwise (with the
 #                                    end of LOG).  Sets GUEST_BOOT_RESULT to
 #                                    marker (seen), exited (qemu ended without
-#                                    it) or timeout, and GUEST_BOOT_SECONDS.
+#                                    it), silent (the serial console stayed
+#                                    empty: the watchdog of qemuwatch.sh
+#                                    printed what the guest showed and
+#                                    ended qemu) or timeout, and
+#                                    GUEST_BOOT_SECONDS.
 #                                    A boot that ran to TIMEOUT (a stalled
 #                                    TCG guest: seen now and then on this
 #                                    loaded 2-core machine, an RCU stall or
@@ -35,6 +39,8 @@
 # on user networking, so the marker's net= shows whether virtio_net came up.
 
 GUEST_MARKER=IMAGER-GUEST-UP
+# shellcheck source=/dev/null
+. "$(dirname "${BASH_SOURCE[0]}")/qemuwatch.sh"
 
 guest_image() { # [lvm]
 	local lib script out errf rc=0
@@ -108,6 +114,7 @@ _guest_boot_once() { # IMAGE FORMAT BUS LOG [TIMEOUT]
 	esac
 	rm -f "$pidf" "$rcf" "$errf"
 	: >"$log"
+	qemu_watch_start
 	# If the caller dies first (a test killed by its timeout), its cleanup
 	# kills qemu; `timeout` bounds it anyway.
 	declare -F on_exit >/dev/null && on_exit "_guest_kill '$pidf'"
@@ -122,7 +129,7 @@ _guest_boot_once() { # IMAGE FORMAT BUS LOG [TIMEOUT]
 		rc=0
 		timeout -k 10 "$limit" qemu-system-x86_64 -accel tcg -machine pc \
 			-m 1024 -smp 1 -display none -no-reboot -no-user-config \
-			-serial "file:$log" -pidfile "$pidf" \
+			-serial "file:$log" -pidfile "$pidf" "${QEMU_WATCH_ARGS[@]}" \
 			-nic user,model=virtio-net-pci \
 			-drive "file=$image,format=$format,if=none,id=d0,cache=unsafe" \
 			"${disk[@]}" </dev/null >"$errf" 2>&1 || rc=$?
@@ -142,6 +149,11 @@ _guest_boot_once() { # IMAGE FORMAT BUS LOG [TIMEOUT]
 			[ -n "$(_guest_marker_line "$log")" ] && GUEST_BOOT_RESULT=marker
 			break
 		fi
+		if qemu_watch_silent "$log" "$start"; then
+			GUEST_BOOT_RESULT=silent
+			qemu_watch_evidence "$(basename "$image")-$bus"
+			break
+		fi
 		sleep 1
 	done
 	GUEST_BOOT_SECONDS=$((SECONDS - start))
@@ -157,6 +169,7 @@ _guest_boot_once() { # IMAGE FORMAT BUS LOG [TIMEOUT]
 	[ -f "$rcf" ] || _guest_kill "$pidf"
 	wait "$sub" 2>/dev/null || true
 	rm -f "$pidf" "$rcf"
+	qemu_watch_stop
 
 	if [ "$GUEST_BOOT_RESULT" = marker ]; then
 		line=$(_guest_marker_line "$log")
@@ -166,6 +179,8 @@ _guest_boot_once() { # IMAGE FORMAT BUS LOG [TIMEOUT]
 	fi
 	if [ "$GUEST_BOOT_RESULT" = exited ]; then
 		printf 'guest_boot: qemu ended after %ss without the marker\n' "$GUEST_BOOT_SECONDS"
+	elif [ "$GUEST_BOOT_RESULT" = silent ]; then
+		printf 'guest_boot: nothing on the serial console after %ss; qemu killed\n' "$GUEST_BOOT_SECONDS"
 	else
 		printf 'guest_boot: no marker after %ss; qemu killed\n' "$GUEST_BOOT_SECONDS"
 	fi
