@@ -199,10 +199,12 @@ suites: $(BUILD)/imager
 	@IMAGER=$(abspath $(BUILD)/imager) bash tests/run $(TESTS)
 
 # Everything, with one closing "N passed, N failed, N skipped" line.
+# TESTS=... selects (the fixtures they need come along); REPEAT=N runs each
+# selected test N times in a row (the flaky-test guard: README "Tests").
 check: deps
 	@$(MAKE) --no-print-directory -j$$(nproc) all $(UNITS) $(SAN_UNITS) $(FUZZERS)
 	@$(SAN_ENV) IMAGER=$(abspath $(BUILD)/imager) UNITS="$(UNITS) $(SAN_UNITS)" \
-		FUZZERS="$(abspath $(FUZZERS))" bash tests/run $(TESTS)
+		FUZZERS="$(abspath $(FUZZERS))" $(if $(REPEAT),REPEAT=$(REPEAT)) bash tests/run $(TESTS)
 
 demo: deps
 	@$(MAKE) --no-print-directory all

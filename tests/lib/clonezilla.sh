@@ -191,6 +191,11 @@ _cz_build() { # NAME DIR: the source disk DIR/src.img and the image DIR/image
 	[ "$name" != debian12 ] || rm -f "$d/src.img"
 }
 
+# The fixture that builds an image (tests/ts/fixtures/): in a test
+# (IMAGER_TEST_NO_BUILD set) cz_image only finds images.
+_cz_fixture() { [ "$1" = debian12 ] && echo clonezilla-debian12 || echo clonezilla; }
+CZ_IMAGES="gpt-gz-split mbr-zst mbr-logical-xz mbr-lvm gpt-xfs-uncomp"
+
 cz_image() { # NAME
 	local key dir lock
 	need_root "for loop devices and ocs-sr"
@@ -204,6 +209,10 @@ cz_image() { # NAME
 	lock=$CZ_CACHE/clonezilla.lock
 	exec {_czfd}>"$lock"
 	flock "$_czfd"
+	if [ ! -d "$dir/image" ] && [ -n "${IMAGER_TEST_NO_BUILD:-}" ]; then
+		exec {_czfd}>&-
+		fail "the Clonezilla image $1 is not in $CZ_CACHE: fixtures/$(_cz_fixture "$1") failed or did not run"
+	fi
 	if [ ! -d "$dir/image" ]; then
 		rm -rf "$dir"
 		mkdir -p "$dir"

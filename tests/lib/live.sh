@@ -11,10 +11,14 @@
 # live_qemu NAME TIMEOUT UNTIL QEMU_ARGS...: boots a machine under TCG with
 #   its serial console in $T/NAME.log; returns when qemu exits (its status),
 #   when the log matches the extended regex UNTIL (0, qemu killed; an empty
-#   UNTIL waits for the exit), or after TIMEOUT seconds (124).  Prints the time.
+#   UNTIL waits for the exit), or after TIMEOUT seconds (124), or sooner
+#   when the serial console stays empty (qemuwatch.sh: what the machine
+#   shows is printed, then 124).  Prints the time.
 # live_result LOG: the medium's last "result:" line.
 
 LIVE_ROOT=$(cd "$TESTS_LIB/../.." && pwd)
+# shellcheck source=/dev/null
+. "$TESTS_LIB/qemuwatch.sh"
 
 need_live() {
 	need_root "to build the medium (cpio owner root) and boot it"
@@ -28,6 +32,10 @@ need_live() {
 	LIVE=$cache/$key
 	(
 		flock 9
+		if [ ! -f "$LIVE/imager-live.iso" ] && [ -n "${IMAGER_TEST_NO_BUILD:-}" ]; then
+			echo "the live medium is not in $cache: fixtures/live failed or did not run"
+			exit 1
+		fi
 		if [ ! -f "$LIVE/imager-live.iso" ]; then
 			rm -rf "$cache"/*/ "$LIVE.tmp"
 			# Offline, as make boot must be: a network namespace of its own.
@@ -36,7 +44,7 @@ need_live() {
 				"$LIVE.tmp" || exit 1
 			mv "$LIVE.tmp" "$LIVE"
 		fi
-	) 9>"$cache/.lock" || fail "boot/build.sh failed"
+	) 9>"$cache/.lock" || fail "no live medium (above)"
 	[ "$(stat -c %s "$LIVE/initrd.img")" -lt $((48 * 1024 * 1024)) ] ||
 		fail "the initrd is $(stat -c %s "$LIVE/initrd.img") bytes: over 48 MiB"
 }
@@ -55,8 +63,9 @@ live_qemu() {
 	shift 3
 	log=$T/$name.log
 	start=$SECONDS
-	qemu-system-x86_64 -accel tcg -m 512 -nographic -no-reboot -monitor none "$@" \
-		</dev/null >"$log" 2>&1 &
+	qemu_watch_start
+	qemu-system-x86_64 -accel tcg -m 512 -nographic -no-reboot -monitor none \
+		"${QEMU_WATCH_ARGS[@]}" "$@" </dev/null >"$log" 2>&1 &
 	pid=$!
 	on_exit_kill "$pid" KILL
 	rc=124
@@ -72,8 +81,13 @@ live_qemu() {
 			rc=0
 			break
 		fi
+		if qemu_watch_silent "$log" "$start"; then
+			qemu_watch_evidence "$TEST_NAME-$name"
+			break
+		fi
 		sleep 1
 	done
+	qemu_watch_stop
 	if [ "$rc" = 124 ]; then
 		kill -9 "$pid" 2>/dev/null
 		wait "$pid" 2>/dev/null

@@ -361,6 +361,9 @@ win_disk() { # OUT KIND
 	_wd_find_hive
 	key=$(_wd_cache_key) || fail "cannot hash what makes the disks"
 	image=$cache/windisk-$kind-$key.raw
+	if [ ! -f "$image" ] && [ -n "${IMAGER_TEST_NO_BUILD:-}" ]; then
+		fail "the $kind disk is not in $cache: fixtures/windows failed or did not run"
+	fi
 	if [ ! -f "$image" ]; then
 		mkdir -p "$cache" || fail "cannot create the cache folder $cache"
 		# One build at a time; a second caller waits, then finds the image.
