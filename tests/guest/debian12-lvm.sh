@@ -76,11 +76,30 @@ FSTAB
 # dmsetup and dm-mod whatever the root is), and SATA/IDE but no virtio:
 # it stays.  GRUB goes onto the new disk, and its menu is made anew for
 # /boot on sda1 and root=/dev/mapper/vg0-root.
+#
+# GRUB goes onto the disk that holds /boot, found from the mount, never by
+# the name /dev/sda: inside the appliance the kernel probes its SCSI disks
+# asynchronously, so its sdX names need not follow the order the disks were
+# added in.  libguestfs's own calls translate its names (/dev/sda: the first
+# disk added) to the kernel's, but a shell command inside the guest sees the
+# kernel's.  Named /dev/sda, grub-install once went to the appliance's own
+# root disk ("File system `ext2' doesn't support embedding": a CI try of
+# this stop) and, before, to the base guest's throwaway overlay: the build
+# then passed with no boot code on the new disk, and its sanity boot sat
+# silent at "No bootable device" for 600 s, twice (issue 32).  device.map
+# names that disk while GRUB is installed, then /dev/sda again (the name
+# the machine itself gives its disk).
 cat >"$BUILD/grub" <<'SH'
 #!/bin/sh
 set -e
-grub-install --target=i386-pc /dev/sda
+part=$(findmnt -n -o SOURCE /boot)
+disk=/dev/$(lsblk -n -d -o PKNAME "$part")
+[ -b "$disk" ] || { echo "imager-grub: no disk for /boot ($part)" >&2; exit 1; }
+echo "imager-grub: /boot is $part, on $disk"
+echo "(hd0) $disk" >/boot/grub/device.map
+grub-install --target=i386-pc "$disk"
 update-grub
+echo "(hd0) /dev/sda" >/boot/grub/device.map
 SH
 # sda: the new disk; sdb: the base guest, read-only.
 timeout -k 10 900 guestfish --rw <<EOF >"$BUILD/guestfish.log" 2>&1 || { tail -n 40 "$BUILD/guestfish.log" >&2; die "guestfish failed"; }
@@ -118,6 +137,10 @@ rm /tmp/initramfs.txt
 fstrim /
 fstrim /boot
 EOF
+sed -n '/imager-grub:/p' "$BUILD/guestfish.log" >&2
+# (GRUB's boot.img carries the word GRUB; without it in this disk's MBR the
+# machine would not boot, however well the rest was built)
+head -c 440 "$BUILD/disk.raw" | grep -aq GRUB || die "the new disk's MBR holds no GRUB boot code"
 grep -q 'root=/dev/mapper/vg0-root' "$BUILD/grub.cfg" || die "grub.cfg does not boot root=/dev/mapper/vg0-root"
 grep -q '/dm-mod\.ko' "$BUILD/initramfs.txt" || die "the initramfs lacks dm-mod"
 grep -qE '(^|/)s?bin/lvm$' "$BUILD/initramfs.txt" || die "the initramfs lacks lvm"
