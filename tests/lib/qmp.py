@@ -4,6 +4,9 @@
 Usage: qmp.py SOCKET evidence PREFIX
        qmp.py SOCKET hmp COMMAND...
 
+SOCKET is a QMP Unix socket's path, or virsh:URI:DOMAIN for a guest that
+libvirt runs (asked through `virsh qemu-monitor-command`).
+
 `evidence` is the boot watchdog's (tests/lib/qemuwatch.sh): for a guest whose
 serial console stayed silent, it prints `info status`, `info registers` and
 the VGA text screen as text (the 80x25 text-mode buffer at 0xb8000, read with
@@ -16,8 +19,11 @@ Exits 0 when every command answered, 1 when the socket or a command failed
 """
 import json
 import os
+import shutil
 import socket
+import subprocess
 import sys
+import tempfile
 
 
 class Qmp:
@@ -53,6 +59,27 @@ class Qmp:
         return self.call("human-monitor-command", **{"command-line": line}) or ""
 
 
+class VirshQmp(Qmp):
+    """The same calls, through libvirt, which owns the domain's QMP socket."""
+
+    def __init__(self, uri, domain):
+        self.uri, self.domain = uri, domain
+        self.call("query-status")
+
+    def call(self, command, **arguments):
+        msg = {"execute": command}
+        if arguments:
+            msg["arguments"] = arguments
+        out = subprocess.run(["virsh", "-c", self.uri, "qemu-monitor-command", self.domain, json.dumps(msg)],
+                             capture_output=True, text=True, timeout=30)
+        if out.returncode != 0:
+            raise OSError("%s: %s" % (command, out.stderr.strip()))
+        reply = json.loads(out.stdout)
+        if "error" in reply:
+            raise OSError("%s: %s" % (command, reply["error"].get("desc", reply["error"])))
+        return reply.get("return")
+
+
 def text_screen(raw):
     """The VGA text buffer (character, attribute pairs) as lines of text."""
     chars = raw[0::2]
@@ -75,7 +102,11 @@ def evidence(q, prefix):
             print("(no answer: %s)" % e)
             ok = False
     print("--- the VGA text screen (0xb8000)")
-    raw_path = prefix + ".vga"
+    # (qemu writes the files: a folder it may write to whatever user it
+    # runs as, libvirt's qemu included; they are moved to PREFIX after)
+    tmp = tempfile.mkdtemp(prefix="imager-qmp.")
+    os.chmod(tmp, 0o777)
+    raw_path = os.path.join(tmp, "vga")
     try:
         q.call("pmemsave", val=0xB8000, size=4000, filename=raw_path)
         with open(raw_path, "rb") as f:
@@ -87,11 +118,13 @@ def evidence(q, prefix):
         ok = False
     png = prefix + ".png"
     try:
-        q.call("screendump", filename=png, format="png")
+        q.call("screendump", filename=os.path.join(tmp, "screen.png"), format="png")
+        shutil.move(os.path.join(tmp, "screen.png"), png)
         print("--- the screen as a picture: %s" % png)
     except OSError as e:
         print("(no screendump: %s)" % e)
         ok = False
+    shutil.rmtree(tmp, ignore_errors=True)
     return ok
 
 
@@ -100,8 +133,12 @@ def main(argv):
         sys.stderr.write(__doc__)
         return 2
     try:
-        q = Qmp(argv[1])
-    except (OSError, ValueError) as e:
+        if argv[1].startswith("virsh:"):
+            uri, _, domain = argv[1][len("virsh:"):].rpartition(":")
+            q = VirshQmp(uri, domain)
+        else:
+            q = Qmp(argv[1])
+    except (OSError, ValueError, subprocess.SubprocessError) as e:
         print("qmp.py: cannot talk to %s: %s" % (argv[1], e))
         return 1
     if argv[2] == "evidence":

@@ -7,6 +7,8 @@
 #   valid_domain FILE           fails unless virt-xml-validate accepts FILE
 #                               as a libvirt domain
 need_cmd xmllint virt-xml-validate
+# shellcheck source=/dev/null
+. "$TESTS_LIB/qemuwatch.sh"
 
 xp() {
 	xmllint --nonet --xpath "string($2)" "$1" 2>/dev/null
@@ -24,10 +26,16 @@ valid_domain() {
 
 # wait_marker LOG DOMAIN SECONDS: waits until the test guest's marker line
 # is in the serial log LOG (libvirt's <serial><log file=.../>) and the
-# domain has powered itself off; fails with the log's tail otherwise.
+# domain has powered itself off; fails with the log's tail otherwise, and
+# after QEMU_SILENT_SECONDS of an empty log with what the guest shows.
 wait_marker() {
-	local log=$1 dom=$2 end=$((SECONDS + $3))
+	local log=$1 dom=$2 end=$((SECONDS + $3)) start=$SECONDS
 	while [ $SECONDS -lt $end ]; do
+		# (the boot watchdog of qemuwatch.sh, through libvirt)
+		if qemu_watch_silent "$log" "$start"; then
+			QEMU_WATCH_SOCK=virsh:${LIBVIRT_URI:-qemu:///system}:$dom qemu_watch_evidence "$TEST_NAME-$dom"
+			fail "$dom: nothing on its serial console after $((SECONDS - start)) s (above: what it shows)"
+		fi
 		if grep -aq IMAGER-GUEST-UP "$log" 2>/dev/null; then
 			while [ $SECONDS -lt $end ]; do
 				[ "$(virsh -q -c "${LIBVIRT_URI:-qemu:///system}" domstate "$dom" 2>/dev/null)" = "shut off" ] && return 0
