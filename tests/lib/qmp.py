@@ -2,7 +2,6 @@
 """What a qemu guest shows, asked through its QMP socket.
 
 Usage: qmp.py SOCKET evidence PREFIX
-       qmp.py SOCKET hmp COMMAND...
 
 SOCKET is a QMP Unix socket's path, or virsh:URI:DOMAIN for a guest that
 libvirt runs (asked through `virsh qemu-monitor-command`).
@@ -12,7 +11,6 @@ serial console stayed silent, it prints `info status`, `info registers` and
 the VGA text screen as text (the 80x25 text-mode buffer at 0xb8000, read with
 pmemsave: what SeaBIOS, GRUB or a "No bootable device" left there), and
 saves the screen as PREFIX.png (screendump; a picture of graphics modes too).
-`hmp` runs human-monitor commands and prints their output.
 
 Exits 0 when every command answered, 1 when the socket or a command failed
 (what did answer is printed first).
@@ -129,7 +127,7 @@ def evidence(q, prefix):
 
 
 def main(argv):
-    if len(argv) < 4 or argv[2] not in ("evidence", "hmp"):
+    if len(argv) != 4 or argv[2] != "evidence":
         sys.stderr.write(__doc__)
         return 2
     try:
@@ -141,16 +139,7 @@ def main(argv):
     except (OSError, ValueError, subprocess.SubprocessError) as e:
         print("qmp.py: cannot talk to %s: %s" % (argv[1], e))
         return 1
-    if argv[2] == "evidence":
-        return 0 if evidence(q, argv[3]) else 1
-    ok = True
-    for line in argv[3:]:
-        try:
-            print(q.hmp(line).rstrip())
-        except OSError as e:
-            print("qmp.py: %s: %s" % (line, e))
-            ok = False
-    return 0 if ok else 1
+    return 0 if evidence(q, argv[3]) else 1
 
 
 if __name__ == "__main__":
