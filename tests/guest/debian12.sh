@@ -320,14 +320,16 @@ say "initramfs: $(grep -c '\.ko' "$BUILD/initramfs.txt") modules, no virtio"
 # ---- GRUB on the MBR, naming /dev/sda1 ----
 phase "installing GRUB"
 cat >"$ROOT/etc/default/grub" <<'GRUB'
-# Configured for the imager tests: no menu, serial console, and a bounded wait
-# for the root device (rootdelay) followed by a reboot (panic), which qemu
-# -no-reboot turns into an exit when the root disk is not found.
+# Configured for the imager tests: no menu, serial console, and a reboot
+# (panic=) when the initramfs gives up on the root device (after its own
+# 30 s of polling), which qemu -no-reboot turns into an exit.  No
+# rootdelay=: initramfs-tools sleeps that long on every boot before it
+# even looks (init: sleep "$ROOTDELAY"), 20 s of each boot under TCG.
 GRUB_DEFAULT=0
 GRUB_TIMEOUT=0
 GRUB_DISTRIBUTOR=`lsb_release -i -s 2> /dev/null || echo Debian`
 GRUB_CMDLINE_LINUX_DEFAULT=""
-GRUB_CMDLINE_LINUX="console=ttyS0,115200 rootdelay=20 panic=5"
+GRUB_CMDLINE_LINUX="console=ttyS0,115200 panic=5"
 GRUB_DISABLE_LINUX_UUID=true
 GRUB_TERMINAL=console
 GRUB
