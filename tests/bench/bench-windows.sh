@@ -36,6 +36,7 @@ fail() { echo "bench-windows: $*"; exit 1; }
 skip() { echo "bench-windows: skipped: $*"; exit 0; }
 note() { echo "  $*"; }
 need_cmd() { local c; for c in "$@"; do command -v "$c" >/dev/null || skip "needs $c"; done; }
+need_loop() { need_cmd losetup partx; losetup -f >/dev/null 2>&1 || skip "no free loop device"; }
 # shellcheck source=../lib/windisk.sh
 . "$TESTS_LIB/windisk.sh"
 
