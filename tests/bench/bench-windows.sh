@@ -37,11 +37,18 @@ skip() { echo "bench-windows: skipped: $*"; exit 0; }
 note() { echo "  $*"; }
 need_cmd() { local c; for c in "$@"; do command -v "$c" >/dev/null || skip "needs $c"; done; }
 need_loop() { need_cmd losetup partx; losetup -f >/dev/null 2>&1 || skip "no free loop device"; }
+# (windisk.sh's loop devices, mounts and temporary files are undone at exit)
+_cleanups=()
+on_exit() { _cleanups+=("$*"); }
+_run_cleanups() { local i; for ((i = ${#_cleanups[@]} - 1; i >= 0; i--)); do eval "${_cleanups[i]}" >/dev/null 2>&1 || true; done; }
+trap _run_cleanups EXIT
 # shellcheck source=../lib/windisk.sh
 . "$TESTS_LIB/windisk.sh"
 
 rm -rf "$WORK"
 mkdir -p "$WORK/tools"
+# (windisk.sh's mount points go under the harness's per-test folder T)
+T=$WORK
 win_disk "$WORK/orig.raw" win10
 virtio_win_tree "$WORK/vw" iso
 virtio_win_iso "$WORK/vw.iso" "$WORK/vw"
