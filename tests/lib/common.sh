@@ -217,3 +217,68 @@ mount_tmp() { # mount_tmp DEV DIR
 	mount "$1" "$2" || fail "mount $1"
 	on_exit "umount -l $2"
 }
+
+# ---- a partition of a disk image, mounted on the host (root) ----
+# image_mount IMAGE FORMAT PART DIR [rw]: partition PART of IMAGE (raw or
+# qcow2, an overlay too) mounted on DIR, read-only unless rw.  The image is
+# served as a file by qemu-storage-daemon's FUSE export, with a loop device
+# over it: what a test reads or plants in a guest's files costs a fraction
+# of a second, where a libguestfs appliance launch costs 25 s of TCG.  For
+# the filesystems the host mounts (ext4, XFS, btrfs).  Undone at exit, or by
+# image_umount DIR, after which the writes are in IMAGE.
+_img_n=0
+declare -A _img_of=()
+image_mount() {
+	local img=$1 fmt=$2 part=$3 dir=$4 rw=${5:-ro} n exp pidf dev ro=on wr=off opts=ro
+	need_loop
+	need_cmd qemu-storage-daemon
+	[ "$rw" = rw ] && ro=off wr=on opts=rw
+	_img_n=$((_img_n + 1))
+	n=$_img_n exp=$T/.image-export.$_img_n pidf=$T/.image-qsd.$_img_n.pid
+	: >"$exp"
+	qemu-storage-daemon \
+		--blockdev "driver=file,node-name=file,filename=$img,read-only=$ro" \
+		--blockdev "driver=$fmt,node-name=disk,file=file,read-only=$ro" \
+		--export "type=fuse,id=export,node-name=disk,mountpoint=$exp,writable=$wr" \
+		--daemonize --pidfile "$pidf" || fail "qemu-storage-daemon could not serve $img"
+	on_exit "_image_stop $n"
+	if [ "$rw" = rw ]; then
+		dev=$(loop_attach "$exp" --partitions)
+	else
+		dev=$(losetup -r -f --show "$exp") || fail "losetup $exp"
+		on_exit "loop_detach $dev"
+		partx -a "$dev" 2>/dev/null || true
+		on_exit "partx -d $dev"
+		udev_settle_parts "$dev"
+	fi
+	[ -b "${dev}p$part" ] || fail "$img has no partition $part"
+	mkdir -p "$dir"
+	mount -o "$opts" "${dev}p$part" "$dir" || fail "mount partition $part of $img"
+	on_exit "umount $dir"
+	_img_of[$dir]="$n $dev"
+}
+# _image_stop N: the daemon's export unmounted, the daemon stopped and gone
+# (a zombie here: PID 1 does not reap), so that the image is unlocked.
+_image_stop() {
+	local exp=$T/.image-export.$1 pid i st
+	pid=$(cat "$T/.image-qsd.$1.pid" 2>/dev/null) || return 0
+	kill_named "$pid" qemu-storage-da   # (comm: 15 characters)
+	for i in $(seq 100); do
+		st=$(awk '{ print $3 }' "/proc/$pid/stat" 2>/dev/null)
+		[ -z "$st" ] || [ "$st" = Z ] && break
+		sleep 0.1
+	done
+	umount "$exp" 2>/dev/null
+	rm -f "$T/.image-qsd.$1.pid" "$exp"
+}
+# image_umount DIR: undoes image_mount DIR now.
+image_umount() {
+	local n dev
+	read -r n dev <<<"${_img_of[$1]:-}"
+	[ -n "$n" ] || fail "image_umount $1: not mounted by image_mount"
+	umount "$1" || fail "umount $1"
+	partx -d "$dev" 2>/dev/null
+	loop_detach "$dev"
+	_image_stop "$n"
+	unset "_img_of[$1]"
+}
