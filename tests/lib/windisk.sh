@@ -9,6 +9,14 @@
 #                         is win7 (6.1, current control set ControlSet002) or
 #                         win10 (10.0, ControlSet001).  Sets and exports
 #                         WINDISK_CONTROLSET to the current control set's name.
+#   win_disk_seen KIND OUTDIR
+#                         what libguestfs saw of the KIND disk in the session
+#                         that built it (cached beside it): OUTDIR/answers
+#                         ("NAME" and answer lines: roots, type, product,
+#                         major, minor, arch, controlset, systemroot, variant,
+#                         vfs, filearch, file), OUTDIR/SYSTEM and
+#                         OUTDIR/SOFTWARE (downloaded), OUTDIR/files.find0
+#                         (find0 /) and OUTDIR/sums.raw (checksums-out md5 /)
 #   win_hives KIND OUTDIR OUTDIR/SYSTEM and OUTDIR/SOFTWARE: the hives win_disk
 #                         puts on a KIND disk, made without an appliance (the
 #                         "before" side of a reg_diff)
@@ -44,11 +52,13 @@
 #                         name, a changed value's "-" line before its "+" line
 #
 # A disk is built once per version of what makes it, with one guestfish
-# session that also checks that inspection sees the Windows it should, and
-# cached as $IMAGER_TEST_CACHE/windisk-KIND-KEY.raw (default
-# /var/cache/imager-tests, KEY the first 16 hex digits of the sha256 of this
-# file's part from "where minimal.hive is" to "the cache of built disks" and
-# of minimal.hive); each call copies it.  The hives grow from minimal.hive of
+# session that also checks that inspection sees the Windows it should (and
+# keeps what it saw: win_disk_seen), and cached as
+# $IMAGER_TEST_CACHE/windisk-KIND-KEY.raw, what libguestfs saw beside it in
+# windisk-KIND-KEY.seen/ (default /var/cache/imager-tests, KEY the first 16
+# hex digits of the sha256 of this file's part from "where minimal.hive is"
+# to "the cache of built disks", of minimal.hive and of guestfish's
+# version); each call copies it.  The hives grow from minimal.hive of
 # the shared test data (IMAGER_TESTDATA, else ../shared/testdata beside the
 # repository, else /work/shared/testdata).
 #
@@ -268,9 +278,10 @@ open(sys.argv[1], 'wb').write(b)
 PY
 }
 
-# _wd_build KIND IMAGE: builds and checks the disk (one appliance launch).
+# _wd_build KIND IMAGE SEEN: builds and checks the disk (one appliance
+# launch), and keeps what libguestfs saw of it in the folder SEEN.
 _wd_build() {
-	local kind=$1 image=$2 build major minor cs out rc=0
+	local kind=$1 image=$2 seen=$3 build major minor cs out rc=0
 	local -A answer=()
 	build=$(mktemp -d "${TMPDIR:-/tmp}/windisk-build.XXXXXX") || fail "mktemp"
 	win_hives "$kind" "$build"
@@ -315,6 +326,19 @@ _wd_build() {
 		inspect-get-windows-current-control-set /dev/sda1
 		echo systemroot
 		inspect-get-windows-systemroot /dev/sda1
+		echo variant
+		inspect-get-product-variant /dev/sda1
+		echo vfs
+		vfs-type /dev/sda1
+		mount-ro /dev/sda1 /
+		echo filearch
+		file-architecture /Windows/System32/cmd.exe
+		echo file
+		file /Windows/System32/cmd.exe
+		download /Windows/System32/config/SYSTEM "$seen/SYSTEM"
+		download /Windows/System32/config/SOFTWARE "$seen/SOFTWARE"
+		find0 / "$seen/files.find0"
+		checksums-out md5 / "$seen/sums.raw"
 	GF
 	if [ "$rc" != 0 ]; then
 		cat "$build/gf.out" "$build/gf.err"
@@ -333,6 +357,7 @@ _wd_build() {
 		fail "the synthetic $kind disk does not inspect as it should: got '$out'," \
 			"expected '/dev/sda1 windows $major $minor x86_64 $cs /Windows'"
 	fi
+	cp "$build/gf.out" "$seen/answers" || fail "cp the answers"
 	rm -rf "$build"
 }
 
@@ -346,21 +371,36 @@ _wd_cache_key() {
 	local part
 	part=$(sed -n '/^# ---- where minimal.hive is ----$/,/^# ---- the cache of built disks ----$/p' "$WINDISK_SELF")
 	[ -n "$part" ] || return 1
-	{ printf '%s\n' "$part"; cat "$_wd_hive"; } | sha256sum | cut -c1-16
+	{ printf '%s\n' "$part"; cat "$_wd_hive"; guestfish --version; } | sha256sum | cut -c1-16
 }
 
 win_disk() { # OUT KIND
-	local out=$1 kind=$2 cache key image
+	local out=$1 kind=$2 image
 	case $kind in
 	win7) WINDISK_CONTROLSET=ControlSet002 ;;
 	win10) WINDISK_CONTROLSET=ControlSet001 ;;
 	*) fail "win_disk: unknown kind '$kind' (win7 or win10)" ;;
 	esac
+	_wd_cached "$kind"
+	image=$_wd_entry.raw
+	cp --sparse=always "$image" "$out" || fail "cp $image $out"
+	export WINDISK_CONTROLSET
+}
+win_disk_seen() { # KIND OUTDIR
+	_wd_cached "$1"
+	rm -rf "$2"
+	cp -r "$_wd_entry.seen" "$2" || fail "cp $_wd_entry.seen $2"
+}
+# _wd_cached KIND: _wd_entry, the cache's path of the KIND disk without its
+# suffix (.raw: the disk, .seen: what libguestfs saw), built if missing.
+_wd_cached() {
+	local kind=$1 cache key image seen
 	windisk_need
 	cache=${IMAGER_TEST_CACHE:-/var/cache/imager-tests}
 	_wd_find_hive
 	key=$(_wd_cache_key) || fail "cannot hash what makes the disks"
-	image=$cache/windisk-$kind-$key.raw
+	_wd_entry=$cache/windisk-$kind-$key
+	image=$_wd_entry.raw seen=$_wd_entry.seen
 	if [ ! -f "$image" ] && [ -n "${IMAGER_TEST_NO_BUILD:-}" ]; then
 		fail "the $kind disk is not in $cache: fixtures/windows failed or did not run"
 	fi
@@ -372,20 +412,21 @@ win_disk() { # OUT KIND
 		if [ ! -f "$image" ]; then
 			local start=$SECONDS
 			# Builds killed before the rename left these.
-			rm -f "$cache"/windisk-"$kind"-*.raw.tmp.*
-			on_exit "rm -f $(printf %q "$image.tmp.$$")"
-			_wd_build "$kind" "$image.tmp.$$"
-			mv "$image.tmp.$$" "$image" || fail "mv into $cache"
+			rm -rf "$cache"/windisk-"$kind"-*.tmp.* "$seen"
+			on_exit "rm -rf $(printf %q "$image.tmp.$$") $(printf %q "$seen.tmp.$$")"
+			mkdir -p "$seen.tmp.$$" || fail "mkdir in $cache"
+			_wd_build "$kind" "$image.tmp.$$" "$seen.tmp.$$"
+			# (the disk last: it says the entry is whole)
+			mv "$seen.tmp.$$" "$seen" && mv "$image.tmp.$$" "$image" || fail "mv into $cache"
 			note "cached $image ($((SECONDS - start)) s)"
-			find "$cache" -maxdepth 1 -name "windisk-$kind-*.raw" ! -name "${image##*/}" -mtime +30 \
-				-print -delete 2>/dev/null | sed 's/^/   removed unused /'
+			find "$cache" -maxdepth 1 -name "windisk-$kind-*" ! -name "${image##*/}" \
+				! -name "${seen##*/}" -mtime +30 -print -exec rm -rf {} + 2>/dev/null |
+				sed 's/^/   removed unused /'
 		fi
 		exec {_wd_lock}>&-
 	fi
 	# used now: its mtime says so to the eviction above
-	touch "$image" 2>/dev/null || true
-	cp --sparse=always "$image" "$out" || fail "cp $image $out"
-	export WINDISK_CONTROLSET
+	touch "$image" "$seen" 2>/dev/null || true
 }
 
 # ---- fake virtio-win ----
