@@ -188,12 +188,22 @@ loop_detach() {
 	partx -d "$1" 2>/dev/null || true
 	losetup -d "$1"
 }
-# loop_attach FILE [--partitions]: prints the device; detached on exit.
+# loop_attach FILE [--partitions] [--read-only]: prints the device;
+# detached on exit.
 loop_attach() {
-	local dev
-	dev=$(losetup -f --show "$1") || fail "losetup $1"
+	local file=$1 dev parts= ro=
+	shift
+	while [ $# -gt 0 ]; do
+		case $1 in
+		--partitions) parts=1 ;;
+		--read-only) ro=-r ;;
+		*) fail "loop_attach: unknown option $1" ;;
+		esac
+		shift
+	done
+	dev=$(losetup $ro -f --show "$file") || fail "losetup $file"
 	on_exit "loop_detach $dev"
-	if [ "${2:-}" = --partitions ]; then
+	if [ -n "$parts" ]; then
 		# The host kernel does not scan tables on loop devices by itself;
 		# partitions a program left on this loop number when it detached
 		# it without partx -d go first (they would keep their old sizes).
@@ -245,11 +255,7 @@ image_mount() {
 	if [ "$rw" = rw ]; then
 		dev=$(loop_attach "$exp" --partitions)
 	else
-		dev=$(losetup -r -f --show "$exp") || fail "losetup $exp"
-		on_exit "loop_detach $dev"
-		partx -a "$dev" 2>/dev/null || true
-		on_exit "partx -d $dev"
-		udev_settle_parts "$dev"
+		dev=$(loop_attach "$exp" --partitions --read-only)
 	fi
 	[ -b "${dev}p$part" ] || fail "$img has no partition $part"
 	mkdir -p "$dir"
@@ -277,7 +283,6 @@ image_umount() {
 	read -r n dev <<<"${_img_of[$1]:-}"
 	[ -n "$n" ] || fail "image_umount $1: not mounted by image_mount"
 	umount "$1" || fail "umount $1"
-	partx -d "$dev" 2>/dev/null
 	loop_detach "$dev"
 	_image_stop "$n"
 	unset "_img_of[$1]"

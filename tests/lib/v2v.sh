@@ -4,6 +4,7 @@
 #
 #   v2v_need              skips unless virt-v2v-in-place or virt-v2v is
 #                         there; sets V2V to the one used
+#   v2v_show_log LOG      virt-v2v's progress, warnings and errors from LOG
 #   v2v_extract KIND DIR  DIR: win_extract's files (SYSTEM, SOFTWARE,
 #                         files.txt, sums.txt...) of the KIND disk (win10 or
 #                         win7) as virt-v2v converts it, with the fake
@@ -40,6 +41,12 @@ v2v_need() {
 	fi
 }
 
+# v2v_show_log LOG: virt-v2v's progress lines ("[  12.3] Converting ..."),
+# warnings and errors, indented.
+v2v_show_log() {
+	grep -aE '^\[ *[0-9.]+\] |warning|error|virtio' "$1" | tr -d '\r' | sed 's/^/   v2v| /'
+}
+
 # _v2v_convert DISK WORK: converts DISK in place with virt-v2v, the tree and
 # the placeholder in WORK (log: DISK.v2v.log).
 _v2v_convert() {
@@ -60,8 +67,7 @@ _v2v_convert() {
 			virt-v2v -i disk -if raw "$disk" -o local -os "$work/v2v-out" -of raw -on v2v >"$log" 2>&1 || rc=$?
 		[ "$rc" = 0 ] && { mv "$work/v2v-out/v2v-sda" "$disk" || rc=1; }
 	fi
-	# The progress lines ("[  12.3] Converting ..."), warnings and errors.
-	grep -aE '^\[ *[0-9.]+\] |warning|error|virtio' "$log" | tr -d '\r' | sed 's/^/   v2v| /'
+	v2v_show_log "$log"
 	[ "$rc" = 0 ] || fail "$V2V failed (exit $rc); see above and $log"
 	note "$V2V took $((SECONDS - start)) s"
 }
