@@ -39,6 +39,22 @@
 
 CZ_CACHE=${IMAGER_TEST_CACHE:-/var/cache/imager-tests}
 
+# _cz_ocs_sr DIR ARG...: ocs-sr ARG... in a mount namespace of its own,
+# where Clonezilla's configuration (/etc/drbl/drbl-ocs.conf) turns off its
+# device-list cache.  With the cache on, every ocs-sr run first probes
+# every block device of the machine (ocs-prep-cache: a few bash processes
+# per partition, into one shared /tmp/ocs-cache), the other lane's loop
+# devices and the other builds' included; with it off, it looks at the
+# disk it saves, and several can run side by side.
+_cz_ocs_sr() {
+	local d=$1
+	shift
+	{ cat /etc/drbl/drbl-ocs.conf && printf '%s\n' 'use_dev_list_cache="no"' "dev_list_cache_dir=\"$d/ocs-cache/\""; } \
+		>"$d/drbl-ocs.conf" || return 1
+	unshare -m --propagation private sh -c \
+		'mount --bind "$0" /etc/drbl/drbl-ocs.conf && exec ocs-sr "$@"' "$d/drbl-ocs.conf" "$@"
+}
+
 _cz_build() { # NAME DIR: the source disk DIR/src.img and the image DIR/image
 	local name=$1 d=$2 dev t files
 	t=$d/work
@@ -164,12 +180,12 @@ _cz_build() { # NAME DIR: the source disk DIR/src.img and the image DIR/image
 	mbr-lvm) set -- -z9p -i 0 ;;
 	gpt-xfs-uncomp) set -- -z0 -i 0 ;;
 	esac
-	ocs-sr -b -q2 -j2 "$@" -sfsck -senc -nogui -p true -or "$d/repo" savedisk image "$files" \
+	_cz_ocs_sr "$d" -b -q2 -j2 "$@" -sfsck -senc -nogui -p true -or "$d/repo" savedisk image "$files" \
 		>"$d/ocs-sr.log" 2>&1
 	local rc=$?
 	# mbr-zst also as a partition image: saveparts of its NTFS alone
 	if [ "$rc" = 0 ] && [ "$name" = mbr-zst ]; then
-		ocs-sr -b -q2 -j2 "$@" -sfsck -senc -nogui -p true -or "$d/repo" saveparts parts \
+		_cz_ocs_sr "$d" -b -q2 -j2 "$@" -sfsck -senc -nogui -p true -or "$d/repo" saveparts parts \
 			"${files}p2" >>"$d/ocs-sr.log" 2>&1 || rc=$?
 		[ "$rc" = 0 ] && mv "$d/repo/parts" "$d/parts-image"
 	fi
@@ -186,7 +202,7 @@ _cz_build() { # NAME DIR: the source disk DIR/src.img and the image DIR/image
 		rc=0
 	fi
 	[ "$rc" = 0 ] || { tail -n 20 "$d/ocs-sr.log" >&2; return 1; }
-	mv "$d/repo/image" "$d/image" && rm -rf "$d/repo" "$t"
+	mv "$d/repo/image" "$d/image" && rm -rf "$d/repo" "$t" "$d/drbl-ocs.conf" "$d/ocs-cache"
 	# (the guest's raw copy is not kept: the guest itself is)
 	[ "$name" != debian12 ] || rm -f "$d/src.img"
 }
@@ -199,14 +215,16 @@ CZ_IMAGES="gpt-gz-split mbr-zst mbr-logical-xz mbr-lvm gpt-xfs-uncomp"
 cz_image() { # NAME
 	local key dir lock
 	need_root "for loop devices and ocs-sr"
-	need_cmd ocs-sr partclone.extfs partclone.vfat partclone.ntfs partclone.btrfs partclone.dd \
+	need_cmd ocs-sr unshare partclone.extfs partclone.vfat partclone.ntfs partclone.btrfs partclone.dd \
 		losetup partx sfdisk mke2fs mkfs.fat mcopy mkswap mkntfs ntfscp mkfs.btrfs \
 		pvcreate vgcreate lvcreate lvs zstd blkid mkfs.xfs partclone.xfs mount
 	key=$(sha256sum < "$TESTS_LIB/clonezilla.sh" | cut -c1-16)
 	dir=$CZ_CACHE/clonezilla-$key/$1
 	[ "$1" = debian12 ] && dir=$dir-$(basename "${GUEST:?need_guest first}" .qcow2)
 	mkdir -p "$CZ_CACHE"
-	lock=$CZ_CACHE/clonezilla.lock
+	# (a lock per image, so that fixtures/clonezilla builds them side by
+	# side: ocs-sr spends most of its time in probes and sleeps)
+	lock=$CZ_CACHE/clonezilla.$1.lock
 	exec {_czfd}>"$lock"
 	flock "$_czfd"
 	if [ ! -d "$dir/image" ] && [ -n "${IMAGER_TEST_NO_BUILD:-}" ]; then
