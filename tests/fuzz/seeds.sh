@@ -110,7 +110,7 @@ PY
 
 # partclone streams: v2 with CRC32 (default), and with XXH64 when the
 # installed partclone writes it; the first byte picks the reader (fuzz-partclone.c)
-partclone.extfs -q -c -s "$t/ext2" -o "$t/p.pcl" >/dev/null 2>&1
+partclone.extfs -f 0 -q -c -s "$t/ext2" -o "$t/p.pcl" >/dev/null 2>&1
 { printf '\x00'; cat "$t/p.pcl"; } >"$c/fuzz-partclone/v2-crc32"
 { printf '\x01'; cat "$t/p.pcl"; } >"$c/fuzz-partclone/v2-crc32-marked"
 

@@ -45,11 +45,14 @@ CZ_CACHE=${IMAGER_TEST_CACHE:-/var/cache/imager-tests}
 # every block device of the machine (ocs-prep-cache: a few bash processes
 # per partition, into one shared /tmp/ocs-cache), the other lane's loop
 # devices and the other builds' included; with it off, it looks at the
-# disk it saves, and several can run side by side.
+# disk it saves (a private cache folder, too).  Its partclone runs
+# with -f 0: partclone's progress thread otherwise sleeps 2 s at the end of
+# every run (the image is the same).
 _cz_ocs_sr() {
 	local d=$1
 	shift
-	{ cat /etc/drbl/drbl-ocs.conf && printf '%s\n' 'use_dev_list_cache="no"' "dev_list_cache_dir=\"$d/ocs-cache/\""; } \
+	{ cat /etc/drbl/drbl-ocs.conf && printf '%s\n' 'use_dev_list_cache="no"' "dev_list_cache_dir=\"$d/ocs-cache/\"" \
+		"PARTCLONE_SAVE_OPT_INIT=\"\$PARTCLONE_SAVE_OPT_INIT -f 0\""; } \
 		>"$d/drbl-ocs.conf" || return 1
 	unshare -m --propagation private sh -c \
 		'mount --bind "$0" /etc/drbl/drbl-ocs.conf && exec ocs-sr "$@"' "$d/drbl-ocs.conf" "$@"
@@ -195,7 +198,7 @@ _cz_build() { # NAME DIR: the source disk DIR/src.img and the image DIR/image
 		# broken for ocs-sr (the LVs could not be read), the VG saved
 		[ -s "$d/repo/image/lvm_czvg.conf" ] || { tail -n 20 "$d/ocs-sr.log" >&2; return 1; }
 		rm -f /etc/lvm/backup/czvg /etc/lvm/archive/czvg_*
-		partclone.extfs -q -c -s "$t/root.img" -o - 2>/dev/null | zstd -q -19 -c \
+		partclone.extfs -f 0 -q -c -s "$t/root.img" -o - 2>/dev/null | zstd -q -3 -c \
 			>"$d/repo/image/czvg-root.ext4-ptcl-img.zst" || return 1
 		printf 'UUID="%s"\nLABEL="%s"\n' "$(blkid -p -o value -s UUID "$t/swap.img")" cz-lvswap \
 			>"$d/repo/image/swappt-czvg-swap.info"
@@ -222,9 +225,7 @@ cz_image() { # NAME
 	dir=$CZ_CACHE/clonezilla-$key/$1
 	[ "$1" = debian12 ] && dir=$dir-$(basename "${GUEST:?need_guest first}" .qcow2)
 	mkdir -p "$CZ_CACHE"
-	# (a lock per image, so that fixtures/clonezilla builds them side by
-	# side: ocs-sr spends most of its time in probes and sleeps)
-	lock=$CZ_CACHE/clonezilla.$1.lock
+	lock=$CZ_CACHE/clonezilla.lock
 	exec {_czfd}>"$lock"
 	flock "$_czfd"
 	if [ ! -d "$dir/image" ] && [ -n "${IMAGER_TEST_NO_BUILD:-}" ]; then

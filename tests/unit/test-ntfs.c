@@ -185,7 +185,7 @@ static bool same_as_partclone(const char *path, const struct fs_info *info, uint
 	fd = mkstemp(img);
 	CHECK(fd >= 0);
 	close(fd);
-	snprintf(cmd, sizeof(cmd), "partclone.ntfs -c -q -s %s -O %s -L /dev/null >/dev/null 2>&1",
+	snprintf(cmd, sizeof(cmd), "partclone.ntfs -f 0 -c -q -s %s -O %s -L /dev/null >/dev/null 2>&1",
 		 path, img);
 	CHECK(system(cmd) == 0);
 	read_at(img, 0, hdr, sizeof(hdr));

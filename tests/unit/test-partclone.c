@@ -146,10 +146,10 @@ static void case_real(const char *fs, const char *name, const char *args, unsign
 	snprintf(img, sizeof(img), "%s/%s.pcl", dir, name);
 	snprintf(ours, sizeof(ours), "%s/%s.ours", dir, name);
 	/* (Made in the first pass, read again in marked mode.) */
-	CHECK(sh("test -e '%s' || partclone.extfs -q -c %s -s '%s' -o '%s' >/dev/null 2>&1", img,
+	CHECK(sh("test -e '%s' || partclone.extfs -q -f 0 -c %s -s '%s' -o '%s' >/dev/null 2>&1", img,
 		 args, fs, img) == 0);
 	if (reference && !marked)
-		CHECK(sh("truncate -s 48M '%s' && partclone.extfs -q -r -s '%s' -O '%s' >/dev/null 2>&1",
+		CHECK(sh("truncate -s 48M '%s' && partclone.extfs -q -f 0 -r -s '%s' -O '%s' >/dev/null 2>&1",
 			 theirs, img, theirs) == 0);
 	in = open(img, O_RDONLY);
 	out = open(ours, O_RDWR | O_CREAT | O_TRUNC, 0644);
@@ -438,7 +438,7 @@ static void test_format_0001(void)
 	}
 	CHECK(fclose(f) == 0);
 	/* partclone's own restore takes it, every CRC checked */
-	CHECK(sh("truncate -s 48M '%s' && partclone.extfs -q -r -s '%s' -O '%s' >/dev/null 2>&1",
+	CHECK(sh("truncate -s 48M '%s' && partclone.extfs -q -f 0 -r -s '%s' -O '%s' >/dev/null 2>&1",
 		 theirs1, img, theirs1) == 0);
 	CHECK(sh("cmp -s '%s' '%s'", theirs1, theirs) == 0);
 	restore_equal(img, "format 0001", 0xFF, theirs);
@@ -461,7 +461,7 @@ static void test_format_0001(void)
 			CHECK(bf && fwrite(c, 1, len, bf) == len);
 			if (bf)
 				fclose(bf);
-			CHECK(sh("partclone.extfs -q -r -s '%s' -O '%s' >/dev/null 2>&1", bad, theirs1) != 0);
+			CHECK(sh("partclone.extfs -q -f 0 -r -s '%s' -O '%s' >/dev/null 2>&1", bad, theirs1) != 0);
 			unlink(bad);
 		}
 		memcpy(c, p, len);
