@@ -39,14 +39,14 @@ wait_marker() {
 		if grep -aq IMAGER-GUEST-UP "$log" 2>/dev/null; then
 			while [ $SECONDS -lt $end ]; do
 				[ "$(virsh -q -c "${LIBVIRT_URI:-qemu:///system}" domstate "$dom" 2>/dev/null)" = "shut off" ] && return 0
-				sleep 2
+				sleep 1
 			done
 			fail "$dom reached its marker but did not power off"
 		fi
 		case $(virsh -q -c "${LIBVIRT_URI:-qemu:///system}" domstate "$dom" 2>/dev/null) in
 		"shut off" | crashed) fail "$dom stopped before its marker: $(tail -c 1500 "$log" 2>/dev/null)" ;;
 		esac
-		sleep 3
+		sleep 1
 	done
 	fail "$dom: no marker after $3 s: $(tail -c 1500 "$log" 2>/dev/null)"
 }
