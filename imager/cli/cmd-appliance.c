@@ -14,9 +14,11 @@ static json_object *str_or_null(const char *s)
 }
 
 static void print_report_json(const struct guest_env *e, const struct guest_accel_choice *a,
-		       bool launched, double seconds, const struct im_err *launch_err)
+			      const struct guest_quick *q, bool launched, double seconds,
+			      const struct im_err *launch_err)
 {
 	json_object *o = json_object_new_object(), *ac = json_object_new_object();
+	json_object *qk = json_object_new_object();
 
 	json_object_object_add(o, "ok", json_object_new_boolean(!e->need && !launch_err));
 	json_object_object_add(o, "appliance", str_or_null(e->path));
@@ -33,6 +35,13 @@ static void print_report_json(const struct guest_env *e, const struct guest_acce
 	json_object_object_add(ac, "why", json_object_new_string(guest_accel_why_name(a->why)));
 	json_object_object_add(ac, "probe_seconds", json_object_new_double(a->probe_seconds));
 	json_object_object_add(o, "accel", ac);
+	json_object_object_add(qk, "on", json_object_new_boolean(q->on));
+	json_object_object_add(qk, "vmlinux", q->on ? str_or_null(q->vmlinux) : NULL);
+	json_object_object_add(qk, "cachedir", q->on ? str_or_null(q->cachedir) : NULL);
+	json_object_object_add(qk, "modules", q->on ? str_or_null(q->modules) : NULL);
+	json_object_object_add(qk, "version", q->on ? str_or_null(q->version) : NULL);
+	json_object_object_add(qk, "why", q->on ? NULL : str_or_null(q->why));
+	json_object_object_add(o, "quick_kernel", qk);
 	if (e->need) {
 		json_object *p = json_object_new_object();
 		json_object_object_add(p, "need", json_object_new_string(guest_env_need_name(e->need)));
@@ -52,7 +61,8 @@ static void print_report_json(const struct guest_env *e, const struct guest_acce
 	cli_print_json(o);
 }
 
-static void print_text(const struct guest_env *e, const struct guest_accel_choice *a)
+static void print_text(const struct guest_env *e, const struct guest_accel_choice *a,
+		       const struct guest_quick *q)
 {
 	char free_s[32];
 
@@ -72,6 +82,7 @@ static void print_text(const struct guest_env *e, const struct guest_accel_choic
 	if (a->probe_seconds > 0)
 		printf(", %.1f s", a->probe_seconds);
 	printf(")\n");
+	printf("%-10s %s%s\n", "quick", q->on ? q->vmlinux : "off: ", q->on ? "" : q->why);
 }
 
 int cmd_appliance(int argc, char **argv, struct cli *cli)
@@ -84,6 +95,7 @@ int cmd_appliance(int argc, char **argv, struct cli *cli)
 	struct guest_accel_choice accel = { 0 };
 	struct im_err err = { 0 }, launch_err = { 0 };
 	struct guest_env env;
+	struct guest_quick quick = { 0 };
 	bool json = false, launch = false, launched = false;
 	double seconds = 0;
 	int c, rc = IM_EXIT_OK;
@@ -101,6 +113,23 @@ int cmd_appliance(int argc, char **argv, struct cli *cli)
 		return cli_usage("appliance", "unexpected argument '%s'", argv[optind]);
 	if (guest_env_check(&env, &err) < 0 || guest_accel_current(&accel, &err) < 0)
 		return cli_fail("appliance", &err);
+	/* Under TCG the appliance boots the quick kernel: prepared here, and
+	 * then the environment says what a launch uses. */
+	if (accel.accel == GUEST_ACCEL_TCG && !env.need) {
+		char kernel[sizeof(env.kernel)];
+
+		snprintf(kernel, sizeof(kernel), "%s", env.kernel);
+		guest_quick_current(&quick);
+		if (quick.on && guest_env_check(&env, &err) < 0)
+			return cli_fail("appliance", &err);
+		/* (kernel: the machine's, that the quick one is unpacked from) */
+		if (quick.on)
+			snprintf(env.kernel, sizeof(env.kernel), "%s", kernel);
+	} else {
+		snprintf(quick.why, sizeof(quick.why), "%s",
+			 env.need ? "the appliance cannot start here"
+				  : "KVM: a kernel unpacks itself in a moment");
+	}
 	if (env.need)
 		rc = IM_EXIT_APPLIANCE;
 	else if (launch) {
@@ -109,9 +138,9 @@ int cmd_appliance(int argc, char **argv, struct cli *cli)
 			rc = im_err_exit(&launch_err);
 	}
 	if (json) {
-		print_report_json(&env, &accel, launched, seconds, launched && rc ? &launch_err : NULL);
+		print_report_json(&env, &accel, &quick, launched, seconds, launched && rc ? &launch_err : NULL);
 	} else {
-		print_text(&env, &accel);
+		print_text(&env, &accel, &quick);
 		if (launched && !rc)
 			printf("%-10s started and shut down in %.1f s\n", "launch", seconds);
 	}

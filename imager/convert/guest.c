@@ -478,12 +478,72 @@ static int decide_accel(guestfs_h *g, struct guest_accel_choice *c, struct im_er
 	return guest_accel_choose(NULL, c, err);
 }
 
+/* ---- the quick kernel (guest.h; guest-kernel.c prepares it) ---- */
+
+static struct guest_quick quick_state;
+static bool quick_done;
+
+static bool set_var(const char *name)
+{
+	const char *v = getenv(name);
+
+	return v && *v;
+}
+
+void guest_quick_current(struct guest_quick *q)
+{
+	struct guest_env env;
+	struct im_err e = { 0 };
+	const char *off = getenv("IMAGER_QUICK_KERNEL");
+	char base[1024], *slash;
+
+	if (quick_done) {
+		*q = quick_state;
+		return;
+	}
+	quick_done = true;
+	quick_state = (struct guest_quick){ 0 };
+	if (off && !strcmp(off, "0")) {
+		snprintf(quick_state.why, sizeof(quick_state.why), "IMAGER_QUICK_KERNEL=0");
+	} else if (set_var("SUPERMIN_KERNEL") || set_var("LIBGUESTFS_CACHEDIR") ||
+		   set_var("LIBGUESTFS_PATH")) {
+		snprintf(quick_state.why, sizeof(quick_state.why),
+			 "SUPERMIN_KERNEL, LIBGUESTFS_CACHEDIR or LIBGUESTFS_PATH is set: "
+			 "libguestfs's appliance as set");
+	} else if (guest_env_check(&env, &e) < 0) {
+		snprintf(quick_state.why, sizeof(quick_state.why), "%s", e.msg);
+	} else {
+		/* env.cachedir is libguestfs's CACHEDIR/.guestfs-UID */
+		snprintf(base, sizeof(base), "%s", env.cachedir);
+		slash = strrchr(base, '/');
+		if (slash && slash != base)
+			*slash = '\0';
+		if (guest_quick_prepare(&env, base, &quick_state) == 0 &&
+		    (setenv("SUPERMIN_KERNEL", quick_state.vmlinux, 1) ||
+		     setenv("SUPERMIN_MODULES", quick_state.modules, 1) ||
+		     setenv("SUPERMIN_KERNEL_VERSION", quick_state.version, 1) ||
+		     setenv("LIBGUESTFS_CACHEDIR", quick_state.cachedir, 1))) {
+			quick_state.on = false;
+			snprintf(quick_state.why, sizeof(quick_state.why),
+				 "cannot set the environment");
+		}
+	}
+	*q = quick_state;
+}
+
 static int apply_accel(guestfs_h *g, struct im_err *err)
 {
 	struct guest_accel_choice c;
+	struct guest_quick q;
 	int r;
 
 	FORWARD_ERR(decide_accel(g, &c, err));
+	if (c.accel == GUEST_ACCEL_TCG) {
+		guest_quick_current(&q);
+		if (q.on && guestfs_set_cachedir(g, q.cachedir) == -1)
+			return im_errf(err, IM_EXIT_INTERNAL, guest_errno(g), "libguestfs: %s",
+				       guest_msg(g));
+	}
 	if (c.why == GUEST_WHY_LIBGUESTFS)
 		return 0;
 	if (c.accel == GUEST_ACCEL_TCG)

@@ -178,6 +178,46 @@ int guest_env_check(struct guest_env *env, struct im_err *err);
 const char *guest_env_need_name(enum guest_env_need n);   /* "kernel", "cache"... */
 
 /*
+ * The quick kernel: under TCG, appliances boot an unpacked copy of the
+ * kernel supermin would take.  A compressed kernel (bzImage) unpacks itself
+ * before it prints a line, ~4 s of a ~13 s launch under TCG (Debian's is
+ * xz); qemu boots an unpacked one (vmlinux, ELF) at once through its PVH
+ * entry point (CONFIG_PVH: Debian's and Ubuntu's kernels have it).
+ *
+ * guest_quick_prepare() unpacks env->kernel's payload (xz or zstd, the boot
+ * protocol's payload fields, every field checked against the file) into
+ * CACHEDIR/.imager-appliance-UID/VERSION-KEY/vmlinux (KEY: the kernel's
+ * path, size, mtime and inode), once: later calls find it.  That folder is
+ * also libguestfs's cache folder for this appliance (supermin builds it
+ * there from the vmlinux, SUPERMIN_KERNEL, with env->modules), so it never
+ * mixes with libguestfs's own cache.  Preparing a new kernel removes the
+ * folders of earlier ones.  Folders are made 0700 and refused when they are
+ * a symlink or another user's.
+ * Not an error when it cannot be used: q->on is false and q->why says why
+ * (a fixed appliance, no kernel, not a bzImage, gzip or another packing,
+ * no PVH note, a folder it cannot write).  Returns 0 when on, -1 when off.
+ *
+ * guest_open() and guest_launch_test() use it for TCG launches when none of
+ * SUPERMIN_KERNEL, LIBGUESTFS_CACHEDIR and LIBGUESTFS_PATH is set (what the
+ * user set wins) and IMAGER_QUICK_KERNEL is not 0: it is prepared once per
+ * process, then SUPERMIN_KERNEL, SUPERMIN_MODULES, SUPERMIN_KERNEL_VERSION
+ * and LIBGUESTFS_CACHEDIR are set in this process's environment (supermin,
+ * started by libguestfs, and every later handle read them).
+ */
+struct guest_quick {
+	bool on;
+	char vmlinux[1500];      /* the unpacked kernel */
+	char cachedir[1400];     /* libguestfs's cache folder for its appliance */
+	char modules[512];
+	char version[256];
+	char why[512];           /* when off */
+};
+int guest_quick_prepare(const struct guest_env *env, const char *cachedir, struct guest_quick *q);
+/* What guest_open() does for a TCG launch (prepare once, set the
+ * environment): *q says whether the quick kernel is on and why not. */
+void guest_quick_current(struct guest_quick *q);
+
+/*
  * Open disks[0..n-1] (n >= 1) in one appliance and launch it.  formats[i]
  * is required ("raw", "qcow2", ...): images are never probed for their
  * format, a raw disk could pretend to be qcow2.  The disks appear in the

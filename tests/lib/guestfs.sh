@@ -11,6 +11,13 @@
 #                         given), LIBGUESTFS_BACKEND=direct and, for TCG,
 #                         LIBGUESTFS_BACKEND_SETTINGS=force_tcg (the tools
 #                         the tests run themselves: guestfish, virt-*).
+#                         Under TCG it also exports GUESTFS_QUICK (the
+#                         product's quick kernel: vmlinux, modules, version
+#                         and cache folder, tab-separated), which the tool
+#                         wrappers below pass on as SUPERMIN_KERNEL,
+#                         SUPERMIN_MODULES, SUPERMIN_KERNEL_VERSION and
+#                         LIBGUESTFS_CACHEDIR, unless a test set one of
+#                         those or LIBGUESTFS_PATH itself.
 #                         When the appliance cannot start here, it exports
 #                         GUESTFS_PROBLEM (what and how to fix it) instead,
 #                         which need_guestfs turns into a skip.
@@ -36,6 +43,10 @@ guestfs_decide() {
 	accel=$(printf '%s' "$json" | jq -r '.accel.accel // empty' 2>/dev/null)
 	why=$(printf '%s' "$json" | jq -r '.accel.why // empty' 2>/dev/null)
 	problem=$(printf '%s' "$json" | jq -r 'if .problem then .problem.problem + ". Fix: " + .problem.fix else empty end' 2>/dev/null)
+	# The product's quick kernel (guest.h): the libguestfs tools the tests
+	# run themselves boot the same appliance (see _guestfs_bounded).
+	GUESTFS_QUICK=$(printf '%s' "$json" | jq -r 'if .quick_kernel.on then [.quick_kernel.vmlinux, .quick_kernel.modules, .quick_kernel.version, .quick_kernel.cachedir] | join("\t") else empty end' 2>/dev/null)
+	export GUESTFS_QUICK
 	case $accel in kvm | tcg) ;; *) accel=tcg why="imager appliance gave no answer: TCG, which always works" ;; esac
 	export IMAGER_ACCEL=$accel
 	if [ "$accel" = tcg ]; then
@@ -57,9 +68,15 @@ need_guestfs() {
 }
 
 _guestfs_bounded() {
-	local tool=$1 rc=0
+	local tool=$1 rc=0 k m v c
+	local -a quick=()
 	shift
-	timeout -k 10 "${GUESTFS_TOOL_SECONDS:-600}" "$tool" "$@" || rc=$?
+	# The quick kernel, unless the test chose an appliance of its own.
+	if [ -n "${GUESTFS_QUICK:-}" ] && [ -z "${SUPERMIN_KERNEL:-}${LIBGUESTFS_CACHEDIR:-}${LIBGUESTFS_PATH:-}" ]; then
+		IFS=$'\t' read -r k m v c <<<"$GUESTFS_QUICK"
+		quick=(env "SUPERMIN_KERNEL=$k" "SUPERMIN_MODULES=$m" "SUPERMIN_KERNEL_VERSION=$v" "LIBGUESTFS_CACHEDIR=$c")
+	fi
+	timeout -k 10 "${GUESTFS_TOOL_SECONDS:-600}" "${quick[@]}" "$tool" "$@" || rc=$?
 	[ "$rc" = 124 ] && echo "$tool: stopped after ${GUESTFS_TOOL_SECONDS:-600} s (a hung appliance?)" >&2
 	return "$rc"
 }
