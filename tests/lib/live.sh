@@ -4,7 +4,8 @@
 # need_live: root, qemu and the medium; LIVE is then a folder holding
 #   vmlinuz, initrd.img, imager-live.iso and pxe/, built by boot/build.sh
 #   from $IMAGER once per version of its inputs (the binaries and boot/),
-#   shared by the live tests (about 15 s to build), always without a network
+#   into $IMAGER_TEST_CACHE/live (default /var/cache/imager-tests), shared
+#   by the live tests (about 15 s to build), always without a network
 #   (unshare -n) and checked to be under 48 MiB.
 # live_iso_variant DIR ARGS...: an ISO of the same kernel and initrd with
 #   other boot/build.sh options (--append, --unsigned) in DIR.
@@ -27,7 +28,9 @@ need_live() {
 	[ -e /usr/lib/shim/shimx64.efi.signed ] || skip "needs shim-signed (make deps installs it)"
 	local key cache
 	key=$(cat "$IMAGER" "$(dirname "$IMAGER")/imager-live" "$LIVE_ROOT"/boot/* | sha256sum | cut -c1-16)
-	cache=$(dirname "$IMAGER")/live-cache
+	# (the shared test cache: a fresh clone of the same tree builds the same
+	# binaries, so CI's clone finds the medium an earlier run built)
+	cache=${IMAGER_TEST_CACHE:-/var/cache/imager-tests}/live
 	mkdir -p "$cache"
 	LIVE=$cache/$key
 	(
