@@ -32,26 +32,14 @@
 #include <unistd.h>
 #include <zstd.h>
 
+#include "imager/bytes.h"
 #include "imager/guest.h"
+#include "util.h"
 
 #define KERNEL_MAX    (128u << 20)   /* a compressed kernel larger than this is refused */
 #define VMLINUX_MAX   (512u << 20)   /* and so is an unpacked one */
 
-static uint32_t le32(const unsigned char *p)
-{
-	return (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24;
-}
-
-static uint64_t le64(const unsigned char *p)
-{
-	return (uint64_t)le32(p) | (uint64_t)le32(p + 4) << 32;
-}
-
-static uint16_t le16(const unsigned char *p)
-{
-	return (uint16_t)(p[0] | p[1] << 8);
-}
-
+/* Off, and why: fmt has one %s for arg, or none (arg NULL). */
 static int why(struct guest_quick *q, const char *fmt, const char *arg)
 {
 	q->on = false;
@@ -59,32 +47,16 @@ static int why(struct guest_quick *q, const char *fmt, const char *arg)
 	return -1;
 }
 
-/* Read a whole regular file of at most max bytes. */
-static unsigned char *slurp(const char *path, size_t max, size_t *len)
+/* Double the output buffer of unpack(), up to VMLINUX_MAX. */
+static bool grow(unsigned char **out, size_t *cap)
 {
-	struct stat st;
-	unsigned char *buf = NULL;
-	size_t got = 0;
-	int fd = open(path, O_RDONLY | O_CLOEXEC);
+	unsigned char *b = *cap < VMLINUX_MAX ? realloc(*out, *cap * 2) : NULL;
 
-	if (fd < 0)
-		return NULL;
-	if (fstat(fd, &st) || !S_ISREG(st.st_mode) || st.st_size <= 0 || (uint64_t)st.st_size > max)
-		goto out;
-	buf = malloc((size_t)st.st_size);
-	while (buf && got < (size_t)st.st_size) {
-		ssize_t n = read(fd, buf + got, (size_t)st.st_size - got);
-		if (n <= 0) {
-			free(buf);
-			buf = NULL;
-			break;
-		}
-		got += (size_t)n;
-	}
-out:
-	close(fd);
-	*len = got;
-	return buf;
+	if (!b)
+		return false;
+	*out = b;
+	*cap *= 2;
+	return true;
 }
 
 /* The compressed payload of a bzImage, or NULL (why in q). */
@@ -94,11 +66,11 @@ static const unsigned char *payload(const unsigned char *k, size_t len, size_t *
 	uint64_t setup, off, n;
 
 	if (len < 0x250 || memcmp(k + 0x202, "HdrS", 4)) {
-		why(q, "the kernel is not a bzImage (no boot protocol header)%s", NULL);
+		why(q, "the kernel is not a bzImage (no boot protocol header)", NULL);
 		return NULL;
 	}
 	if (le16(k + 0x206) < 0x0208) {
-		why(q, "the kernel's boot protocol is older than 2.08 (no payload fields)%s", NULL);
+		why(q, "the kernel's boot protocol is older than 2.08 (no payload fields)", NULL);
 		return NULL;
 	}
 	setup = k[0x1f1] ? k[0x1f1] : 4;
@@ -106,7 +78,7 @@ static const unsigned char *payload(const unsigned char *k, size_t len, size_t *
 	off = setup + le32(k + 0x248);
 	n = le32(k + 0x24c);
 	if (off >= len || n == 0 || n > len - off) {
-		why(q, "the kernel's payload fields point outside the file%s", NULL);
+		why(q, "the kernel's payload fields point outside the file", NULL);
 		return NULL;
 	}
 	*plen = (size_t)n;
@@ -122,7 +94,7 @@ static unsigned char *unpack(const unsigned char *p, size_t n, size_t *out_len,
 	unsigned char *out = malloc(cap);
 
 	if (!out) {
-		why(q, "out of memory%s", NULL);
+		why(q, "out of memory", NULL);
 		return NULL;
 	}
 	if (n >= 6 && !memcmp(p, "\xfd" "7zXZ\0", 6)) {
@@ -134,14 +106,9 @@ static unsigned char *unpack(const unsigned char *p, size_t n, size_t *out_len,
 		s.next_in = p;
 		s.avail_in = n;
 		for (;;) {
-			if (got == cap) {
-				unsigned char *b = cap < VMLINUX_MAX ? realloc(out, cap * 2) : NULL;
-				if (!b) {
-					lzma_end(&s);
-					goto toobig;
-				}
-				out = b;
-				cap *= 2;
+			if (got == cap && !grow(&out, &cap)) {
+				lzma_end(&s);
+				goto toobig;
 			}
 			s.next_out = out + got;
 			s.avail_out = cap - got;
@@ -165,14 +132,9 @@ static unsigned char *unpack(const unsigned char *p, size_t n, size_t *out_len,
 		for (;;) {
 			ZSTD_outBuffer o;
 
-			if (got == cap) {
-				unsigned char *b = cap < VMLINUX_MAX ? realloc(out, cap * 2) : NULL;
-				if (!b) {
-					ZSTD_freeDStream(z);
-					goto toobig;
-				}
-				out = b;
-				cap *= 2;
+			if (got == cap && !grow(&out, &cap)) {
+				ZSTD_freeDStream(z);
+				goto toobig;
 			}
 			o = (ZSTD_outBuffer){ out + got, cap - got, 0 };
 			r = ZSTD_decompressStream(z, &o, &in);
@@ -191,18 +153,18 @@ static unsigned char *unpack(const unsigned char *p, size_t n, size_t *out_len,
 		ZSTD_freeDStream(z);
 	} else {
 		free(out);
-		why(q, "the kernel's payload is neither xz nor zstd%s", NULL);
+		why(q, "the kernel's payload is neither xz nor zstd", NULL);
 		return NULL;
 	}
 	*out_len = got;
 	return out;
 toobig:
 	free(out);
-	why(q, "the unpacked kernel is larger than 512 MiB%s", NULL);
+	why(q, "the unpacked kernel is larger than 512 MiB", NULL);
 	return NULL;
 fail:
 	free(out);
-	why(q, "the kernel's payload does not unpack%s", NULL);
+	why(q, "the kernel's payload does not unpack", NULL);
 	return NULL;
 }
 
@@ -270,19 +232,18 @@ static uint64_t fnv(uint64_t h, const void *p, size_t n)
 
 int guest_quick_prepare(const struct guest_env *env, const char *cachedir, struct guest_quick *q)
 {
-	char top[1100], dir[1400], tmp[1500], modcopy[512], version[256];
+	char top[1100], dir[1400], modcopy[512], version[256];
 	unsigned char *k = NULL, *v = NULL;
 	const unsigned char *p;
 	size_t klen = 0, vlen = 0, plen = 0;
 	struct stat st;
 	uint64_t key = 0xcbf29ce484222325ull;
-	int fd;
 
 	*q = (struct guest_quick){ 0 };
 	if (env->fixed)
-		return why(q, "a fixed appliance is in use%s", NULL);
+		return why(q, "a fixed appliance is in use", NULL);
 	if (env->need || !env->kernel[0] || !env->modules[0])
-		return why(q, "the appliance cannot be built here%s", NULL);
+		return why(q, "the appliance cannot be built here", NULL);
 	if (stat(env->kernel, &st))
 		return why(q, "cannot read %s", env->kernel);
 	snprintf(modcopy, sizeof(modcopy), "%s", env->modules);
@@ -295,7 +256,7 @@ int guest_quick_prepare(const struct guest_env *env, const char *cachedir, struc
 	if (snprintf(top, sizeof(top), "%s/.imager-appliance-%ju", cachedir, (uintmax_t)geteuid()) >=
 		    (int)sizeof(top) ||
 	    snprintf(dir, sizeof(dir), "%s/%s-%016jx", top, version, (uintmax_t)key) >= (int)sizeof(dir))
-		return why(q, "the cache folder's name is too long%s", NULL);
+		return why(q, "the cache folder's name is too long", NULL);
 	if (!own_dir(top) || !own_dir(dir))
 		return why(q, "%s is not a folder of this user's", top);
 	snprintf(q->vmlinux, sizeof(q->vmlinux), "%s/vmlinux", dir);
@@ -306,9 +267,10 @@ int guest_quick_prepare(const struct guest_env *env, const char *cachedir, struc
 		q->on = true;
 		return 0;
 	}
-	k = slurp(env->kernel, KERNEL_MAX, &klen);
-	if (!k)
+	if (read_whole_file(env->kernel, &k, &klen, KERNEL_MAX) < 0 || klen == 0) {
+		free(k);
 		return why(q, "cannot read %s", env->kernel);
+	}
 	p = payload(k, klen, &plen, q);
 	if (p)
 		v = unpack(p, plen, &vlen, q);
@@ -319,22 +281,13 @@ int guest_quick_prepare(const struct guest_env *env, const char *cachedir, struc
 		free(v);
 		return why(q, "%s has no PVH entry point (CONFIG_PVH)", env->kernel);
 	}
-	snprintf(tmp, sizeof(tmp), "%s/vmlinux.tmp.%ld", dir, (long)getpid());
-	fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, 0644);
-	for (size_t done = 0; fd >= 0 && done < vlen;) {
-		ssize_t n = write(fd, v + done, vlen - done);
-		if (n <= 0) {
-			close(fd);
-			fd = -1;
-			break;
-		}
-		done += (size_t)n;
-	}
-	free(v);
-	if (fd < 0 || close(fd) || rename(tmp, q->vmlinux)) {
-		unlink(tmp);
+	/* (two imager processes may do this at once: the same bytes, renamed
+	 * over each other) */
+	if (write_file_atomic(q->vmlinux, v, vlen) < 0) {
+		free(v);
 		return why(q, "cannot write the unpacked kernel into %s", dir);
 	}
+	free(v);
 	/* A new kernel: the appliances built for earlier ones (each ~700 MiB)
 	 * go; a launch still running from one keeps its open files. */
 	{

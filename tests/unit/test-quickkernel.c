@@ -20,14 +20,15 @@
 #include <unistd.h>
 #include <zstd.h>
 
+#include "imager/bytes.h"
 #include "imager/guest.h"
 #include "unit.h"
 
 static char dir[64];
 
-static void put16(unsigned char *p, uint16_t v) { p[0] = v; p[1] = v >> 8; }
-static void put32(unsigned char *p, uint32_t v) { put16(p, v); put16(p + 2, v >> 16); }
-static void put64(unsigned char *p, uint64_t v) { put32(p, v); put32(p + 4, v >> 32); }
+static void put16(unsigned char *p, uint16_t v) { p[0] = (unsigned char)v; p[1] = (unsigned char)(v >> 8); }
+#define put32 put_le32
+#define put64 put_le64
 
 /* A small x86-64 ELF file with one PT_NOTE holding a "Xen" note of TYPE
  * (18: PHYS32_ENTRY) and some text after it; *len its size. */
@@ -213,13 +214,34 @@ static void hostile(const char *name, const char *why)
 	CHECK(q.vmlinux[0] == '\0' || access(q.vmlinux, F_OK) != 0);
 }
 
+/* A zstd-packed PVH ELF with the WIDTH-byte field at OFF set to VALUE:
+ * hostile (NAME), no PVH entry point found. */
+static void lying_elf(const char *name, size_t off, int width, uint64_t value)
+{
+	size_t elen, plen;
+	unsigned char *e = elf(18, &elen), *p;
+	char k[128];
+
+	if (width == 2)
+		put16(e + off, (uint16_t)value);
+	else if (width == 4)
+		put32(e + off, (uint32_t)value);
+	else
+		put64(e + off, value);
+	p = pack_zstd(e, elen, &plen);
+	snprintf(k, sizeof(k), "%s/%s", dir, name);
+	bzimage(k, p, plen, 0x020f);
+	hostile(name, "no PVH entry point");
+	free(p);
+	free(e);
+}
+
 static void test_hostile_kernels(void)
 {
 	size_t elen, plen;
 	unsigned char *e = elf(18, &elen), *p, buf[4096];
 	char k[128];
 	FILE *f;
-	long size;
 
 	p = pack_xz(e, elen, &plen);
 	/* the payload length runs past the end */
@@ -282,34 +304,11 @@ static void test_hostile_kernels(void)
 	free(e);
 
 	/* ELF headers that lie: program headers past the end, a note whose
-	 * sizes run past its segment */
-	e = elf(18, &elen);
-	put16(e + 56, 0xffff);
-	p = pack_zstd(e, elen, &plen);
-	snprintf(k, sizeof(k), "%s/phnum.bz", dir);
-	bzimage(k, p, plen, 0x020f);
-	hostile("phnum.bz", "no PVH entry point");
-	free(p);
-	free(e);
-	e = elf(18, &elen);
-	put32(e + 120, 0xfffffff0u);
-	p = pack_zstd(e, elen, &plen);
-	snprintf(k, sizeof(k), "%s/namesz.bz", dir);
-	bzimage(k, p, plen, 0x020f);
-	hostile("namesz.bz", "no PVH entry point");
-	free(p);
-	free(e);
-	e = elf(18, &elen);
-	put64(e + 64 + 32, 0xffffffffffffull);
-	p = pack_zstd(e, elen, &plen);
-	snprintf(k, sizeof(k), "%s/filesz.bz", dir);
-	bzimage(k, p, plen, 0x020f);
-	hostile("filesz.bz", "no PVH entry point");
-	free(p);
-	free(e);
-	(void)size;
+	 * sizes run past its segment, a segment past the file */
+	lying_elf("phnum.bz", 56, 2, 0xffff);
+	lying_elf("namesz.bz", 120, 4, 0xfffffff0u);
+	lying_elf("filesz.bz", 64 + 32, 8, 0xffffffffffffull);
 }
-
 static void test_cache_folder(void)
 {
 	size_t elen, plen;
