@@ -39,23 +39,28 @@
 
 CZ_CACHE=${IMAGER_TEST_CACHE:-/var/cache/imager-tests}
 
-# _cz_ocs_sr DIR ARG...: ocs-sr ARG... in a mount namespace of its own,
-# where Clonezilla's configuration (/etc/drbl/drbl-ocs.conf) turns off its
-# device-list cache.  With the cache on, every ocs-sr run first probes
-# every block device of the machine (ocs-prep-cache: a few bash processes
-# per partition, into one shared /tmp/ocs-cache), the other lane's loop
-# devices and the other builds' included; with it off, it looks at the
-# disk it saves (a private cache folder, too).  Its partclone runs
-# with -f 0: partclone's progress thread otherwise sleeps 2 s at the end of
-# every run (the image is the same).
+# _cz_ocs_sr DIR DISK ARG...: ocs-sr ARG... in a mount namespace of its
+# own, as on a machine whose only disk is DISK (a loop device): there
+# Clonezilla's configuration (/etc/drbl/drbl-ocs.conf) turns off its
+# device-list cache, and /proc/partitions lists DISK and its partitions
+# alone.  ocs-sr walks every disk and partition /proc/partitions names,
+# several times per run, at about a second of bash each (ocs-get-dev-info),
+# so on the whole machine it also walked the host's disk and every loop
+# device of the other lane's tests (with the cache on, ocs-prep-cache
+# probed them all too, into one shared /tmp/ocs-cache).  Its partclone
+# runs with -f 0: partclone's progress thread otherwise sleeps 2 s at the
+# end of every run (the image is the same).
 _cz_ocs_sr() {
-	local d=$1
-	shift
+	local d=$1 disk=$2
+	shift 2
 	{ cat /etc/drbl/drbl-ocs.conf && printf '%s\n' 'use_dev_list_cache="no"' "dev_list_cache_dir=\"$d/ocs-cache/\"" \
 		"PARTCLONE_SAVE_OPT_INIT=\"\$PARTCLONE_SAVE_OPT_INIT -f 0\""; } \
 		>"$d/drbl-ocs.conf" || return 1
+	awk -v d="$disk" 'NR <= 2 || $4 ~ ("^" d "(p[0-9]+)?$")' /proc/partitions >"$d/partitions" || return 1
+	grep -qw "$disk" "$d/partitions" || { echo "_cz_ocs_sr: $disk is not in /proc/partitions" >&2; return 1; }
 	unshare -m --propagation private sh -c \
-		'mount --bind "$0" /etc/drbl/drbl-ocs.conf && exec ocs-sr "$@"' "$d/drbl-ocs.conf" "$@"
+		'mount --bind "$0" /etc/drbl/drbl-ocs.conf && mount --bind "$1" /proc/partitions && shift && exec ocs-sr "$@"' \
+		"$d/drbl-ocs.conf" "$d/partitions" "$@"
 }
 
 _cz_build() { # NAME DIR: the source disk DIR/src.img and the image DIR/image
@@ -185,12 +190,12 @@ _cz_build() { # NAME DIR: the source disk DIR/src.img and the image DIR/image
 	esac
 	# (-scs: no "is it restorable" pass after saving, partclone.chkimg over
 	# every stream: the files are the same, and the tests restore them)
-	_cz_ocs_sr "$d" -b -q2 -j2 "$@" -sfsck -scs -senc -nogui -p true -or "$d/repo" savedisk image "$files" \
+	_cz_ocs_sr "$d" "$files" -b -q2 -j2 "$@" -sfsck -scs -senc -nogui -p true -or "$d/repo" savedisk image "$files" \
 		>"$d/ocs-sr.log" 2>&1
 	local rc=$?
 	# mbr-zst also as a partition image: saveparts of its NTFS alone
 	if [ "$rc" = 0 ] && [ "$name" = mbr-zst ]; then
-		_cz_ocs_sr "$d" -b -q2 -j2 "$@" -sfsck -scs -senc -nogui -p true -or "$d/repo" saveparts parts \
+		_cz_ocs_sr "$d" "$files" -b -q2 -j2 "$@" -sfsck -scs -senc -nogui -p true -or "$d/repo" saveparts parts \
 			"${files}p2" >>"$d/ocs-sr.log" 2>&1 || rc=$?
 		[ "$rc" = 0 ] && mv "$d/repo/parts" "$d/parts-image"
 	fi
@@ -207,7 +212,7 @@ _cz_build() { # NAME DIR: the source disk DIR/src.img and the image DIR/image
 		rc=0
 	fi
 	[ "$rc" = 0 ] || { tail -n 20 "$d/ocs-sr.log" >&2; return 1; }
-	mv "$d/repo/image" "$d/image" && rm -rf "$d/repo" "$t" "$d/drbl-ocs.conf" "$d/ocs-cache"
+	mv "$d/repo/image" "$d/image" && rm -rf "$d/repo" "$t" "$d/drbl-ocs.conf" "$d/partitions" "$d/ocs-cache"
 	# (the guest's raw copy is not kept: the guest itself is)
 	[ "$name" != debian12 ] || rm -f "$d/src.img"
 }
