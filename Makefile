@@ -31,7 +31,7 @@ DEB_RUN   := e2fsprogs supermin qemu-system-x86 linux-image-amd64 libguestfs-xfs
              ntfs-3g xfsprogs btrfs-progs f2fs-tools dosfstools mtools
 DEB_TEST  := parted fdisk dosfstools mtools zstd util-linux util-linux-extra time procps file git \
              partclone qemu-utils xxd jq python3 nbdkit libguestfs-tools xxhash \
-             cpio debootstrap initramfs-tools-core \
+             cpio mmdebstrap initramfs-tools-core \
              libvirt-daemon libvirt-daemon-driver-qemu libvirt-daemon-system \
              libvirt-clients libxml2-utils ovmf libwin-hivex-perl ntfs-3g \
              genisoimage virt-v2v xfsprogs btrfs-progs f2fs-tools exfatprogs \

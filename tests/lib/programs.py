@@ -201,7 +201,7 @@ class Dpkg:
                     self.provides.setdefault(name, f[0])
 
     def base(self, pkg):
-        """On every Debian 12 system: Essential, or Priority required (debootstrap's minbase)."""
+        """On every Debian 12 system: Essential, or Priority required (the minbase of debootstrap and mmdebstrap)."""
         i = self.info.get(pkg)
         return bool(i) and (i[0] or i[1] == "required")
 
