@@ -245,7 +245,7 @@ deb:
 	@rm -rf $(BUILD)/deb && mkdir -p $(BUILD)/deb/imager-$(VERSION)
 	@tar -c --exclude=./build --exclude=./.git . | tar -x -C $(BUILD)/deb/imager-$(VERSION)
 	@# (a clean make inside: this make's variables, BUILD among them, stay out)
-	cd $(BUILD)/deb/imager-$(VERSION) && env -u MAKEFLAGS -u MFLAGS -u MAKELEVEL -u BUILD dpkg-buildpackage -b -us -uc
+	cd $(BUILD)/deb/imager-$(VERSION) && env -u MAKEFLAGS -u MFLAGS -u MAKELEVEL -u BUILD dpkg-buildpackage -b -us -uc -Jauto
 	lintian --fail-on error $(BUILD)/deb/imager_$(VERSION)_*.changes
 	cp $(BUILD)/deb/imager_$(VERSION)_*.deb $(BUILD)/
 
