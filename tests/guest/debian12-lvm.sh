@@ -8,19 +8,23 @@
 # /dev/mapper/vg0-swap; GRUB on the MBR boots root=/dev/mapper/vg0-root; the
 # initramfs has LVM and the SATA/IDE drivers but no virtio, as the base
 # guest's.  It is made from the base guest (tests/guest/debian12.sh, built
-# first when needed) in one libguestfs session: this host has no
-# device-mapper, the appliance does.  The base guest's files are copied
-# over as they are, so the marker service (IMAGER-GUEST-UP root=...) is the
-# same; a build boots the result once on IDE and fails unless the marker
-# says root=/dev/mapper/vg0-root.
+# first when needed) on the host, with no device-mapper (FACTS.md): the PV,
+# VG and LVs by the real LVM tools with activation off, the filesystems by
+# mke2fs -d from the base guest's files (owners, modes, links, xattrs
+# kept), the root's written into its LV by offset, GRUB by the guest's own
+# grub-install and update-grub in a chroot.  The base guest's files are
+# copied as they are, so the marker service (IMAGER-GUEST-UP root=...) is
+# the same; a build boots the result once on IDE and fails unless the
+# marker says root=/dev/mapper/vg0-root.  (It was made inside one
+# libguestfs appliance, its files copied under TCG: 90 s alone, 200-250 s
+# beside the other lane, and one such session stalled for 7 minutes.)
 #
 # Cached as $IMAGER_TEST_CACHE/debian12-lvm-KEY.qcow2, KEY from the sha256
 # of this script and of the base guest's image name (so a new base guest
-# makes a new variant).  Needs root and libguestfs; exits 77 without root.
+# makes a new variant).  Needs root, loop devices and the LVM tools; exits
+# 77 without root.
 # With IMAGER_TEST_NO_BUILD set (in a test, not a fixture) a missing image
 # is an error, not a build.
-# The libguestfs environment (LIBGUESTFS_BACKEND, _SETTINGS) is the
-# caller's: tests/lib/guestfs.sh decides KVM or TCG.
 set -euo pipefail
 
 SELF=$(readlink -f "${BASH_SOURCE[0]}")
@@ -55,114 +59,151 @@ if [ -f "$IMAGE" ]; then
 	echo "$IMAGE"
 	exit 0
 fi
+# shellcheck source=/dev/null
+. "$LIB/buildtree.sh"
+# Builds killed without a chance to clean up (SIGKILL, power loss).
+for old in "$CACHE"/debian12-lvm-*.build.*; do
+	[ -d "$old" ] || continue
+	say "removing the unfinished build $old"
+	release "$old"
+done
 BUILD=$(mktemp -d "$CACHE/debian12-lvm-$KEY.build.XXXXXX")
-trap 'rm -rf "$BUILD"' EXIT
+trap 'rc=$?; set +e; declare -F _guest_kill >/dev/null && _guest_kill "$BUILD/boot.log.pid"; release "$BUILD"; exit $rc' EXIT
+trap 'exit 130' INT
+trap 'exit 143' TERM
 START=$SECONDS
 phase() { say "[$((SECONDS - START))s] $*"; }
-export LIBGUESTFS_BACKEND=${LIBGUESTFS_BACKEND:-direct}
-# guestfish under a time limit, booting the product's quick kernel when the
-# caller's guestfs_decide found one (tests/lib/guestfs.sh)
-# shellcheck source=/dev/null
-. "$LIB/guestfs.sh"
+# quietly NAME CMD...: CMD's output in $BUILD/NAME.log, its end shown on failure
+quietly() {
+	local name=$1
+	shift
+	"$@" >"$BUILD/$name.log" 2>&1 || { tail -n 30 "$BUILD/$name.log" | sed 's/^/  | /' >&2; die "$name failed"; }
+}
+attach() { # FILE [-r]: a loop device with its partitions (partx: the kernel does not scan loop devices)
+	local dev
+	dev=$(losetup -f --show ${2:+"$2"} "$1") || die "losetup $1"
+	partx -a "$dev" 2>/dev/null || true
+	for _ in $(seq 50); do [ -b "${dev}p1" ] && break; sleep 0.1; done
+	[ -b "${dev}p1" ] || die "no partitions on $dev ($1)"
+	echo "$dev"
+}
 
-# (the files are copied inside the appliance, disk to disk, with cp -a:
-# owners, modes, links and xattrs kept; no copy of them goes through the
-# host)
-phase "copying the base guest into an LVM layout (one libguestfs appliance)"
-cat >"$BUILD/fstab" <<'FSTAB'
+phase "the base guest's files, on the host"
+qemu-img convert -O raw "$BASE" "$BUILD/base.raw" || die "qemu-img convert of the base guest"
+BL=$(attach "$BUILD/base.raw" -r)
+mkdir -p "$BUILD/base" "$BUILD/rootdir"
+mount -o ro "${BL}p1" "$BUILD/base" || die "mount the base guest's root"
+cp -a "$BUILD/base/." "$BUILD/rootdir/" || die "copy the base guest's files"
+umount "$BUILD/base"
+partx -d "$BL" 2>/dev/null || true
+losetup -d "$BL"
+rm -f "$BUILD/base.raw"
+# /boot becomes a partition of its own; lost+found is mke2fs's
+mv "$BUILD/rootdir/boot" "$BUILD/bootdir" && mkdir -m 755 "$BUILD/rootdir/boot" || die "move /boot's files"
+rm -rf "$BUILD/rootdir/lost+found" "$BUILD/bootdir/lost+found"
+cat >"$BUILD/rootdir/etc/fstab" <<'FSTAB'
 # <file system>         <mount point>   <type>  <options>          <dump>  <pass>
 /dev/mapper/vg0-root    /               ext4    errors=remount-ro  0       1
 /dev/sda1               /boot           ext4    defaults           0       2
 /dev/mapper/vg0-swap    none            swap    sw                 0       0
 FSTAB
-# The base guest's initramfs already holds LVM (lvm2's hook adds lvm,
-# dmsetup and dm-mod whatever the root is), and SATA/IDE but no virtio:
-# it stays.  GRUB goes onto the new disk, and its menu is made anew for
-# /boot on sda1 and root=/dev/mapper/vg0-root.
-#
-# GRUB goes onto the disk that holds /boot, found from the mount, never by
-# the name /dev/sda: inside the appliance the kernel probes its SCSI disks
-# asynchronously, so its sdX names need not follow the order the disks were
-# added in.  libguestfs's own calls translate its names (/dev/sda: the first
-# disk added) to the kernel's, but a shell command inside the guest sees the
-# kernel's.  Named /dev/sda, grub-install once went to the appliance's own
-# root disk ("File system `ext2' doesn't support embedding": a CI try of
-# this stop) and, before, to the base guest's throwaway overlay: the build
-# then passed with no boot code on the new disk, and its sanity boot sat
-# silent at "No bootable device" for 600 s, twice (issue 32).  device.map
-# names that disk while GRUB is installed, then /dev/sda again (the name
-# the machine itself gives its disk).
-cat >"$BUILD/grub" <<'SH'
-#!/bin/sh
-set -e
-part=$(findmnt -n -o SOURCE /boot)
-disk=/dev/$(lsblk -n -d -o PKNAME "$part")
-[ -b "$disk" ] || { echo "imager-grub: no disk for /boot ($part)" >&2; exit 1; }
-echo "imager-grub: /boot is $part, on $disk"
-echo "(hd0) $disk" >/boot/grub/device.map
-grub-install --target=i386-pc "$disk"
-update-grub
-echo "(hd0) /dev/sda" >/boot/grub/device.map
-SH
-# sda: the new disk; sdb: the base guest, read-only.
-cat >"$BUILD/build.gf" <<EOF
-add $BUILD/disk.raw format:raw discard:besteffort
-add $BASE format:qcow2 readonly:true
-run
-part-init /dev/sda mbr
-part-add /dev/sda p 2048 616447
-part-add /dev/sda p 616448 6289407
-part-set-bootable /dev/sda 1 true
-part-set-mbr-id /dev/sda 2 0x8e
-pvcreate /dev/sda2
-vgcreate vg0 /dev/sda2
-lvcreate swap vg0 256
-lvcreate-free root vg0 100
-mkfs ext4 /dev/sda1 label:boot
-mkfs ext4 /dev/vg0/root label:root
-mkswap /dev/vg0/swap label:swap
-mount /dev/vg0/root /
-mkdir /boot
-mount /dev/sda1 /boot
-mkdir /old
-mount-ro /dev/sdb1 /old
-cp-a /old/. /
-umount /old
-rmdir /old
-upload $BUILD/fstab /etc/fstab
-upload $BUILD/grub /tmp/imager-grub
-sh "sh /tmp/imager-grub"
-rm /tmp/imager-grub
-download /boot/grub/grub.cfg $BUILD/grub.cfg
-sh "lsinitramfs /boot/initrd.img-* > /tmp/initramfs.txt"
-download /tmp/initramfs.txt $BUILD/initramfs.txt
-rm /tmp/initramfs.txt
-fstrim /
-fstrim /boot
-EOF
-# One session, traced (each call and its return in guestfish.log, so that
-# a stall shows the call it stopped in).  Alone it takes ~90 s, ~250 s
-# beside two busy cores; a session that stops moving ends after 600 s
-# with its trace, and runs once more (one stalled for 7 minutes, its qemu
-# idle, in a cold make check of this stop: the only one seen in dozens).
-session() {
-	rm -f "$BUILD/disk.raw" && truncate -s 3G "$BUILD/disk.raw" &&
-		LIBGUESTFS_TRACE=1 GUESTFS_TOOL_SECONDS=600 guestfish --rw <"$BUILD/build.gf" >"$BUILD/guestfish.log" 2>&1
+
+phase "the disk: /boot on sda1, PV of vg0 on sda2 (swap, root)"
+truncate -s 3G "$BUILD/disk.raw"
+sfdisk -q "$BUILD/disk.raw" <<'TABLE' || die "sfdisk"
+label: dos
+start=2048, size=614400, type=83, bootable
+start=616448, size=5672960, type=8e
+TABLE
+LOOP=$(attach "$BUILD/disk.raw")
+PV=${LOOP}p2
+# LVM without device-mapper: a private configuration, the LVs never
+# activated (created with -an -Zn), only this PV seen
+mkdir -p "$BUILD/lvm"
+printf '%s\n' 'global { activation = 0 }' 'backup { backup = 0 archive = 0 }' \
+	'devices { obtain_device_list_from_udev = 0 }' \
+	'activation { udev_sync = 0 udev_rules = 0 monitoring = 0 }' >"$BUILD/lvm/lvm.conf"
+LVMF="devices { filter = [ \"a|^$PV\$|\", \"r|.*|\" ] }"
+lv() { LVM_SYSTEM_DIR=$BUILD/lvm LVM_SUPPRESS_FD_WARNINGS=1 "$@" --config "$LVMF"; }
+quietly pvcreate lv pvcreate -q "$PV"
+quietly vgcreate lv vgcreate -q vg0 "$PV"
+quietly lvcreate-swap lv lvcreate -q -an -Zn -L 256M -n swap vg0
+quietly lvcreate-root lv lvcreate -q -an -Zn -l 100%FREE -n root vg0
+geometry() { # LV -> "offset size" in bytes, in the PV (one linear segment)
+	local pe ext ranges first size
+	pe=$(lv pvs 2>/dev/null --noheadings --nosuffix --units b -o pe_start "$PV" | tr -d ' ')
+	ext=$(lv vgs 2>/dev/null --noheadings --nosuffix --units b -o vg_extent_size vg0 | tr -d ' ')
+	ranges=$(lv lvs --noheadings -o seg_pe_ranges "vg0/$1" 2>/dev/null | tr -d ' ')
+	size=$(lv lvs --noheadings --nosuffix --units b -o lv_size "vg0/$1" 2>/dev/null | tr -d ' ')
+	case $ranges in "$PV":*-*) ;; *) die "vg0/$1 is not one segment on $PV: '$ranges'" ;; esac
+	first=${ranges#*:}
+	first=${first%-*}
+	echo "$((pe + first * ext)) $size"
 }
-rc=0
-session || rc=$?
-if [ "$rc" = 124 ]; then
-	tail -n 30 "$BUILD/guestfish.log" >&2
-	phase "the appliance stalled (its trace above): once more"
-	rc=0
-	session || rc=$?
+read -r swap_off swap_size <<<"$(geometry swap)"
+read -r root_off root_size <<<"$(geometry root)"
+say "vg0/swap: $((swap_size / 1048576)) MiB at $swap_off; vg0/root: $((root_size / 1048576)) MiB at $root_off"
+
+phase "the filesystems (mke2fs -d), swap"
+quietly mkfs-boot mke2fs -q -F -t ext4 -L boot -d "$BUILD/bootdir" "${LOOP}p1"
+# The root is made in the one partition of a disk of its own, written
+# into its LV afterwards: grub-mkconfig (10_linux) writes no entry for a
+# root on a whole loop device (/dev/loopN names a file to it), and the LV
+# cannot be opened here.
+truncate -s $((root_size + 1048576)) "$BUILD/root.img"
+printf 'label: dos\nstart=2048, size=%s, type=83\n' $((root_size / 512)) | sfdisk -q "$BUILD/root.img" ||
+	die "sfdisk root.img"
+RL=$(attach "$BUILD/root.img")
+quietly mkfs-root mke2fs -q -F -t ext4 -L root -d "$BUILD/rootdir" "${RL}p1"
+rm -rf "$BUILD/rootdir" "$BUILD/bootdir"
+truncate -s "$swap_size" "$BUILD/swap.img"
+quietly mkswap mkswap -L swap "$BUILD/swap.img"
+
+# GRUB on the MBR by the guest's own tools, in a chroot of the new root
+# with the new /boot (update-grub finds the root on a loop device, which
+# the machine itself calls /dev/mapper/vg0-root: the name goes in after,
+# as the base guest's build does for /dev/sda1).
+phase "GRUB (grub-install, update-grub in a chroot)"
+R=$BUILD/root
+mkdir -p "$R"
+mount "${RL}p1" "$R" || die "mount the new root"
+mount "${LOOP}p1" "$R/boot" || die "mount the new /boot"
+for fs in dev proc sys; do mount --bind "/$fs" "$R/$fs"; done
+echo "(hd0) $LOOP" >"$R/boot/grub/device.map"
+IN_ROOT=(env LC_ALL=C LANGUAGE=C LANG=C PATH=/usr/sbin:/usr/bin:/sbin:/bin chroot "$R")
+quietly grub-install "${IN_ROOT[@]}" grub-install --target=i386-pc "$LOOP"
+quietly update-grub "${IN_ROOT[@]}" update-grub
+sed -i "s#root=${RL}p1 #root=/dev/mapper/vg0-root #g" "$R/boot/grub/grub.cfg"
+echo "(hd0) /dev/sda" >"$R/boot/grub/device.map"
+cp "$R/boot/grub/grub.cfg" "$BUILD/grub.cfg"
+lsinitramfs "$R"/boot/initrd.img-* >"$BUILD/initramfs.txt" || die "lsinitramfs"
+for fs in sys proc dev boot; do umount "$R/$fs"; done
+fstrim "$R" >/dev/null 2>&1 || true
+umount "$R"
+quietly e2fsck-root e2fsck -fn "${RL}p1"
+quietly e2fsck-boot e2fsck -fn "${LOOP}p1"
+if grep -n 'loop' "$BUILD/grub.cfg" >&2; then
+	die "grub.cfg still names a loop device (above)"
 fi
-[ "$rc" = 0 ] || { tail -n 40 "$BUILD/guestfish.log" >&2; die "guestfish failed"; }
-sed -n '/imager-grub:/p' "$BUILD/guestfish.log" >&2
+
+phase "the LVs' bytes by offset"
+partx -d "$RL" 2>/dev/null || true
+losetup -d "$RL"
+# (from the file, whose holes read as nothing, not from the loop device)
+dd if="$BUILD/root.img" of="$PV" bs=1M skip=1048576 count="$root_size" seek="$root_off" \
+	iflag=skip_bytes,count_bytes oflag=seek_bytes conv=notrunc,sparse status=none ||
+	die "writing the root into vg0/root"
+dd if="$BUILD/swap.img" of="$PV" bs=1M seek="$swap_off" oflag=seek_bytes conv=notrunc status=none ||
+	die "writing the swap into vg0/swap"
+rm -f "$BUILD/root.img" "$BUILD/swap.img"
+quietly vgck lv vgck vg0
+partx -d "$LOOP" 2>/dev/null || true
+losetup -d "$LOOP"
+LOOP=
 # (GRUB's boot.img carries the word GRUB; without it in this disk's MBR the
 # machine would not boot, however well the rest was built)
 head -c 440 "$BUILD/disk.raw" | grep -aq GRUB || die "the new disk's MBR holds no GRUB boot code"
-grep -q 'root=/dev/mapper/vg0-root' "$BUILD/grub.cfg" || die "grub.cfg does not boot root=/dev/mapper/vg0-root"
+grep -q 'root=/dev/mapper/vg0-root ' "$BUILD/grub.cfg" || { grep -n 'linux' "$BUILD/grub.cfg" >&2; die "grub.cfg does not boot root=/dev/mapper/vg0-root (its linux lines above)"; }
 grep -q '/dm-mod\.ko' "$BUILD/initramfs.txt" || die "the initramfs lacks dm-mod"
 grep -qE '(^|/)s?bin/lvm$' "$BUILD/initramfs.txt" || die "the initramfs lacks lvm"
 if grep -E '/virtio(_blk|_pci|_scsi|_net)?\.ko' "$BUILD/initramfs.txt" >&2; then
