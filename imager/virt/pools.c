@@ -811,6 +811,17 @@ static int type_order(const struct im_pool *p)
 	return (int)(sizeof(order) / sizeof(order[0]));
 }
 
+/* Available space within 1% of the larger is the same room: pools on one
+ * filesystem report the same space, give or take what was written between
+ * libvirt's two reads, and that must not decide between them (the name
+ * does, the same on every run). */
+static bool same_room(uint64_t a, uint64_t b)
+{
+	uint64_t hi = a > b ? a : b, lo = a > b ? b : a;
+
+	return hi - lo <= hi / 100;
+}
+
 static int rank_cmp(const void *a, const void *b)
 {
 	const struct im_pool *x = a, *y = b;
@@ -824,7 +835,7 @@ static int rank_cmp(const void *a, const void *b)
 		return x->fsyncs > y->fsyncs ? -1 : 1;
 	if (type_order(x) != type_order(y))
 		return type_order(x) < type_order(y) ? -1 : 1;
-	if (x->available != y->available)
+	if (!same_room(x->available, y->available))
 		return x->available > y->available ? -1 : 1;
 	return strcmp(x->name, y->name);
 }

@@ -19,7 +19,10 @@
  *      a ZFS pool whose log vdevs are unknown is not demoted)
  *   3. then by type: logical, zfs, fs, dir, netfs, others (local block
  *      storage before files, files before network);
- *   4. then by available space, larger first; then by name (stable).
+ *   4. then by available space, larger first, when the two differ by more
+ *      than 1% of the larger (pools on one filesystem report the same space,
+ *      give or take what was written between two reads); then by name
+ *      (stable).
  *
  * Recommendation per pool (format and preallocation for a new disk):
  *   copy-on-write storage (zfs pool, or a dir/fs pool on zfs or btrfs):

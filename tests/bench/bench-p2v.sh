@@ -63,6 +63,10 @@ cleanup() {
 	fi
 }
 trap cleanup EXIT
+# (a bench stopped by a signal cleans up too: its pool left defined became
+# a second pool on this machine, beside the tests' own)
+trap 'exit 130' INT
+trap 'exit 143' TERM
 leftovers
 mkdir -p "$WORK/pool"
 chmod 755 "$WORK" "$WORK/pool"

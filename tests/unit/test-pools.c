@@ -241,6 +241,23 @@ static void rank_types(void)
 	CHECK_STR(q[0].name, "c");
 	CHECK_STR(q[1].name, "a");
 	CHECK_STR(q[2].name, "b");
+	/* two pools on one filesystem, read a moment apart (the other has
+	 * 40 MiB less: something was written in between): the name decides,
+	 * whichever was read first; 2% less room is less room */
+	struct im_pool f[2] = {
+		mk("zz-first", "dir", 200 * GiB, -1),
+		mk("aa-second", "dir", 200 * GiB - 40 * MiB, -1),
+	};
+	pools_rank(f, 2, 0);
+	CHECK_STR(f[0].name, "aa-second");
+	f[0].available = 200 * GiB;
+	f[1].available = 200 * GiB - 40 * MiB;
+	pools_rank(f, 2, 0);
+	CHECK_STR(f[0].name, "aa-second");
+	f[0].available = 196 * GiB;   /* aa-second */
+	f[1].available = 200 * GiB;
+	pools_rank(f, 2, 0);
+	CHECK_STR(f[0].name, "zz-first");
 }
 
 static void rank_zfs_without_log(void)
