@@ -131,8 +131,8 @@ quietly lvcreate-swap lv lvcreate -q -an -Zn -L 256M -n swap vg0
 quietly lvcreate-root lv lvcreate -q -an -Zn -l 100%FREE -n root vg0
 geometry() { # LV -> "offset size" in bytes, in the PV (one linear segment)
 	local pe ext ranges first size
-	pe=$(lv pvs 2>/dev/null --noheadings --nosuffix --units b -o pe_start "$PV" | tr -d ' ')
-	ext=$(lv vgs 2>/dev/null --noheadings --nosuffix --units b -o vg_extent_size vg0 | tr -d ' ')
+	pe=$(lv pvs --noheadings --nosuffix --units b -o pe_start "$PV" 2>/dev/null | tr -d ' ')
+	ext=$(lv vgs --noheadings --nosuffix --units b -o vg_extent_size vg0 2>/dev/null | tr -d ' ')
 	ranges=$(lv lvs --noheadings -o seg_pe_ranges "vg0/$1" 2>/dev/null | tr -d ' ')
 	size=$(lv lvs --noheadings --nosuffix --units b -o lv_size "vg0/$1" 2>/dev/null | tr -d ' ')
 	case $ranges in "$PV":*-*) ;; *) die "vg0/$1 is not one segment on $PV: '$ranges'" ;; esac
@@ -199,7 +199,6 @@ rm -f "$BUILD/root.img" "$BUILD/swap.img"
 quietly vgck lv vgck vg0
 partx -d "$LOOP" 2>/dev/null || true
 losetup -d "$LOOP"
-LOOP=
 # (GRUB's boot.img carries the word GRUB; without it in this disk's MBR the
 # machine would not boot, however well the rest was built)
 head -c 440 "$BUILD/disk.raw" | grep -aq GRUB || die "the new disk's MBR holds no GRUB boot code"
