@@ -31,7 +31,7 @@ DEB_RUN   := e2fsprogs supermin qemu-system-x86 linux-image-amd64 libguestfs-xfs
              ntfs-3g xfsprogs btrfs-progs f2fs-tools dosfstools mtools
 DEB_TEST  := parted fdisk dosfstools mtools zstd util-linux util-linux-extra time procps file git \
              partclone qemu-utils xxd jq python3 nbdkit libguestfs-tools xxhash \
-             cpio mmdebstrap initramfs-tools-core \
+             cpio mmdebstrap initramfs-tools-core xz-utils lz4 bzip2 \
              libvirt-daemon libvirt-daemon-driver-qemu libvirt-daemon-system \
              libvirt-clients libxml2-utils ovmf libwin-hivex-perl ntfs-3g \
              genisoimage virt-v2v xfsprogs btrfs-progs f2fs-tools exfatprogs \
@@ -114,7 +114,8 @@ FUZZ_SECONDS ?= 60
 FUZZ_SRC     := $(wildcard tests/fuzz/fuzz-*.c)
 FUZZERS      := $(FUZZ_SRC:tests/fuzz/%.c=$(BUILD)/fuzz/%)
 FUZZ_FLAGS   := -O1 -g -fno-omit-frame-pointer -fsanitize=address,undefined -fno-sanitize-recover=all
-FUZZ_OBJ     := $(ENGINE_SRC:%.c=$(BUILD)/fz/%.o) $(BUILD)/fz/imager/convert/convtext.o
+FUZZ_OBJ     := $(ENGINE_SRC:%.c=$(BUILD)/fz/%.o) $(BUILD)/fz/imager/convert/convtext.o \
+                $(BUILD)/fz/imager/convert/initrd.o
 FUZZ_BASE     = $(filter-out -Wno-format-truncation,$(BASE_CFLAGS))
 
 .PHONY: all deps check unit unit-san suites demo bench boot install deb layers clean fuzz

@@ -59,6 +59,7 @@ json_object *cli_convert_json(const struct conv_report *r, const struct im_err *
 	json_object_object_add(root, "root", json_object_new_string(r->root));
 	json_object_object_add(root, "bootloader", json_object_new_string(r->bootloader));
 	json_object_object_add(root, "initramfs_tool", json_object_new_string(r->initramfs_tool));
+	json_object_object_add(root, "initramfs_tool_from", json_object_new_string(r->initramfs_tool_from));
 	json_object_object_add(root, "firmware", json_object_new_string(r->firmware));
 	json_object_object_add(root, "block", json_object_new_string(r->block));
 	json_object_object_add(root, "method", json_object_new_string(r->method));
@@ -118,10 +119,12 @@ void cli_convert_text(const struct conv_report *r, FILE *out)
 			r->root, r->control_set, r->drivers_os[0] ? r->drivers_os : "-",
 			r->drivers[0] ? r->drivers : "-", r->virtio_win[0] ? r->virtio_win : "-");
 	else if (r->os_type[0])
-		fprintf(out, "guest: %s (%s %d.%d, %s), root %s, %s, %s, initramfs by %s\n",
+		fprintf(out, "guest: %s (%s %d.%d, %s), root %s, %s, %s, initramfs by %s%s%s%s\n",
 			r->product, r->distro, r->major, r->minor, r->arch, r->root,
 			r->bootloader[0] ? r->bootloader : "no known bootloader", r->firmware,
-			r->initramfs_tool[0] ? r->initramfs_tool : "none");
+			r->initramfs_tool[0] ? r->initramfs_tool : "none",
+			r->initramfs_tool_from[0] ? " (from the " : "", r->initramfs_tool_from,
+			r->initramfs_tool_from[0] ? ")" : "");
 	for (size_t i = 0; i < r->nkernels; i++)
 		fprintf(out, "kernel %s: %s%s%s\n", r->kernels[i].version,
 			r->kernels[i].virtio ? "virtio" : "no virtio",

@@ -231,25 +231,73 @@ static bool any_file(guestfs_h *g, const char *const *paths, size_t n)
 	return false;
 }
 
-static void find_initramfs_tool(struct lx *l)
+/* Which tool made the initramfs, the strongest evidence first: the image
+ * the default kernel boots (the names it holds, initrd.c), then Debian's
+ * package database (which of dracut and initramfs-tools is installed),
+ * then which programs exist.  The programs alone can name the wrong tool:
+ * a Debian guest switched to dracut keeps /etc/initramfs-tools and
+ * mkinitramfs, and virtio written into initramfs-tools' lists would be
+ * lost at its next `dracut -f`. */
+static int find_initramfs_tool(struct lx *l, const struct lkernel *def)
 {
 	static const char *const itools[] = { "/usr/sbin/mkinitramfs", "/sbin/mkinitramfs" };
 	static const char *const dracut[] = { "/usr/bin/dracut", "/usr/sbin/dracut", "/sbin/dracut" };
 	static const char *const cpio[] = { "/usr/bin/mkinitcpio" };
 	static const char *const suse[] = { "/sbin/mkinitrd", "/usr/sbin/mkinitrd" };
-	guestfs_h *g = l->c->g;
-	const char *t = "";
+	struct conv_ctx *c = l->c;
+	guestfs_h *g = c->g;
+	const char *t = "", *from = "";
+	const struct lkernel *k = def && def->initrd[0] ? def : NULL;
 
-	if (gx_is_dir(g, "/etc/initramfs-tools") && any_file(g, itools, 2))
-		t = "initramfs-tools";
-	else if (any_file(g, dracut, 3))
-		t = "dracut";
-	else if (any_file(g, cpio, 1))
-		t = "mkinitcpio";
-	else if (any_file(g, suse, 2) && (strstr(l->c->rep->distro, "suse") || strstr(l->c->rep->distro, "sles")))
-		t = "suse-mkinitrd";
+	for (size_t i = 0; !k && i < l->nk; i++)
+		if (l->k[i].initrd[0])
+			k = &l->k[i];
+	if (k) {
+		size_t len;
+		char *img = gx_read(g, k->initrd, &len);
+		struct initrd_scan s = { 0 };
+		int m = img ? initrd_maker(img, len, &s) : -EIO;
+		free(img);
+		if (m > 0) {
+			t = initrd_maker_name(m);
+			from = "image";
+		} else {
+			const char *why = m == IRD_UNKNOWN ? "it holds no known tool's files"
+					: m == -E2BIG ? "it is too large to read through"
+					: m == -EIO ? "it could not be read"
+					: m == -ENOMEM ? "out of memory"
+					: "it is damaged, or packed in a way not read here "
+					  "(gzip, zstd, xz, lzma, lz4, bzip2 are)";
+			FORWARD_ERR(conv_change(c, k->initrd, "note", "which tool made this initramfs "
+						"is not known from the image: %s", why));
+		}
+	}
+	if (!*t && gx_is_file(g, "/var/lib/dpkg/status")) {
+		size_t len;
+		char *st = gx_read(g, "/var/lib/dpkg/status", &len);
+		if (st && (dpkg_installed(st, len, "dracut") || dpkg_installed(st, len, "dracut-core")))
+			t = "dracut", from = "packages";
+		else if (st && dpkg_installed(st, len, "initramfs-tools"))
+			t = "initramfs-tools", from = "packages";
+		free(st);
+	}
+	if (!*t) {
+		from = "programs";
+		if (gx_is_dir(g, "/etc/initramfs-tools") && any_file(g, itools, 2))
+			t = "initramfs-tools";
+		else if (any_file(g, dracut, 3))
+			t = "dracut";
+		else if (any_file(g, cpio, 1))
+			t = "mkinitcpio";
+		else if (any_file(g, suse, 2) && (strstr(c->rep->distro, "suse") || strstr(c->rep->distro, "sles")))
+			t = "suse-mkinitrd";
+		else
+			from = "";
+	}
 	snprintf(l->tool, sizeof(l->tool), "%s", t);
-	snprintf(l->c->rep->initramfs_tool, sizeof(l->c->rep->initramfs_tool), "%s", t);
+	snprintf(c->rep->initramfs_tool, sizeof(c->rep->initramfs_tool), "%s", t);
+	snprintf(c->rep->initramfs_tool_from, sizeof(c->rep->initramfs_tool_from), "%s", from);
+	return 0;
 }
 
 /* ---- default kernel (GRUB 2) ---- */
@@ -976,11 +1024,12 @@ static int linux_plan(struct conv_ctx *c, const char *root)
 	snprintf(l.rootfs, sizeof(l.rootfs), "%s", fs ? fs : "");
 	free(fs);
 	find_bootloader(&l);
-	find_initramfs_tool(&l);
 	conv_find_firmware(l.c);
 	if ((r = find_kernels(&l)) < 0)
 		goto out;
 	if ((r = choose_default(&l, &def)) < 0)
+		goto out;
+	if ((r = find_initramfs_tool(&l, def)) < 0)
 		goto out;
 	snprintf(c->rep->default_kernel, sizeof(c->rep->default_kernel), "%s", def->version);
 	c->rep->virtio_net = def->net;

@@ -825,3 +825,48 @@ const char *elf_arch(const unsigned char *h, size_t len)
 	}
 	return NULL;
 }
+
+/* ---- Debian's package database ---- */
+
+/* value of "Field:" at line[0..n), blanks trimmed, or NULL */
+static const char *field_value(const char *line, size_t n, const char *field, size_t *vl)
+{
+	size_t fl = strlen(field);
+	if (n <= fl || memcmp(line, field, fl) || line[fl] != ':')
+		return NULL;
+	const char *v = line + fl + 1, *e = line + n;
+	while (v < e && (*v == ' ' || *v == '\t'))
+		v++;
+	while (e > v && (e[-1] == ' ' || e[-1] == '\t' || e[-1] == '\r'))
+		e--;
+	*vl = (size_t)(e - v);
+	return v;
+}
+
+bool dpkg_installed(const char *text, size_t len, const char *name)
+{
+	static const char installed[] = "install ok installed";
+	size_t nl = strlen(name), i = 0;
+	bool is_pkg = false, is_inst = false;
+
+	while (text && i <= len) {
+		size_t e = i;
+		while (e < len && text[e] != '\n')
+			e++;
+		size_t n = e - i, vl;
+		const char *v;
+		if (n == 0 || (n == 1 && text[i] == '\r')) {   /* end of a stanza */
+			if (is_pkg && is_inst)
+				return true;
+			is_pkg = is_inst = false;
+		} else if ((v = field_value(text + i, n, "Package", &vl))) {
+			is_pkg = vl == nl && !memcmp(v, name, nl);
+		} else if ((v = field_value(text + i, n, "Status", &vl))) {
+			is_inst = vl == sizeof(installed) - 1 && !memcmp(v, installed, vl);
+		}
+		if (e >= len)
+			break;
+		i = e + 1;
+	}
+	return is_pkg && is_inst;
+}

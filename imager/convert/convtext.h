@@ -132,6 +132,43 @@ void cpio_add(struct sbuf *b, const char *name, unsigned mode, uint32_t ino, uin
 /* The TRAILER!!! entry, then zero padding to a multiple of 512. */
 void cpio_finish(struct sbuf *b, uint32_t ino);
 
+/* ---- initramfs images (initrd.c) ---- */
+/* Which tool made an initramfs, by the names it holds: dracut's images hold
+ * usr/lib/dracut/, initramfs-tools' conf/initramfs.conf, mkinitcpio's
+ * init_functions, SUSE's old mkinitrd's run_all.sh. */
+enum initrd_maker_id {
+	IRD_UNKNOWN = 0, IRD_INITRAMFS_TOOLS, IRD_DRACUT, IRD_MKINITCPIO, IRD_SUSE_MKINITRD
+};
+#define INITRD_MAX_NAMES 1000000u                 /* names read before giving up */
+#define INITRD_MAX_BYTES ((uint64_t)4 << 30)      /* bytes unpacked before giving up */
+struct initrd_scan {
+	unsigned archives;    /* cpio archives met (early ones, then the main one) */
+	unsigned names;       /* names read */
+	uint64_t bytes;       /* file bytes passed over */
+	bool compressed;      /* a compressed archive was reached */
+};
+/* The tool's name as conversion spells it ("dracut", "initramfs-tools",
+ * "mkinitcpio", "suse-mkinitrd"), "" for IRD_UNKNOWN. */
+const char *initrd_maker_name(int maker);
+/* The marker one name (name[0..len), "./" and "/" prefixes ignored) is, or
+ * IRD_UNKNOWN. */
+int initrd_name_says(const char *name, size_t len);
+/* Read the whole image data[0..len) as the kernel unpacks it: newc cpio
+ * archives one after the other with zero padding between them, the first
+ * compressed one (gzip, zstd, xz, lzma, lz4, bzip2) read to its end.
+ * Stops at the first marker.  Returns the maker (> 0), IRD_UNKNOWN when
+ * the image was read to its end without one, -EINVAL when it is not an
+ * initramfs or is damaged or cut short before a marker, -E2BIG past
+ * INITRD_MAX_NAMES or INITRD_MAX_BYTES, -ENOMEM.  s (may be NULL) gets
+ * what was read. */
+int initrd_maker(const void *data, size_t len, struct initrd_scan *s);
+
+/* ---- Debian's package database ---- */
+/* Whether /var/lib/dpkg/status (text[0..len)) has package "name" with the
+ * status "install ok installed" (stanzas: "Field: value" lines, blank
+ * lines between packages; continuation lines start with a blank). */
+bool dpkg_installed(const char *text, size_t len, const char *name);
+
 /* ---- the quick inspection's files ---- */
 /* os-release (KEY=value lines, values quoted or not, '#' comments). */
 struct osrel {

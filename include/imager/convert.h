@@ -141,6 +141,9 @@ struct conv_report {
 	size_t nmounts;
 	char bootloader[16];          /* "grub2", "grub-legacy", "extlinux", "" */
 	char initramfs_tool[24];      /* "initramfs-tools", "dracut", "mkinitcpio", "suse-mkinitrd", "" */
+	char initramfs_tool_from[16]; /* how that was told: "image" (the names in the default
+				       * kernel's initramfs), "packages" (dpkg's database),
+				       * "programs" (which tools exist), "" */
 	char firmware[8];             /* "bios", "uefi" */
 	char block[16];               /* "virtio-blk", "virtio-scsi" */
 	char method[16];              /* "append", "rebuild" */

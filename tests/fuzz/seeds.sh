@@ -14,7 +14,7 @@ trap 'rm -rf "$t"' EXIT
 c=$here/corpus
 # (regress-* are inputs that once crashed a harness: kept as committed)
 [ -d "$c" ] && find "$c" -type f ! -name 'regress-*' -delete
-mkdir -p "$c"/{fuzz-fs,fuzz-ptable,fuzz-qcow2,fuzz-manifest,fuzz-index,fuzz-partclone,fuzz-lvmtext,fuzz-convtext,fuzz-clonezilla,fuzz-frames,fuzz-journals}
+mkdir -p "$c"/{fuzz-fs,fuzz-ptable,fuzz-qcow2,fuzz-manifest,fuzz-index,fuzz-partclone,fuzz-lvmtext,fuzz-convtext,fuzz-clonezilla,fuzz-frames,fuzz-journals,fuzz-initrd}
 sp() { python3 "$here/sparse.py" "$1" "$2"; }
 mkdir -p "$t/tree/d"
 echo hello >"$t/tree/a.txt"
@@ -161,4 +161,18 @@ python3 - "$c/fuzz-journals" <<-'PY'
 	    r = magic + struct.pack('<QQIIQQQQ', 0x1234, 300 << 20, 1, 0, 5, 20 << 20, 0, 0)
 	    open(out + '/' + name, 'wb').write(bytes([b0, 2]) + r)
 PY
+# initramfs images (first byte 0): an early archive, then the main one
+# packed by each compressor; and a package database (first byte 1)
+mkdir -p "$t/early/kernel/x86/microcode" "$t/main/conf" "$t/main/usr/lib/dracut"
+echo 1 >"$t/early/early_cpio"
+echo x >"$t/main/conf/initramfs.conf"
+(cd "$t/early" && find . | LC_ALL=C sort | cpio -o -H newc --quiet) >"$t/early.cpio"
+(cd "$t/main" && find . -path ./usr -prune -o -print | LC_ALL=C sort | cpio -o -H newc --quiet) >"$t/itools.cpio"
+(cd "$t/main" && find ./usr | LC_ALL=C sort | cpio -o -H newc --quiet) >"$t/dracut.cpio"
+{ printf '\x00'; cat "$t/early.cpio" "$t/itools.cpio"; } >"$c/fuzz-initrd/itools-plain"
+{ printf '\x00'; cat "$t/early.cpio"; zstd -q -c "$t/itools.cpio"; } >"$c/fuzz-initrd/itools-zstd"
+{ printf '\x00'; gzip -n -c "$t/dracut.cpio"; } >"$c/fuzz-initrd/dracut-gzip"
+{ printf '\x00'; cat "$t/early.cpio"; xz -c --check=crc32 "$t/dracut.cpio"; } >"$c/fuzz-initrd/dracut-xz"
+{ printf '\x00'; lz4 -l -c "$t/itools.cpio"; } >"$c/fuzz-initrd/itools-lz4"
+{ printf '\x01'; printf 'Package: dracut\nStatus: install ok installed\n\nPackage: initramfs-tools\nStatus: deinstall ok config-files\n'; } >"$c/fuzz-initrd/dpkg-status"
 du -sh "$c"/* | sed 's|'"$c"'/||'
