@@ -77,17 +77,18 @@ static bool hex8(const unsigned char *p, uint32_t *out)
 /* Where the walker reads: the image itself (mem), or what libarchive
  * unpacks from its compressed archive (a, as one "raw" entry).  Only the
  * bytes asked for are held: nothing in the image decides an allocation. */
+#define RD_BUF ((size_t)1 << 16)
 struct rd {
 	const unsigned char *mem;
 	size_t len;
 	struct archive *a;
 	uint64_t pos;         /* bytes consumed from the start of this stream */
-	unsigned char buf[1 << 16];
+	unsigned char *buf;   /* (a) RD_BUF bytes */
 	size_t have, off;     /* (a) unpacked bytes in buf, and how many were taken */
 	bool eof, bad;
 };
 
-/* Up to n bytes at dst (n <= sizeof(buf)); returns how many (fewer only at
+/* Up to n bytes at dst; returns how many (fewer only at
  * the end of the stream or on an error, which sets bad). */
 static size_t rd_get(struct rd *r, void *dst, size_t n)
 {
@@ -104,7 +105,7 @@ static size_t rd_get(struct rd *r, void *dst, size_t n)
 		if (r->off == r->have) {
 			if (r->eof)
 				break;
-			la_ssize_t k = archive_read_data(r->a, r->buf, sizeof(r->buf));
+			la_ssize_t k = archive_read_data(r->a, r->buf, RD_BUF);
 			if (k < 0) {
 				r->bad = true;
 				r->eof = true;
@@ -132,14 +133,14 @@ static size_t rd_get(struct rd *r, void *dst, size_t n)
 /* Pass over n bytes; false when the stream ends first. */
 static bool rd_skip(struct rd *r, uint64_t n)
 {
+	if (r->mem) {
+		if (n > r->len - r->pos)
+			return false;
+		r->pos += n;
+		return true;
+	}
 	while (n) {
-		size_t step = n > sizeof(r->buf) ? sizeof(r->buf) : (size_t)n;
-		if (r->mem) {
-			if (n > r->len - r->pos)
-				return false;
-			r->pos += n;
-			return true;
-		}
+		size_t step = n > RD_BUF ? RD_BUF : (size_t)n;
 		if (rd_get(r, NULL, step) != step)
 			return false;
 		n -= step;
@@ -231,7 +232,9 @@ static int walk_compressed(const unsigned char *d, size_t len, struct initrd_sca
 	int m;
 	bool more;
 
-	if (!r || !(r->a = archive_read_new())) {
+	if (!r || !(r->buf = malloc(RD_BUF)) || !(r->a = archive_read_new())) {
+		if (r)
+			free(r->buf);
 		free(r);
 		return -ENOMEM;
 	}
@@ -255,6 +258,7 @@ static int walk_compressed(const unsigned char *d, size_t len, struct initrd_sca
 			m = -EINVAL;
 	}
 	archive_read_free(r->a);
+	free(r->buf);
 	free(r);
 	return m;
 }

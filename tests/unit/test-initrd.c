@@ -98,8 +98,9 @@ static void makers(void)
 			char tool[16];
 			sscanf(packers[p].cmd, "%15s", tool);
 			if (!have(tool)) {
-				printf("SKIP: %s is not installed (make deps)\n", tool);
-				unit_skips++;
+				char why[64];
+				snprintf(why, sizeof(why), "SKIP: %s is not installed (make deps)", tool);
+				unit_skip(why);
 				continue;
 			}
 			CHECK(sh("set -e; cd %1$s; %2$s main.cpio > main.%3$s; cat early.cpio main.%3$s > img",
