@@ -4,8 +4,8 @@
  *
  * On a block device the kernel has partition nodes for, the host's own
  * tools do it: e2fsck + resize2fs, ntfsresize, and for XFS and btrfs (which
- * grow only while mounted) a private mount, xfs_growfs or btrfs filesystem
- * resize, and an unmount.  An LVM physical volume, and everything on image
+ * grow only while mounted) a mount in a mount namespace of its own,
+ * xfs_growfs or btrfs filesystem resize, and an unmount.  An LVM physical volume, and everything on image
  * files, goes through the grow hook (job.h): libguestfs, which the
  * conversion layer offers, since the engine does not link it; its appliance
  * has device-mapper, which pvresize + lvextend need, and mounts what the
@@ -15,11 +15,14 @@
 #include "source.h"
 
 #include <errno.h>
+#include <fcntl.h>
+#include <sched.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mount.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include "tool.h"
@@ -56,12 +59,21 @@ static int run_checked(const char *const argv[], const char *dev, int ok_max, in
 	return 0;
 }
 
-/* XFS and btrfs grow while mounted: a private mount point, then unmount. */
-static int grow_mounted(const char *dev, const char *type, struct im_err *err)
+/* XFS and btrfs grow while mounted: a mount point of its own, the tool,
+ * then the unmount; all of it in a child process with a mount namespace of
+ * its own (private propagation).  A mount in the host's namespace would be
+ * copied into any namespace created meanwhile (a libvirt guest starting,
+ * a service with a private /tmp): there it would stay mounted after our
+ * unmount, its log dirty and its device busy, while the restore reported
+ * it done.  In a namespace of its own no one else can hold it. */
+static int grow_mounted_here(const char *dev, const char *type, struct im_err *err)
 {
 	char dir[] = "/tmp/imager-grow-XXXXXX";
 	int r;
 
+	if (unshare(CLONE_NEWNS) != 0 || mount(NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL) != 0)
+		return im_errf(err, IM_EXIT_IO, -errno, "a mount namespace to grow %s in: %s", dev,
+			       strerror(errno));
 	if (!mkdtemp(dir))
 		return im_errf(err, IM_EXIT_IO, -errno, "a mount point for %s: %s", dev, strerror(errno));
 	if (mount(dev, dir, type, MS_NOSUID | MS_NODEV | MS_NOEXEC, NULL) != 0) {
@@ -82,6 +94,52 @@ static int grow_mounted(const char *dev, const char *type, struct im_err *err)
 			    strerror(errno));
 	rmdir(dir);
 	return r;
+}
+
+/* The child's verdict comes back whole through a pipe (struct im_err is
+ * smaller than PIPE_BUF, so one write). */
+static int grow_mounted(const char *dev, const char *type, struct im_err *err)
+{
+	struct im_err child = { 0 };
+	int fds[2], st;
+	pid_t pid;
+	ssize_t n;
+
+	if (pipe2(fds, O_CLOEXEC) != 0)
+		return im_errf(err, IM_EXIT_IO, -errno, "growing %s: pipe: %s", dev, strerror(errno));
+	pid = fork();
+	if (pid < 0) {
+		int e = errno;
+		close(fds[0]);
+		close(fds[1]);
+		return im_errf(err, IM_EXIT_IO, -e, "growing %s: fork: %s", dev, strerror(e));
+	}
+	if (pid == 0) {
+		close(fds[0]);
+		int r = grow_mounted_here(dev, type, &child);
+		if (r != 0 && child.exit_class == 0)
+			im_errf(&child, IM_EXIT_IO, r, "growing %s failed", dev);
+		if (write(fds[1], &child, sizeof(child)) != (ssize_t)sizeof(child))
+			_exit(2);
+		_exit(r != 0);
+	}
+	close(fds[1]);
+	do
+		n = read(fds[0], &child, sizeof(child));
+	while (n < 0 && errno == EINTR);
+	close(fds[0]);
+	while (waitpid(pid, &st, 0) < 0)
+		if (errno != EINTR)
+			return im_errf(err, IM_EXIT_IO, -errno, "growing %s: waitpid: %s", dev,
+				       strerror(errno));
+	if (n != (ssize_t)sizeof(child) || !WIFEXITED(st) || WEXITSTATUS(st) > 1)
+		return im_errf(err, IM_EXIT_IO, -EIO, "growing %s: its process ended without a verdict",
+			       dev);
+	if (WEXITSTATUS(st) == 0)
+		return 0;
+	child.msg[sizeof(child.msg) - 1] = 0;
+	return im_errf(err, child.exit_class ? child.exit_class : IM_EXIT_IO,
+		       child.code < 0 ? child.code : -EIO, "%s", child.msg);
 }
 
 /* One filesystem on a partition device the kernel made. */

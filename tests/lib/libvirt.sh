@@ -10,6 +10,10 @@
 #                         later, which on_exit runs first).  Skips (77) when
 #                         not root or the daemons are not installed; fails
 #                         when libvirtd does not answer within 20 s.
+#                         The daemons start in PID 1's mount namespace,
+#                         not this test's own (tests/run "Mounts"): they
+#                         outlive the test, and their guests' namespaces
+#                         are copies of theirs.
 #   lv ARGS...            virsh -q on $LIBVIRT_URI (qemu:///system)
 #   libvirt_pool_dir NAME DIR
 #                         defines, builds and starts a dir pool on DIR
@@ -60,6 +64,15 @@ _wait_for() {
 }
 _not() { ! "$@"; }
 
+# _host_ns CMD...: CMD in PID 1's mount namespace (as is, when that is ours).
+_host_ns() {
+	if [ "$(readlink /proc/1/ns/mnt)" != "$(readlink /proc/self/ns/mnt)" ]; then
+		nsenter --mount=/proc/1/ns/mnt -- "$@"
+	else
+		"$@"
+	fi
+}
+
 libvirt_up() {
 	need_cmd virsh
 	if libvirt_answers; then
@@ -70,12 +83,12 @@ libvirt_up() {
 	need_cmd libvirtd virtlogd python3
 	on_exit _libvirt_down
 	if ! _socket_answers "$_virtlogd_sock"; then
-		virtlogd -d || fail "virtlogd -d failed"
+		_host_ns virtlogd -d || fail "virtlogd -d failed"
 		_libvirt_started_virtlogd=1
 		_wait_for "$LIBVIRT_WAIT" _socket_answers "$_virtlogd_sock" ||
 			fail "virtlogd does not answer on $_virtlogd_sock after ${LIBVIRT_WAIT}s"
 	fi
-	libvirtd -d || fail "libvirtd -d failed"
+	_host_ns libvirtd -d || fail "libvirtd -d failed"
 	_libvirt_started_libvirtd=1
 	_wait_for "$LIBVIRT_WAIT" libvirt_answers ||
 		fail "libvirtd does not answer on $LIBVIRT_URI after ${LIBVIRT_WAIT}s"
