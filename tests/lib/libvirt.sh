@@ -10,8 +10,8 @@
 #                         later, which on_exit runs first).  Skips (77) when
 #                         not root or the daemons are not installed; fails
 #                         when libvirtd does not answer within 20 s.
-#                         The daemons start in PID 1's mount namespace,
-#                         not this test's own (tests/run "Mounts"): they
+#                         The daemons start in tests/run's mount
+#                         namespace, not this test's own ("Mounts"): they
 #                         outlive the test, and their guests' namespaces
 #                         are copies of theirs.
 #   lv ARGS...            virsh -q on $LIBVIRT_URI (qemu:///system)
@@ -64,10 +64,13 @@ _wait_for() {
 }
 _not() { ! "$@"; }
 
-# _host_ns CMD...: CMD in PID 1's mount namespace (as is, when that is ours).
+# _host_ns CMD...: CMD in the mount namespace tests/run itself runs in
+# (IMAGER_TEST_HOST_NS, its /proc/PID/ns/mnt; PID 1's may not be open to
+# us), as is when that is ours or unknown.
 _host_ns() {
-	if [ "$(readlink /proc/1/ns/mnt)" != "$(readlink /proc/self/ns/mnt)" ]; then
-		nsenter --mount=/proc/1/ns/mnt -- "$@"
+	local ns=${IMAGER_TEST_HOST_NS-}
+	if [ -n "$ns" ] && [ "$(readlink "$ns")" != "$(readlink /proc/self/ns/mnt)" ]; then
+		nsenter --mount="$ns" -- "$@"
 	else
 		"$@"
 	fi
