@@ -26,7 +26,7 @@ const struct command commands[] = {
 	  "DISK... --name NAME [--memory SIZE] [--vcpus N]\n"
 	  "        [--cpu host-model|host-passthrough|maximum|MODEL] [--machine q35|pc]\n"
 	  "        [--bus virtio-blk|virtio-scsi|sata|ide] [--nic virtio|e1000] [--mac MAC]\n"
-	  "        [--firmware bios|uefi] [--domain-type kvm|qemu] [--io native|io_uring|threads|auto]\n"
+	  "        [--firmware bios|uefi|uefi-secure] [--domain-type kvm|qemu] [--io native|io_uring|threads|auto]\n"
 	  "        [--network NAME|--bridge NAME|--user-net] [--serial-log FILE]\n"
 	  "        [--inspection FILE|--no-inspect] [--connect URI] [--output FILE] [--force] [--json]",
 	  "write a libvirt VM definition tuned for the guest on the disks" },
@@ -41,7 +41,7 @@ const struct command commands[] = {
 	  "        [--virtio-win PATH] [--facts FILE] [--disk-size SIZE [--shrink]]\n"
 	  "        [--memory SIZE] [--vcpus N] [--cpu MODE|MODEL] [--machine q35|pc]\n"
 	  "        [--bus virtio-blk|virtio-scsi|sata|ide] [--nic virtio|e1000] [--mac MAC]\n"
-	  "        [--firmware bios|uefi] [--domain-type kvm|qemu] [--io native|io_uring|threads|auto]\n"
+	  "        [--firmware bios|uefi|uefi-secure] [--domain-type kvm|qemu] [--io native|io_uring|threads|auto]\n"
 	  "        [--network NAME|--bridge NAME|--user-net] [--serial-log FILE]\n"
 	  "        [--timeout SECONDS] [--retries N] [--json] [--no-progress]",
 	  "move a machine onto a libvirt host: disks into a pool, converted, VM defined" },

@@ -46,7 +46,7 @@ static const char *const name_files[] = {
 	"/etc/default/grub", "/boot/grub/device.map", "/boot/grub2/device.map",
 	"/boot/grub/menu.lst", "/boot/grub/grub.conf", "/boot/extlinux/extlinux.conf",
 	"/boot/extlinux.conf", "/boot/syslinux/syslinux.cfg", "/etc/initramfs-tools/conf.d/resume",
-	"/etc/uswsusp.conf", "/etc/sysconfig/grub",
+	"/etc/uswsusp.conf", "/etc/sysconfig/grub", "/etc/kernel/cmdline",
 };
 
 struct lkernel {
@@ -883,37 +883,87 @@ static bool uuid_of(void *opaque, unsigned disk, unsigned part, char *uuid, size
 	return true;
 }
 
+/* One file's disk names remapped (grubenv: kept at its fixed size). */
+static int remap_file(struct lx *l, const char *path, enum conv_bus bus, bool grubenv)
+{
+	struct conv_ctx *c = l->c;
+	const char *text;
+	size_t len, nch = 0;
+	struct remap_change *ch = NULL;
+	struct sbuf nb;
+	char detail[900];
+	int r;
+
+	if (gx_is_link(c->g, path))
+		return 0;   /* edited through the file it points to */
+	FORWARD_ERR(conv_read(c, path, &text, &len));
+	if (!text)
+		return 0;
+	if (remap_text(text, len, bus, uuid_of, c, &nb, &ch, &nch) < 0)
+		return oom(c);
+	if (!nch) {
+		sbuf_free(&nb);
+		free(ch);
+		return 0;
+	}
+	if (grubenv && (r = grubenv_refit(&nb, len)) < 0) {
+		sbuf_free(&nb);
+		free(ch);
+		if (r == -ENOMEM)
+			return oom(c);
+		/* the kernel's options would keep the old names: refused,
+		 * before anything is written */
+		return im_errf(c->err, IM_EXIT_UNSUPP, r,
+			       "%s names disks by their old names, and %s: run grub2-editenv "
+			       "on the machine to name them by UUID, then convert again",
+			       path, r == -ENOSPC ? "the new names do not fit in its fixed size"
+						  : "it is not a GRUB environment block");
+	}
+	size_t o = 0;
+	o += (size_t)snprintf(detail, sizeof(detail), "device names:");
+	for (size_t i = 0; i < nch && o < sizeof(detail) - 1; i++)
+		o += (size_t)snprintf(detail + o, sizeof(detail) - o, "%s line %u %s -> %s",
+				      i ? "," : "", ch[i].line, ch[i].from, ch[i].to);
+	free(ch);
+	return conv_edit(c, path, &nb, detail);
+}
+
+/* Boot Loader Specification type 1 entries (systemd-boot, and Fedora's and
+ * RHEL's GRUB through blscfg): each *.conf file's options line. */
+static const char *const bls_dirs[] = {
+	"/boot/loader/entries", "/boot/efi/loader/entries", "/efi/loader/entries",
+};
+/* where GRUB keeps its environment block (RHEL 8's kernelopts=) */
+static const char *const grubenv_files[] = {
+	"/boot/grub2/grubenv", "/boot/grub/grubenv",
+};
+
 static int plan_names(struct lx *l)
 {
 	struct conv_ctx *c = l->c;
 	enum conv_bus bus = c->o->block == CONV_BLOCK_VIRTIO_SCSI ? CONV_BUS_VIRTIO_SCSI : CONV_BUS_VIRTIO_BLK;
 
-	for (size_t f = 0; f < sizeof(name_files) / sizeof(name_files[0]); f++) {
-		const char *text;
-		size_t len, nch = 0;
-		struct remap_change *ch = NULL;
-		struct sbuf nb;
-		char detail[900];
+	for (size_t f = 0; f < sizeof(name_files) / sizeof(name_files[0]); f++)
+		FORWARD_ERR(remap_file(l, name_files[f], bus, false));
+	for (size_t f = 0; f < sizeof(grubenv_files) / sizeof(grubenv_files[0]); f++)
+		FORWARD_ERR(remap_file(l, grubenv_files[f], bus, true));
+	for (size_t d = 0; d < sizeof(bls_dirs) / sizeof(bls_dirs[0]); d++) {
+		char **ents = gx_is_dir(c->g, bls_dirs[d]) ? guestfs_ls(c->g, bls_dirs[d]) : NULL;
+		int r = 0;
 
-		if (gx_is_link(c->g, name_files[f]))
-			continue;   /* edited through the file it points to */
-		FORWARD_ERR(conv_read(c, name_files[f], &text, &len));
-		if (!text)
-			continue;
-		if (remap_text(text, len, bus, uuid_of, c, &nb, &ch, &nch) < 0)
-			return oom(c);
-		if (!nch) {
-			sbuf_free(&nb);
-			free(ch);
-			continue;
+		for (size_t i = 0; ents && ents[i] && r == 0; i++) {
+			size_t n = strlen(ents[i]);
+			char path[512];
+
+			if (n < 6 || strcmp(ents[i] + n - 5, ".conf") ||
+			    (size_t)snprintf(path, sizeof(path), "%s/%s", bls_dirs[d], ents[i]) >= sizeof(path))
+				continue;
+			r = remap_file(l, path, bus, false);
 		}
-		size_t o = 0;
-		o += (size_t)snprintf(detail, sizeof(detail), "device names:");
-		for (size_t i = 0; i < nch && o < sizeof(detail) - 1; i++)
-			o += (size_t)snprintf(detail + o, sizeof(detail) - o, "%s line %u %s -> %s",
-					      i ? "," : "", ch[i].line, ch[i].from, ch[i].to);
-		free(ch);
-		FORWARD_ERR(conv_edit(c, name_files[f], &nb, detail));
+		for (size_t i = 0; ents && ents[i]; i++)
+			free(ents[i]);
+		free(ents);
+		FORWARD_ERR(r);
 	}
 	return 0;
 }

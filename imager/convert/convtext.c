@@ -292,6 +292,28 @@ int remap_text(const char *text, size_t len, enum conv_bus bus, uuid_lookup_fn l
 	return 0;
 }
 
+int grubenv_refit(struct sbuf *b, size_t size)
+{
+	size_t pad = 0;
+
+	if (b->oom)
+		return -ENOMEM;
+	while (pad < b->len && b->p[b->len - 1 - pad] == '#')
+		pad++;
+	if (b->len - pad == 0 || b->p[b->len - 1 - pad] != '\n')
+		return -EINVAL;
+	if (b->len > size) {
+		if (b->len - size > pad)
+			return -ENOSPC;
+		b->len = size;
+		b->p[size] = 0;
+		return 0;
+	}
+	while (b->len < size && !b->oom)
+		sbuf_add(b, "#", 1);
+	return b->oom ? -ENOMEM : 0;
+}
+
 /* ---- kernel modules ---- */
 
 bool module_path_is(const char *path, size_t len, const char *name)

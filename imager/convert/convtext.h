@@ -78,6 +78,16 @@ typedef bool (*uuid_lookup_fn)(void *opaque, unsigned disk, unsigned part, char 
 int remap_text(const char *text, size_t len, enum conv_bus bus, uuid_lookup_fn lookup,
 	       void *opaque, struct sbuf *out, struct remap_change **changes, size_t *nchanges);
 
+/*
+ * GRUB's environment block (grubenv, where RHEL 8 keeps kernelopts=) is a
+ * file of a fixed size: "# GRUB Environment Block\n", name=value lines, then
+ * '#' up to that size (1024 bytes).  After remap_text changed its lines, b
+ * is brought back to size bytes by taking '#' off its padding or adding
+ * them.  0, or -ENOSPC when the lines no longer fit (b unchanged), -EINVAL
+ * when b does not end in padding (not an environment block).
+ */
+int grubenv_refit(struct sbuf *b, size_t size);
+
 /* ---- kernel modules ---- */
 /* Is name (virtio_blk, virtio-blk) the module of path
  * ("kernel/drivers/block/virtio_blk.ko", also .ko.xz/.ko.zst/.ko.gz)? */

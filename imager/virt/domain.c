@@ -104,7 +104,7 @@ static const char *const TYPES[] = { "kvm", "qemu", NULL };
 static const char *const MACHINES[] = { "q35", "pc", NULL };
 static const char *const BUSES[] = { "virtio-blk", "virtio-scsi", "sata", "ide", NULL };
 static const char *const NICS[] = { "virtio", "e1000", NULL };
-static const char *const FIRMWARES[] = { "bios", "uefi", NULL };
+static const char *const FIRMWARES[] = { "bios", "uefi", "uefi-secure", NULL };
 static const char *const IOS[] = { "native", "io_uring", "threads", "auto", NULL };
 
 static int bad(struct im_err *err, const char *what, const char *value, const char *const *set)
@@ -245,9 +245,12 @@ int dom_decide(const struct dom_opts *o, const struct dom_guest *g, const struct
 		choose(&p->nic, "e1000", "the guest has no virtio network driver");
 	}
 
-	if (o->firmware)
+	if (o->firmware) {
 		choose(&p->firmware, o->firmware, "asked");
-	else if (!strcmp(g->firmware, "uefi"))
+		if (!strcmp(o->firmware, "uefi-secure") && strcmp(p->machine.value, "q35"))
+			return im_errf(err, IM_EXIT_USAGE, -EINVAL,
+				       "firmware uefi-secure needs machine q35 (Secure Boot needs SMM)");
+	} else if (!strcmp(g->firmware, "uefi"))
 		choose(&p->firmware, "uefi", "the guest boots UEFI");
 	else
 		choose(&p->firmware, "bios", known ? "the guest boots BIOS" : "the default");
@@ -386,7 +389,8 @@ static void write_metadata(struct wr *x, const struct dom_guest *g, const struct
 
 static void write_os_features(struct wr *x, const struct dom_plan *p)
 {
-	bool uefi = !strcmp(p->firmware.value, "uefi");
+	bool secure = !strcmp(p->firmware.value, "uefi-secure");
+	bool uefi = secure || !strcmp(p->firmware.value, "uefi");
 
 	start(x, "os");
 	if (uefi)
@@ -398,11 +402,15 @@ static void write_os_features(struct wr *x, const struct dom_plan *p)
 		x->bad = true;
 	end(x);
 	if (uefi) {
-		/* Plain OVMF: the guest's own boot loader is rarely signed for
-		 * an enrolled Microsoft/distribution key set after a move. */
+		/* uefi: plain OVMF, since a moved machine's boot loader is not
+		 * always signed for the Microsoft keys.  uefi-secure: OVMF with
+		 * Secure Boot and those keys enrolled (shim is signed for them),
+		 * which needs SMM. */
+		const char *on = secure ? "yes" : "no";
+
 		start(x, "firmware");
-		leaf(x, "feature", "enabled", "no", "name", "enrolled-keys", NULL);
-		leaf(x, "feature", "enabled", "no", "name", "secure-boot", NULL);
+		leaf(x, "feature", "enabled", on, "name", "enrolled-keys", NULL);
+		leaf(x, "feature", "enabled", on, "name", "secure-boot", NULL);
 		end(x);
 	}
 	end(x);
@@ -410,6 +418,8 @@ static void write_os_features(struct wr *x, const struct dom_plan *p)
 	start(x, "features");
 	leaf(x, "acpi", NULL);
 	leaf(x, "apic", NULL);
+	if (secure)
+		leaf(x, "smm", "state", "on", NULL);
 	if (p->windows) {
 		static const char *const hv[] = { "relaxed", "vapic", "vpindex", "runtime", "synic",
 						  "stimer", "reset", "frequencies", NULL };

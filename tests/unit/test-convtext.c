@@ -1,6 +1,7 @@
 /* SPDX-License-Identifier: GPL-2.0-or-later */
 /* Conversion text work: disk names, remapping, module closures, GRUB menus,
  * newc archives (read back by the real cpio). */
+#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -102,6 +103,17 @@ static void remap(void)
 	CHECK(remap_text(same, strlen(same), CONV_BUS_VIRTIO_SCSI, NULL, NULL, &out, NULL, &n) == 0);
 	CHECK_STR(out.p, same);
 	CHECK_EQ_U(n, 0);
+	sbuf_free(&out);
+
+	/* a BLS entry's options line: root by UUID, LVM names and rd.lvm.lv kept */
+	const char *bls = "title Rocky Linux\nversion 5.14.0\nlinux /vmlinuz-5.14.0\n"
+			  "options root=/dev/sda2 ro resume=/dev/mapper/rl-swap rd.lvm.lv=rl/swap "
+			  "console=ttyS0\n";
+	CHECK(remap_text(bls, strlen(bls), CONV_BUS_VIRTIO_BLK, fake_uuid, NULL, &out, NULL, &n) == 0);
+	CHECK_STR(out.p, "title Rocky Linux\nversion 5.14.0\nlinux /vmlinuz-5.14.0\n"
+			 "options root=UUID=uuid-2 ro resume=/dev/mapper/rl-swap rd.lvm.lv=rl/swap "
+			 "console=ttyS0\n");
+	CHECK_EQ_U(n, 1);
 	sbuf_free(&out);
 
 	/* hostile: a name at the very end, embedded NULs, a cut name */
@@ -335,4 +347,45 @@ static void quick(void)
 #endif
 }
 
-UNIT_MAIN(UNIT(names), UNIT(remap), UNIT(modules), UNIT(grub), UNIT(cpio), UNIT(quick))
+/* grubenv: remapped, then back to its fixed size */
+static void grubenv(void)
+{
+	char blk[1024];
+	const char *head = "# GRUB Environment Block\nkernelopts=root=/dev/sda2 ro resume=/dev/sda3\n";
+	struct sbuf out;
+	size_t n;
+
+	memset(blk, '#', sizeof(blk));
+	memcpy(blk, head, strlen(head));
+	CHECK(remap_text(blk, sizeof(blk), CONV_BUS_VIRTIO_BLK, fake_uuid, NULL, &out, NULL, &n) == 0);
+	CHECK_EQ_U(n, 2);
+	CHECK(out.len > sizeof(blk));
+	CHECK(grubenv_refit(&out, sizeof(blk)) == 0);
+	CHECK_EQ_U(out.len, sizeof(blk));
+	CHECK(!strncmp(out.p, "# GRUB Environment Block\nkernelopts=root=UUID=uuid-2 ro resume=/dev/vda3\n###", 76));
+	CHECK(out.p[sizeof(blk) - 1] == '#');
+	sbuf_free(&out);
+
+	/* shorter: padded out again */
+	memset(&out, 0, sizeof(out));
+	sbuf_adds(&out, "# GRUB Environment Block\nk=v\n####");
+	CHECK(grubenv_refit(&out, 64) == 0);
+	CHECK_EQ_U(out.len, 64);
+	CHECK(out.p[63] == '#' && out.p[64] == 0);
+	/* too long for its padding: unchanged, -ENOSPC */
+	CHECK(grubenv_refit(&out, 20) == -ENOSPC);
+	CHECK_EQ_U(out.len, 64);
+	sbuf_free(&out);
+
+	/* not an environment block: no padding after the last line, or only '#' */
+	memset(&out, 0, sizeof(out));
+	sbuf_adds(&out, "k=v");
+	CHECK(grubenv_refit(&out, 16) == -EINVAL);
+	sbuf_free(&out);
+	memset(&out, 0, sizeof(out));
+	sbuf_adds(&out, "####");
+	CHECK(grubenv_refit(&out, 16) == -EINVAL);
+	sbuf_free(&out);
+}
+
+UNIT_MAIN(UNIT(names), UNIT(remap), UNIT(grubenv), UNIT(modules), UNIT(grub), UNIT(cpio), UNIT(quick))

@@ -294,8 +294,29 @@ static void xml_windows_uefi_scsi(void)
 	CHECK_XP(doc, "string(/domain/devices/interface/@type)", "user");
 	CHECK_XP(doc, "count(/domain/devices/interface/driver)", "0");
 	CHECK_XP(doc, "string(/domain/devices/video/model/@type)", "vga");
+	CHECK_XP(doc, "count(/domain/features/smm)", "0");
 	xmlFreeDoc(doc);
 	free(xml);
+
+	/* Secure Boot asked: the keys enrolled, SMM on; refused on pc */
+	o.firmware = "uefi-secure";
+	xml = NULL;
+	CHECK(decide(&o, &g, false, &p) == 0);
+	CHECK_STR(p.firmware.value, "uefi-secure");
+	CHECK(dom_xml(&o, &g, &p, &xml, &err) == 0 && xml);
+	doc = xml ? xmlReadMemory(xml, (int)strlen(xml), "d.xml", NULL, XML_PARSE_NONET) : NULL;
+	CHECK(doc != NULL);
+	if (doc) {
+		CHECK_XP(doc, "string(/domain/os/@firmware)", "efi");
+		CHECK_XP(doc, "string(/domain/os/firmware/feature[@name='secure-boot']/@enabled)", "yes");
+		CHECK_XP(doc, "string(/domain/os/firmware/feature[@name='enrolled-keys']/@enabled)", "yes");
+		CHECK_XP(doc, "string(/domain/features/smm/@state)", "on");
+		CHECK_XP(doc, "string(/domain/os/type/@machine)", "q35");
+		xmlFreeDoc(doc);
+	}
+	free(xml);
+	o.machine = "pc";
+	CHECK(decide(&o, &g, false, &p) == -EINVAL);
 }
 
 UNIT_MAIN(UNIT(choices_linux), UNIT(choices_windows), UNIT(asked_and_warned), UNIT(bad_options),
