@@ -8,12 +8,13 @@
 # an ext4 root on sda1 and swap on sda2, GRUB on the MBR, /etc/fstab and
 # grub.cfg naming /dev/sda1, and an initramfs holding the SATA/IDE drivers but
 # no virtio driver at all.  So it boots on IDE or SATA, and on virtio it can
-# not find its root (until `imager convert` fixes it).  Once userspace is up,
-# the unit imager-marker.service prints one line on ttyS0,
+# not find its root (until `imager convert` fixes it).  Once userspace has
+# mounted the local filesystems and udev's coldplug has run (not the rest of
+# multi-user.target), the unit imager-marker.service prints one line on ttyS0,
 #   IMAGER-GUEST-UP root=/dev/sda1 net=ens3 virtio=virtio,virtio_net,...
 # (net: the network interfaces but lo; virtio: the loaded modules whose
 # name starts with virtio; both comma separated, maybe empty), then powers
-# the machine off.
+# the machine off (forced: services not stopped one by one).
 #
 # The image is cached as $IMAGER_TEST_CACHE/debian12-KEY.qcow2 (default
 # /var/cache/imager-tests), KEY being the first 16 hex digits of this
@@ -229,20 +230,27 @@ for i in /sys/class/net/*; do
 done
 virtio=$(awk '$1 ~ /^virtio/ { print $1 }' /proc/modules | sort | paste -sd, -)
 printf '\r\nIMAGER-GUEST-UP root=%s net=%s virtio=%s\r\n' "$root" "$net" "$virtio" >/dev/ttyS0
-systemctl --no-block poweroff
+# (--force: no orderly stop of the services still starting; processes
+# killed, filesystems unmounted, then power off: seconds, not ten)
+systemctl --no-block --force poweroff
 MARKER
 chmod 755 "$ROOT/usr/local/sbin/imager-marker"
 cat >"$ROOT/etc/systemd/system/imager-marker.service" <<'UNIT'
 [Unit]
 Description=Tell the imager tests that the guest is up, then power off
-After=multi-user.target
+# As soon as what the tests ask about is known: the root and the other
+# local filesystems mounted (local-fs), udev's coldplug run (the drivers
+# loaded, the NIC named), not the rest of multi-user (about 10 s of TCG).
+DefaultDependencies=no
+After=local-fs.target systemd-udev-trigger.service
+Wants=systemd-udev-trigger.service
 
 [Service]
 Type=oneshot
 ExecStart=/usr/local/sbin/imager-marker
 
 [Install]
-WantedBy=multi-user.target
+WantedBy=sysinit.target
 UNIT
 in_root systemctl enable imager-marker.service >&2
 in_root systemctl set-default multi-user.target >&2
