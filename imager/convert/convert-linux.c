@@ -8,6 +8,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <sys/stat.h>
 #include <zlib.h>
 
@@ -968,6 +969,89 @@ static int plan_names(struct lx *l)
 	return 0;
 }
 
+/* ---- UEFI: the removable-media loader ---- */
+
+/* A copied disk starts under a new NVRAM that has none of the machine's
+ * boot entries; OVMF then boots \EFI\BOOT\BOOTX64.EFI, the path firmware
+ * tries on any disk.  Distributions that install only their own folder
+ * (Debian: \EFI\debian) leave that path empty, and the guest would stop
+ * in the firmware.  So, when it is missing, the distribution's loader goes
+ * there, as grub-install --removable lays it out: shim as BOOTX64.EFI with
+ * GRUB (grubx64.efi), MokManager and grub.cfg beside it (shim loads GRUB
+ * from its own folder, the signed GRUB reads grub.cfg from its own); GRUB
+ * alone as BOOTX64.EFI when there is no shim.  shim's fallback (fbx64.efi)
+ * is not copied: without its BOOTX64.CSV it would reset the machine. */
+static int copy_esp_file(struct lx *l, const char *from, const char *to)
+{
+	struct conv_ctx *c = l->c;
+	const char *data;
+	size_t len;
+	struct sbuf nb = { 0 };
+	char detail[320];
+
+	FORWARD_ERR(conv_read(c, from, &data, &len));
+	if (!data)
+		return 0;
+	sbuf_add(&nb, data, len);
+	snprintf(detail, sizeof(detail), "UEFI removable-media loader: a copy of %s", from);
+	return conv_edit(c, to, &nb, detail);
+}
+
+static int plan_uefi_fallback(struct lx *l)
+{
+	struct conv_ctx *c = l->c;
+	static const char *const esp = "/boot/efi/EFI";
+	char dir[300] = "", path[400], **ents;
+	bool shim = false;
+
+	if (strcmp(c->rep->firmware, "uefi") || !gx_is_dir(c->g, esp))
+		return 0;
+	/* (FAT: the lookup ignores case, so this finds efi/boot/bootx64.efi too) */
+	if (gx_exists(c->g, "/boot/efi/EFI/BOOT/BOOTX64.EFI"))
+		return 0;
+	if (!(ents = guestfs_ls(c->g, esp)))
+		return 0;
+	for (size_t i = 0; ents[i]; i++) {
+		char d[300];
+		bool s;
+
+		if (!strcasecmp(ents[i], "BOOT") || strchr(ents[i], '/') ||
+		    (size_t)snprintf(d, sizeof(d), "%s/%s", esp, ents[i]) >= sizeof(d))
+			continue;
+		snprintf(path, sizeof(path), "%s/shimx64.efi", d);
+		s = gx_is_file(c->g, path);
+		snprintf(path, sizeof(path), "%s/grubx64.efi", d);
+		/* the first folder with a loader; one with shim over one without */
+		if ((s || gx_is_file(c->g, path)) && (!dir[0] || (s && !shim))) {
+			snprintf(dir, sizeof(dir), "%s", d);
+			shim = s;
+		}
+	}
+	for (size_t i = 0; ents[i]; i++)
+		free(ents[i]);
+	free(ents);
+	if (!dir[0]) {
+		conv_change(c, "/boot/efi/EFI/BOOT/BOOTX64.EFI", "note",
+			    "UEFI: no removable-media loader, and no shimx64.efi or grubx64.efi "
+			    "in any folder of the ESP to put there: the guest boots only from a "
+			    "boot entry in the new machine's NVRAM");
+		return 0;
+	}
+	FORWARD_ERR(conv_act(c, ACT_MKDIR, "/boot/efi/EFI/BOOT", NULL, 0, NULL, 0, "mkdir",
+			     "UEFI removable-media folder"));
+	snprintf(path, sizeof(path), "%s/%s", dir, shim ? "shimx64.efi" : "grubx64.efi");
+	FORWARD_ERR(copy_esp_file(l, path, "/boot/efi/EFI/BOOT/BOOTX64.EFI"));
+	static const char *const beside[] = { "grubx64.efi", "mmx64.efi", "grub.cfg" };
+	for (size_t i = shim ? 0 : 2; i < sizeof(beside) / sizeof(beside[0]); i++) {
+		char to[64];
+		snprintf(path, sizeof(path), "%s/%s", dir, beside[i]);
+		snprintf(to, sizeof(to), "/boot/efi/EFI/BOOT/%s", beside[i]);
+		if (gx_is_file(c->g, path))
+			FORWARD_ERR(copy_esp_file(l, path, to));
+	}
+	return 0;
+}
+
 /* ---- the old platform ---- */
 
 static bool old_service(const char *name)
@@ -1103,6 +1187,8 @@ static int linux_plan(struct conv_ctx *c, const char *root)
 	if (l.tool[0] && (r = plan_config(&l, def)) < 0)
 		goto out;
 	if ((r = plan_names(&l)) < 0)
+		goto out;
+	if ((r = plan_uefi_fallback(&l)) < 0)
 		goto out;
 	if ((r = plan_old_platform(&l)) < 0)
 		goto out;

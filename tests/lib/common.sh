@@ -268,7 +268,9 @@ mount_tmp() { # mount_tmp DEV DIR
 # over it: what a test reads or plants in a guest's files costs a fraction
 # of a second, where a libguestfs appliance launch costs 25 s of TCG.  For
 # the filesystems the host mounts (ext4, XFS, btrfs).  Undone at exit, or by
-# image_umount DIR, after which the writes are in IMAGE.
+# image_umount DIR, after which the writes are in IMAGE.  image_dev DIR
+# prints the loop device of the whole disk (its other partitions as
+# ${dev}pN, for the filesystems the host does not mount: FAT through mtools).
 _img_n=0
 declare -A _img_of=()
 image_mount() {
@@ -311,6 +313,12 @@ _image_stop() {
 	rm -f "$T/.image-qsd.$1.pid" "$exp"
 }
 # image_umount DIR: undoes image_mount DIR now.
+image_dev() {
+	local n dev
+	read -r n dev <<<"${_img_of[$1]:-}"
+	[ -n "$dev" ] || fail "image_dev $1: not mounted by image_mount"
+	echo "$dev"
+}
 image_umount() {
 	local n dev
 	read -r n dev <<<"${_img_of[$1]:-}"

@@ -27,6 +27,15 @@
 #                                    booted once more, its log kept as
 #                                    LOG.first; an early end (a panic, a
 #                                    power-off without the marker) is not.
+#                                    GUEST_FIRMWARE=uefi boots it under
+#                                    OVMF (machine q35, a fresh copy of the
+#                                    firmware's variables beside LOG: no boot
+#                                    entry, as a new VM has); uefi-secure
+#                                    the same with Secure Boot on and the
+#                                    Microsoft keys enrolled (SMM); the
+#                                    default, bios, is SeaBIOS on machine pc.
+#                                    Under UEFI the NIC has no option ROM
+#                                    (no PXE attempts before the disk).
 #   guest_marker_field LOG FIELD     prints a field (root, net, virtio) of the
 #                                    marker line in LOG.
 #
@@ -112,6 +121,27 @@ _guest_boot_once() { # IMAGE FORMAT BUS LOG [TIMEOUT]
 		return 2
 		;;
 	esac
+	local -a fw=(-machine pc) nic=(-nic user,model=virtio-net-pci)
+	local code=/usr/share/OVMF/OVMF_CODE_4M.fd vars=/usr/share/OVMF/OVMF_VARS_4M.fd
+	case ${GUEST_FIRMWARE:-bios} in
+	bios) ;;
+	uefi | uefi-secure)
+		[ "$GUEST_FIRMWARE" = uefi-secure ] &&
+			code=/usr/share/OVMF/OVMF_CODE_4M.secboot.fd vars=/usr/share/OVMF/OVMF_VARS_4M.ms.fd
+		cp "$vars" "$log.vars.fd" || return 2
+		fw=(-machine q35 -drive "if=pflash,format=raw,unit=0,file=$code,readonly=on"
+			-drive "if=pflash,format=raw,unit=1,file=$log.vars.fd")
+		[ "$GUEST_FIRMWARE" = uefi-secure ] &&
+			fw=(-machine q35,smm=on -global driver=cfi.pflash01,property=secure,value=on "${fw[@]:2}")
+		nic=(-netdev user,id=n0 -device virtio-net-pci,netdev=n0,romfile=)
+		;;
+	*)
+		echo "guest_boot: unknown GUEST_FIRMWARE '$GUEST_FIRMWARE' (bios, uefi, uefi-secure)" >&2
+		return 2
+		;;
+	esac
+	[ "${GUEST_FIRMWARE:-bios}" != bios ] && [ "$bus" = ide ] &&
+		{ echo "guest_boot: no IDE on q35 (UEFI): use sata" >&2; return 2; }
 	rm -f "$pidf" "$rcf" "$errf"
 	: >"$log"
 	qemu_watch_start
@@ -127,10 +157,10 @@ _guest_boot_once() { # IMAGE FORMAT BUS LOG [TIMEOUT]
 	# stay a zombie, PID 1 reaps nothing here), tells whether it still runs.
 	(
 		rc=0
-		timeout -k 10 "$limit" qemu-system-x86_64 -accel tcg -machine pc \
+		timeout -k 10 "$limit" qemu-system-x86_64 -accel tcg "${fw[@]}" \
 			-m 1024 -smp 1 -display none -no-reboot -no-user-config \
 			-serial "file:$log" -pidfile "$pidf" "${QEMU_WATCH_ARGS[@]}" \
-			-nic user,model=virtio-net-pci \
+			"${nic[@]}" \
 			-drive "file=$image,format=$format,if=none,id=d0,cache=unsafe" \
 			"${disk[@]}" </dev/null >"$errf" 2>&1 || rc=$?
 		echo "$rc" >"$rcf.tmp" && mv "$rcf.tmp" "$rcf"
