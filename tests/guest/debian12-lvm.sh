@@ -20,8 +20,8 @@
 # beside the other lane, and one such session stalled for 7 minutes.)
 #
 # Cached as $IMAGER_TEST_CACHE/debian12-lvm-KEY.qcow2, KEY from the sha256
-# of this script and of the base guest's image name (so a new base guest
-# makes a new variant).  Needs root, loop devices and the LVM tools; exits
+# of this script, of tests/lib/buildtree.sh and of the base guest's image
+# name (variant_start: a new base guest makes a new variant).  Needs root, loop devices and the LVM tools; exits
 # 77 without root.
 # With IMAGER_TEST_NO_BUILD set (in a test, not a fixture) a missing image
 # is an error, not a build.
@@ -35,58 +35,9 @@ CACHE=${IMAGER_TEST_CACHE:-/var/cache/imager-tests}
 say() { printf 'debian12-lvm: %s\n' "$*" >&2; }
 die() { say "error: $*"; exit 1; }
 
-if [ "$(id -u)" != 0 ]; then
-	say "building the test guest needs root"
-	exit 77
-fi
-BASE=$(bash "$HERE/debian12.sh" | tail -n 1) || exit $?
-[ -f "$BASE" ] || die "the base guest was not built"
-KEY=$( (sha256sum "$SELF" | cut -c1-64; basename "$BASE") | sha256sum | cut -c1-16)
-IMAGE=$CACHE/debian12-lvm-$KEY.qcow2
-BOOTLOG=$CACHE/debian12-lvm-$KEY.boot.log
-if [ -f "$IMAGE" ]; then
-	echo "$IMAGE"
-	exit 0
-fi
-if [ -n "${IMAGER_TEST_NO_BUILD:-}" ]; then
-	say "the LVM guest is not in $CACHE: fixtures/debian12-lvm failed or did not run"
-	exit 1
-fi
-
-exec 9>"$CACHE/debian12-lvm.lock"
-flock 9
-if [ -f "$IMAGE" ]; then
-	echo "$IMAGE"
-	exit 0
-fi
 # shellcheck source=/dev/null
 . "$LIB/buildtree.sh"
-# Builds killed without a chance to clean up (SIGKILL, power loss).
-for old in "$CACHE"/debian12-lvm-*.build.*; do
-	[ -d "$old" ] || continue
-	say "removing the unfinished build $old"
-	release "$old"
-done
-BUILD=$(mktemp -d "$CACHE/debian12-lvm-$KEY.build.XXXXXX")
-trap 'rc=$?; set +e; declare -F _guest_kill >/dev/null && _guest_kill "$BUILD/boot.log.pid"; release "$BUILD"; exit $rc' EXIT
-trap 'exit 130' INT
-trap 'exit 143' TERM
-START=$SECONDS
-phase() { say "[$((SECONDS - START))s] $*"; }
-# quietly NAME CMD...: CMD's output in $BUILD/NAME.log, its end shown on failure
-quietly() {
-	local name=$1
-	shift
-	"$@" >"$BUILD/$name.log" 2>&1 || { tail -n 30 "$BUILD/$name.log" | sed 's/^/  | /' >&2; die "$name failed"; }
-}
-attach() { # FILE [-r]: a loop device with its partitions (partx: the kernel does not scan loop devices)
-	local dev
-	dev=$(losetup -f --show ${2:+"$2"} "$1") || die "losetup $1"
-	partx -a "$dev" 2>/dev/null || true
-	for _ in $(seq 50); do [ -b "${dev}p1" ] && break; sleep 0.1; done
-	[ -b "${dev}p1" ] || die "no partitions on $dev ($1)"
-	echo "$dev"
-}
+variant_start debian12-lvm "$SELF"
 
 phase "the base guest's files, on the host"
 qemu-img convert -O raw "$BASE" "$BUILD/base.raw" || die "qemu-img convert of the base guest"
@@ -220,11 +171,4 @@ guest_boot "$BUILD/sanity.qcow2" qcow2 ide "$BUILD/boot.log" 600 >&2 ||
 root=$(guest_marker_field "$BUILD/boot.log" root)
 [ "$root" = /dev/mapper/vg0-root ] || die "the guest came up with root=$root, not /dev/mapper/vg0-root"
 rm -f "$BUILD/sanity.qcow2"
-tr -d '\r' <"$BUILD/boot.log" >"$BOOTLOG"
-mv "$BUILD/lvm.qcow2" "$IMAGE"
-for old in "$CACHE"/debian12-lvm-*.qcow2 "$CACHE"/debian12-lvm-*.boot.log; do
-	case $old in "$IMAGE" | "$BOOTLOG") continue ;; esac
-	rm -f "$old"
-done
-phase "built $IMAGE ($(du -h "$IMAGE" | cut -f1))"
-echo "$IMAGE"
+variant_finish debian12-lvm "$BUILD/lvm.qcow2" "$BUILD/boot.log"

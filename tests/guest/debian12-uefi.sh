@@ -31,7 +31,8 @@
 # boot.  The build fails unless the marker says root=/dev/sda2.
 #
 # Cached as $IMAGER_TEST_CACHE/debian12-uefi-KEY.qcow2, KEY from the sha256
-# of this script and of the base guest's image name.  Needs root, loop
+# of this script, of tests/lib/buildtree.sh and of the base guest's image
+# name (variant_start).  Needs root, loop
 # devices, mtools, dosfstools, OVMF, shim-signed and grub-efi-amd64-signed;
 # exits 77 without root.  With IMAGER_TEST_NO_BUILD set (in a test, not a
 # fixture) a missing image is an error, not a build.
@@ -47,60 +48,12 @@ GRUBEFI=/usr/lib/grub/x86_64-efi-signed/grubx64.efi.signed
 say() { printf 'debian12-uefi: %s\n' "$*" >&2; }
 die() { say "error: $*"; exit 1; }
 
-if [ "$(id -u)" != 0 ]; then
-	say "building the test guest needs root"
-	exit 77
-fi
 for f in "$SHIM/shimx64.efi.signed" "$SHIM/mmx64.efi.signed" "$GRUBEFI" /usr/share/OVMF/OVMF_CODE_4M.fd; do
 	[ -f "$f" ] || die "$f is missing (packages shim-signed, grub-efi-amd64-signed, ovmf)"
 done
-BASE=$(bash "$HERE/debian12.sh" | tail -n 1) || exit $?
-[ -f "$BASE" ] || die "the base guest was not built"
-KEY=$( (sha256sum "$SELF" | cut -c1-64; basename "$BASE") | sha256sum | cut -c1-16)
-IMAGE=$CACHE/debian12-uefi-$KEY.qcow2
-BOOTLOG=$CACHE/debian12-uefi-$KEY.boot.log
-if [ -f "$IMAGE" ]; then
-	echo "$IMAGE"
-	exit 0
-fi
-if [ -n "${IMAGER_TEST_NO_BUILD:-}" ]; then
-	say "the UEFI guest is not in $CACHE: fixtures/debian12-uefi failed or did not run"
-	exit 1
-fi
-
-exec 9>"$CACHE/debian12-uefi.lock"
-flock 9
-if [ -f "$IMAGE" ]; then
-	echo "$IMAGE"
-	exit 0
-fi
 # shellcheck source=/dev/null
 . "$LIB/buildtree.sh"
-for old in "$CACHE"/debian12-uefi-*.build.*; do
-	[ -d "$old" ] || continue
-	say "removing the unfinished build $old"
-	release "$old"
-done
-BUILD=$(mktemp -d "$CACHE/debian12-uefi-$KEY.build.XXXXXX")
-trap 'rc=$?; set +e; declare -F _guest_kill >/dev/null && _guest_kill "$BUILD/boot.log.pid"; release "$BUILD"; exit $rc' EXIT
-trap 'exit 130' INT
-trap 'exit 143' TERM
-START=$SECONDS
-phase() { say "[$((SECONDS - START))s] $*"; }
-# quietly NAME CMD...: CMD's output in $BUILD/NAME.log, its end shown on failure
-quietly() {
-	local name=$1
-	shift
-	"$@" >"$BUILD/$name.log" 2>&1 || { tail -n 30 "$BUILD/$name.log" | sed 's/^/  | /' >&2; die "$name failed"; }
-}
-attach() { # FILE [-r]: a loop device with its partitions (partx: the kernel does not scan loop devices)
-	local dev
-	dev=$(losetup -f --show ${2:+"$2"} "$1") || die "losetup $1"
-	partx -a "$dev" 2>/dev/null || true
-	for _ in $(seq 50); do [ -b "${dev}p1" ] && break; sleep 0.1; done
-	[ -b "${dev}p1" ] || die "no partitions on $dev ($1)"
-	echo "$dev"
-}
+variant_start debian12-uefi "$SELF"
 export MTOOLS_SKIP_CHECK=1
 
 phase "the disk: ESP on sda1 (128 MiB), root on sda2"
@@ -196,11 +149,4 @@ fi
 grep -qi '::/EFI/debian/shimx64.efi' "$BUILD/esp.txt" || { cat "$BUILD/esp.txt" >&2; die "the ESP has no \\EFI\\debian\\shimx64.efi"; }
 qemu-img convert -O qcow2 "$BUILD/disk.raw" "$BUILD/uefi.qcow2"
 rm -f "$BUILD/disk.raw"
-tr -d '\r' <"$BUILD/boot.log" >"$BOOTLOG"
-mv "$BUILD/uefi.qcow2" "$IMAGE"
-for old in "$CACHE"/debian12-uefi-*.qcow2 "$CACHE"/debian12-uefi-*.boot.log; do
-	case $old in "$IMAGE" | "$BOOTLOG") continue ;; esac
-	rm -f "$old"
-done
-phase "built $IMAGE ($(du -h "$IMAGE" | cut -f1))"
-echo "$IMAGE"
+variant_finish debian12-uefi "$BUILD/uefi.qcow2" "$BUILD/boot.log"

@@ -257,26 +257,34 @@ static void xml_linux(void)
 	free(xml);
 }
 
+/* Decided (TCG host) and written, the XML parsed: NULL after a failed CHECK. */
+static xmlDocPtr planned_doc(const struct dom_opts *o, const struct dom_guest *g, struct dom_plan *p)
+{
+	struct im_err err = { 0 };
+	char *xml = NULL;
+	xmlDocPtr doc = NULL;
+
+	CHECK(decide(o, g, false, p) == 0);
+	CHECK(dom_xml(o, g, p, &xml, &err) == 0 && xml);
+	if (xml)
+		doc = xmlReadMemory(xml, (int)strlen(xml), "d.xml", NULL, XML_PARSE_NONET);
+	CHECK(doc != NULL);
+	free(xml);
+	return doc;
+}
+
 static void xml_windows_uefi_scsi(void)
 {
 	struct dom_opts o = { .name = "w10", .disks = &disk1, .ndisks = 1, .bus = "virtio-scsi",
 			      .nic = "virtio", .net = "user", .vcpus = 2, .cpu = "EPYC-Rome" };
 	struct dom_guest g = windows_guest(10, 0);
-	struct im_err err = { 0 };
 	struct dom_plan p;
-	char *xml = NULL;
 	xmlDocPtr doc;
 
 	snprintf(g.firmware, sizeof(g.firmware), "uefi");
 	g.virtio_scsi = g.virtio_net = true;
-	CHECK(decide(&o, &g, false, &p) == 0);
-	CHECK(dom_xml(&o, &g, &p, &xml, &err) == 0 && xml);
-	doc = xml ? xmlReadMemory(xml, (int)strlen(xml), "d.xml", NULL, XML_PARSE_NONET) : NULL;
-	CHECK(doc != NULL);
-	if (!doc) {
-		free(xml);
+	if (!(doc = planned_doc(&o, &g, &p)))
 		return;
-	}
 	CHECK_XP(doc, "string(/domain/@type)", "qemu");
 	CHECK_XP(doc, "string(/domain/os/@firmware)", "efi");
 	CHECK_XP(doc, "string(/domain/os/firmware/feature[@name='secure-boot']/@enabled)", "no");
@@ -296,17 +304,11 @@ static void xml_windows_uefi_scsi(void)
 	CHECK_XP(doc, "string(/domain/devices/video/model/@type)", "vga");
 	CHECK_XP(doc, "count(/domain/features/smm)", "0");
 	xmlFreeDoc(doc);
-	free(xml);
 
 	/* Secure Boot asked: the keys enrolled, SMM on; refused on pc */
 	o.firmware = "uefi-secure";
-	xml = NULL;
-	CHECK(decide(&o, &g, false, &p) == 0);
-	CHECK_STR(p.firmware.value, "uefi-secure");
-	CHECK(dom_xml(&o, &g, &p, &xml, &err) == 0 && xml);
-	doc = xml ? xmlReadMemory(xml, (int)strlen(xml), "d.xml", NULL, XML_PARSE_NONET) : NULL;
-	CHECK(doc != NULL);
-	if (doc) {
+	if ((doc = planned_doc(&o, &g, &p))) {
+		CHECK_STR(p.firmware.value, "uefi-secure");
 		CHECK_XP(doc, "string(/domain/os/@firmware)", "efi");
 		CHECK_XP(doc, "string(/domain/os/firmware/feature[@name='secure-boot']/@enabled)", "yes");
 		CHECK_XP(doc, "string(/domain/os/firmware/feature[@name='enrolled-keys']/@enabled)", "yes");
@@ -314,7 +316,6 @@ static void xml_windows_uefi_scsi(void)
 		CHECK_XP(doc, "string(/domain/os/type/@machine)", "q35");
 		xmlFreeDoc(doc);
 	}
-	free(xml);
 	o.machine = "pc";
 	CHECK(decide(&o, &g, false, &p) == -EINVAL);
 }
