@@ -884,6 +884,14 @@ static bool uuid_of(void *opaque, unsigned disk, unsigned part, char *uuid, size
 	return true;
 }
 
+/* guestfs_ls's answer freed (NULL too) */
+static void free_ls(char **ents)
+{
+	for (size_t i = 0; ents && ents[i]; i++)
+		free(ents[i]);
+	free(ents);
+}
+
 /* One file's disk names remapped (grubenv: kept at its fixed size). */
 static int remap_file(struct lx *l, const char *path, enum conv_bus bus, bool grubenv)
 {
@@ -961,9 +969,7 @@ static int plan_names(struct lx *l)
 				continue;
 			r = remap_file(l, path, bus, false);
 		}
-		for (size_t i = 0; ents && ents[i]; i++)
-			free(ents[i]);
-		free(ents);
+		free_ls(ents);
 		FORWARD_ERR(r);
 	}
 	return 0;
@@ -1027,9 +1033,7 @@ static int plan_uefi_fallback(struct lx *l)
 			shim = s;
 		}
 	}
-	for (size_t i = 0; ents[i]; i++)
-		free(ents[i]);
-	free(ents);
+	free_ls(ents);
 	if (!dir[0]) {
 		conv_change(c, "/boot/efi/EFI/BOOT/BOOTX64.EFI", "note",
 			    "UEFI: no removable-media loader, and no shimx64.efi or grubx64.efi "
@@ -1083,9 +1087,7 @@ static int disable_in(struct conv_ctx *c, const char *dir)
 			r = conv_act(c, ACT_REMOVE, path, NULL, 0, NULL, 0, "disable",
 				     "service of the old platform no longer started");
 	}
-	for (size_t i = 0; ents && ents[i]; i++)
-		free(ents[i]);
-	free(ents);
+	free_ls(ents);
 	return r;
 }
 
@@ -1108,9 +1110,7 @@ static int plan_old_platform(struct lx *l)
 				r = disable_in(c, dir);
 			}
 		}
-		for (size_t i = 0; ents[i]; i++)
-			free(ents[i]);
-		free(ents);
+		free_ls(ents);
 		FORWARD_ERR(r);
 	}
 	for (size_t i = 0; i < sizeof(rc) / sizeof(rc[0]); i++)

@@ -126,13 +126,14 @@ _guest_boot_once() { # IMAGE FORMAT BUS LOG [TIMEOUT]
 	case ${GUEST_FIRMWARE:-bios} in
 	bios) ;;
 	uefi | uefi-secure)
-		[ "$GUEST_FIRMWARE" = uefi-secure ] &&
+		fw=(-machine q35)
+		if [ "$GUEST_FIRMWARE" = uefi-secure ]; then
 			code=/usr/share/OVMF/OVMF_CODE_4M.secboot.fd vars=/usr/share/OVMF/OVMF_VARS_4M.ms.fd
+			fw=(-machine q35,smm=on -global driver=cfi.pflash01,property=secure,value=on)
+		fi
 		cp "$vars" "$log.vars.fd" || return 2
-		fw=(-machine q35 -drive "if=pflash,format=raw,unit=0,file=$code,readonly=on"
+		fw+=(-drive "if=pflash,format=raw,unit=0,file=$code,readonly=on"
 			-drive "if=pflash,format=raw,unit=1,file=$log.vars.fd")
-		[ "$GUEST_FIRMWARE" = uefi-secure ] &&
-			fw=(-machine q35,smm=on -global driver=cfi.pflash01,property=secure,value=on "${fw[@]:2}")
 		nic=(-netdev user,id=n0 -device virtio-net-pci,netdev=n0,romfile=)
 		;;
 	*)
