@@ -221,8 +221,14 @@ loop_detach() {
 	partx -d "$1" 2>/dev/null || true
 	losetup -d "$1"
 }
-# loop_attach FILE [--partitions] [--read-only]: prints the device;
-# detached on exit.
+# loop_attach FILE [--partitions] [--read-only]: prints the device.  Used
+# as dev=$(loop_attach ...), it cannot register an on_exit (the
+# subshell's would be lost): the device is detached by loop_detach,
+# image_umount, or at the test's end by tests/run's release (every loop
+# device backed by a file under $T).
+# Never an unguarded `partx -d DEV` at exit: when the test freed DEV
+# earlier, the number may be another test's by then (fs/ntfs's exit removed
+# the partitions of fs/lvm's new PV that way: "device not found").
 loop_attach() {
 	local file=$1 dev parts= ro=
 	shift
@@ -235,14 +241,12 @@ loop_attach() {
 		shift
 	done
 	dev=$(losetup $ro -f --show "$file") || fail "losetup $file"
-	on_exit "loop_detach $dev"
 	if [ -n "$parts" ]; then
 		# The host kernel does not scan tables on loop devices by itself;
 		# partitions a program left on this loop number when it detached
 		# it without partx -d go first (they would keep their old sizes).
 		partx -d "$dev" 2>/dev/null || true
 		partx -a "$dev" 2>/dev/null || true
-		on_exit "partx -d $dev"
 		udev_settle_parts "$dev"
 	fi
 	echo "$dev"

@@ -54,19 +54,21 @@ _lv_geometry() { # DEV VG LV -> "pe_start extent_bytes first_pe"
 	echo "$pe_start $ext $first"
 }
 lv_offset() {
-	local g
-	read -ra g <<<"$(_lv_geometry "$@")"
+	local geo g
+	# (fail inside $(...) prints into the capture and ends only the subshell)
+	geo=$(_lv_geometry "$@") || fail "${geo#FAIL: }"
+	read -ra g <<<"$geo"
 	echo $((g[0] + g[2] * g[1]))
 }
 lv_put() { # DEV VG LV FILE
 	local off
-	off=$(lv_offset "$1" "$2" "$3")
+	off=$(lv_offset "$1" "$2" "$3") || fail "${off#FAIL: }"
 	dd if="$4" of="$1" bs=1M seek="$off" oflag=seek_bytes conv=notrunc status=none ||
 		fail "writing $4 into $2/$3"
 }
 lv_get() { # DEV VG LV FILE
 	local off size
-	off=$(lv_offset "$1" "$2" "$3")
+	off=$(lv_offset "$1" "$2" "$3") || fail "${off#FAIL: }"
 	size=$(lvm "$1" -- lvs --noheadings --nosuffix --units b -o lv_size "$2/$3" | tr -d ' ')
 	dd if="$1" of="$4" bs=1M skip="$off" count="$size" iflag=skip_bytes,count_bytes status=none ||
 		fail "reading $2/$3"
