@@ -1,16 +1,16 @@
 # Helpers for the conversion suites (tests/ts/convert).  Sourced after
 # common.sh and guestboot.sh.
 #
-#   need_guest [lvm]      skips unless root with qemu and libguestfs; sets
+#   need_guest [VARIANT]  skips unless root with qemu and libguestfs; sets
 #                         GUEST to the cached test guest (tests/guest/debian12.sh,
-#                         or its LVM variant debian12-lvm.sh), building it on
-#                         first use (~4 minutes each)
+#                         or its variant debian12-VARIANT.sh: lvm, uefi, rhel),
+#                         built by its fixture (tests/ts/fixtures)
 #   guest_overlay FILE    a qcow2 overlay of the guest: writes never reach the cache
 #   boot_ok IMAGE FORMAT BUS ROOT
 #                         boots; fails unless the guest reached its marker with
 #                         ROOT as the root device and virtio_net up
 
-need_guest() { # [lvm|uefi]
+need_guest() { # [lvm|uefi|rhel]
 	local rc=0
 	need_root "to build the test guest (debootstrap, loop devices)"
 	need_cmd qemu-system-x86_64 qemu-img jq

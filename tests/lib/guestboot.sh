@@ -2,8 +2,9 @@
 # Sourced (defines functions only):
 #   . "$TESTS_LIB/guestboot.sh"
 #
-#   guest_image [lvm]                builds or finds the cached guest image
-#                                    (lvm: its LVM variant, debian12-lvm.sh)
+#   guest_image [VARIANT]            builds or finds the cached guest image
+#                                    (VARIANT: tests/guest/debian12-VARIANT.sh,
+#                                    uefi or rhel)
 #                                    and prints its path; returns 77 (after a
 #                                    "skip: REASON" line on stderr) when it
 #                                    cannot be built here, 1 on failure.
@@ -36,6 +37,10 @@
 #                                    default, bios, is SeaBIOS on machine pc.
 #                                    Under UEFI the NIC has no option ROM
 #                                    (no PXE attempts before the disk).
+#                                    GUEST_NIC=e1000 gives the guest an
+#                                    Intel NIC instead of virtio-net (a
+#                                    "physical" machine's boot, with no
+#                                    virtio device at all).
 #   guest_marker_field LOG FIELD     prints a field (root, net, virtio) of the
 #                                    marker line in LOG.
 #
@@ -51,7 +56,7 @@ GUEST_MARKER=IMAGER-GUEST-UP
 # shellcheck source=/dev/null
 . "$(dirname "${BASH_SOURCE[0]}")/qemuwatch.sh"
 
-guest_image() { # [lvm]
+guest_image() { # [VARIANT]
 	local lib script out errf rc=0
 	lib=${TESTS_LIB:-$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)}
 	script=$lib/../guest/debian12${1:+-$1}.sh
@@ -121,7 +126,17 @@ _guest_boot_once() { # IMAGE FORMAT BUS LOG [TIMEOUT]
 		return 2
 		;;
 	esac
-	local -a fw=(-machine pc) nic=(-nic user,model=virtio-net-pci)
+	local -a fw=(-machine pc) nic
+	local nicdev=virtio-net-pci
+	case ${GUEST_NIC:-virtio} in
+	virtio) ;;
+	e1000) nicdev=e1000 ;;
+	*)
+		echo "guest_boot: unknown GUEST_NIC '$GUEST_NIC' (virtio, e1000)" >&2
+		return 2
+		;;
+	esac
+	nic=(-nic "user,model=$nicdev")
 	local code=/usr/share/OVMF/OVMF_CODE_4M.fd vars=/usr/share/OVMF/OVMF_VARS_4M.fd
 	case ${GUEST_FIRMWARE:-bios} in
 	bios) ;;
@@ -134,7 +149,7 @@ _guest_boot_once() { # IMAGE FORMAT BUS LOG [TIMEOUT]
 		cp "$vars" "$log.vars.fd" || return 2
 		fw+=(-drive "if=pflash,format=raw,unit=0,file=$code,readonly=on"
 			-drive "if=pflash,format=raw,unit=1,file=$log.vars.fd")
-		nic=(-netdev user,id=n0 -device virtio-net-pci,netdev=n0,romfile=)
+		nic=(-netdev user,id=n0 -device "$nicdev,netdev=n0,romfile=")
 		;;
 	*)
 		echo "guest_boot: unknown GUEST_FIRMWARE '$GUEST_FIRMWARE' (bios, uefi, uefi-secure)" >&2
