@@ -128,6 +128,12 @@ cat >"$R/etc/dracut.conf.d/01-dist.conf" <<'CONF'
 # this machine only.
 hostonly="yes"
 CONF
+# dracut's default here is gzip -9: 15 s of a 43 s build on the host, and
+# most of a minute more under TCG, for an image 10% smaller.  The same
+# format, made fast, for the rebuilds the tests run inside the guest.
+cat >"$R/etc/dracut.conf.d/06-compress.conf" <<'CONF'
+compress="gzip -1"
+CONF
 # dracut's qemu modules put virtio into a hostonly image built inside a
 # VM (systemd-detect-virt); the machine this guest stands for is physical,
 # where they stay out by themselves.  Left out here, so that the image the
