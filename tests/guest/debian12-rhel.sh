@@ -143,11 +143,12 @@ cat >"$R/etc/dracut.conf.d/05-physical.conf" <<'CONF'
 omit_dracutmodules+=" qemu qemu-net "
 CONF
 echo "$MID" >"$R/etc/machine-id"
-CMDLINE="root=/dev/mapper/vg0-root ro rd.lvm.lv=vg0/root rd.lvm.lv=vg0/swap resume=/dev/mapper/vg0-swap rd.shell=0 rd.emergency=reboot console=ttyS0,115200 panic=5"
+# (GRUB adds root= and ro itself: its variable holds the rest)
+ARGS="rd.lvm.lv=vg0/root rd.lvm.lv=vg0/swap resume=/dev/mapper/vg0-swap rd.shell=0 rd.emergency=reboot console=ttyS0,115200 panic=5"
+CMDLINE="root=/dev/mapper/vg0-root ro $ARGS"
 mkdir -p "$R/etc/kernel"
 echo "$CMDLINE" >"$R/etc/kernel/cmdline"
-sed -i -e 's/^GRUB_CMDLINE_LINUX=.*/GRUB_CMDLINE_LINUX="rd.lvm.lv=vg0\/root rd.lvm.lv=vg0\/swap resume=\/dev\/mapper\/vg0-swap rd.shell=0 rd.emergency=reboot console=ttyS0,115200 panic=5"/' \
-	"$R/etc/default/grub"
+sed -i -e "s|^GRUB_CMDLINE_LINUX=.*|GRUB_CMDLINE_LINUX=\"$ARGS\"|" "$R/etc/default/grub"
 echo 'GRUB_ENABLE_BLSCFG=true' >>"$R/etc/default/grub"
 grep -q 'rd.lvm.lv=vg0/root' "$R/etc/default/grub" || die "GRUB_CMDLINE_LINUX was not set"
 mkdir -p "$R/boot/loader/entries"
