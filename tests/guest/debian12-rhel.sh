@@ -27,14 +27,11 @@
 #     RHEL keeps it (Debian's GRUB does not read those entries: the boot
 #     goes through grub.cfg).  rd.shell=0 rd.emergency=reboot: a root that
 #     never comes ends the boot (qemu -no-reboot) instead of a shell.
-#   - imager-initramfs.service (before the base guest's marker): when
-#     /boot/imager-rebuild-initramfs exists, the machine rebuilds its own
-#     initramfs with `dracut -f`, as an installer or the next kernel update
-#     would, removes the file and says on ttyS0
-#       IMAGER-INITRAMFS bus=BUS rc=RC seconds=S
-#     The build puts the file there, so the build's boot makes the hostonly
-#     image of a SATA machine; a test puts it there after a conversion to
-#     run the guest's own rebuild, which must keep virtio (dracut.conf.d).
+#   - imager-initramfs.service (tests/lib/buildtree.sh, variant_dracut):
+#     when /boot/imager-rebuild-initramfs exists, the machine rebuilds its
+#     own initramfs with `dracut -f` and says so on ttyS0.  The build puts
+#     the file there, so the build's boot makes the hostonly image of a
+#     SATA machine; a test puts it there after a conversion.
 #
 # Made from the base guest (tests/guest/debian12.sh) on the host: its files
 # copied, dracut and xfsprogs installed by apt in a chroot (from the mirror
@@ -84,36 +81,12 @@ LISTING=${IMAGE%.qcow2}.initramfs.txt
 export MTOOLS_SKIP_CHECK=1
 
 phase "the base guest's files, on the host"
-qemu-img convert -O raw "$BASE" "$BUILD/base.raw" || die "qemu-img convert of the base guest"
-BL=$(attach "$BUILD/base.raw" -r)
-mkdir -p "$BUILD/base" "$BUILD/rootdir"
-mount -o ro "${BL}p1" "$BUILD/base" || die "mount the base guest's root"
-cp -a "$BUILD/base/." "$BUILD/rootdir/" || die "copy the base guest's files"
-umount "$BUILD/base"
-partx -d "$BL" 2>/dev/null || true
-losetup -d "$BL"
-rm -f "$BUILD/base.raw"
-rm -rf "$BUILD/rootdir/lost+found"
-
 R=$BUILD/rootdir
-IN_ROOT=(env DEBIAN_FRONTEND=noninteractive DEBCONF_NONINTERACTIVE_SEEN=true INITRD=No
-	LC_ALL=C LANGUAGE=C LANG=C PATH=/usr/sbin:/usr/bin:/sbin:/bin chroot "$R")
-binds() { for fs in dev proc sys; do mount --bind "/$fs" "$1/$fs"; done; }
-unbinds() { for fs in sys proc dev; do umount "$1/$fs"; done; }
+variant_base_files "$R"
 
 phase "dracut and xfsprogs into the guest (apt in a chroot: initramfs-tools goes, its core stays)"
-binds "$R"
-rm -f "$R/etc/resolv.conf"
-cp /etc/resolv.conf "$R/etc/resolv.conf"
-echo force-unsafe-io >"$R/etc/dpkg/dpkg.cfg.d/99imager-build"
-quietly apt-update "${IN_ROOT[@]}" apt-get update
-# (INITRD=No: the kernel hooks make no image now; the build makes its own)
-quietly apt-install "${IN_ROOT[@]}" apt-get install -y --no-install-recommends dracut xfsprogs
-quietly apt-clean "${IN_ROOT[@]}" apt-get clean
-rm -f "$R/etc/dpkg/dpkg.cfg.d/99imager-build" "$R/etc/resolv.conf"
-rm -rf "$R"/var/lib/apt/lists/* "$R"/usr/share/doc/* "$R"/usr/share/man/*
-"${IN_ROOT[@]}" dpkg-query -W -f '${Status}\n' dracut | grep -q 'install ok installed' || die "dracut is not installed"
-if "${IN_ROOT[@]}" dpkg-query -W -f '${Status}\n' initramfs-tools 2>/dev/null | grep -q 'ok installed'; then
+variant_apt "$R" dracut xfsprogs
+if in_chroot "$R" dpkg-query -W -f '${Status}\n' initramfs-tools 2>/dev/null | grep -q 'ok installed'; then
 	die "initramfs-tools is still installed"
 fi
 [ -x "$R/usr/sbin/mkinitramfs" ] && [ -d "$R/etc/initramfs-tools" ] ||
@@ -123,25 +96,7 @@ KVERS=("$R"/lib/modules/*)
 KVER=${KVERS[0]##*/}
 
 phase "RHEL's settings: dracut hostonly, machine id, fstab placeholders, kernel command line, BLS entry"
-cat >"$R/etc/dracut.conf.d/01-dist.conf" <<'CONF'
-# As RHEL's /usr/lib/dracut/dracut.conf.d/01-dist.conf: an initramfs for
-# this machine only.
-hostonly="yes"
-CONF
-# dracut's default here is gzip -9: 15 s of a 43 s build on the host, and
-# most of a minute more under TCG, for an image 10% smaller.  The same
-# format, made fast, for the rebuilds the tests run inside the guest.
-cat >"$R/etc/dracut.conf.d/06-compress.conf" <<'CONF'
-compress="gzip -1"
-CONF
-# dracut's qemu modules put virtio into a hostonly image built inside a
-# VM (systemd-detect-virt); the machine this guest stands for is physical,
-# where they stay out by themselves.  Left out here, so that the image the
-# build's boot makes (in qemu) is a physical machine's, and so that after
-# conversion only the conversion's dracut.conf.d file can keep virtio in.
-cat >"$R/etc/dracut.conf.d/05-physical.conf" <<'CONF'
-omit_dracutmodules+=" qemu qemu-net "
-CONF
+variant_dracut "$R"
 echo "$MID" >"$R/etc/machine-id"
 # (GRUB adds root= and ro itself: its variable holds the rest)
 ARGS="rd.lvm.lv=vg0/root rd.lvm.lv=vg0/swap resume=/dev/mapper/vg0-swap rd.shell=0 rd.emergency=reboot console=ttyS0,115200 panic=5"
@@ -163,52 +118,6 @@ grub_arg --unrestricted
 grub_class debian
 BLS
 
-# The machine's own rebuild, when /boot/imager-rebuild-initramfs asks.
-cat >"$R/usr/local/sbin/imager-initramfs" <<'SCRIPT'
-#!/bin/sh
-# When /boot/imager-rebuild-initramfs exists (the build puts it there for
-# the first boot; a test, for the first boot after a conversion): rebuild
-# this machine's initramfs with its own dracut, as its installer or its
-# next kernel update would, remove the file, and tell the imager tests on
-# the serial port.
-flag=/boot/imager-rebuild-initramfs
-[ -e "$flag" ] || exit 0
-udevadm settle --timeout=60 || true
-bus=ata
-for d in /sys/block/*; do
-	case ${d##*/} in loop* | ram* | dm-* | sr*) continue ;; esac
-	case $(readlink -f "$d/device") in
-	*virtio*) case ${d##*/} in vd*) bus=virtio-blk ;; *) bus=virtio-scsi ;; esac ;;
-	esac
-done
-start=$(date +%s)
-rc=0
-dracut -f --kver "$(uname -r)" >/var/log/imager-dracut.log 2>&1 || rc=$?
-rm -f "$flag"
-sync
-printf '\r\nIMAGER-INITRAMFS bus=%s rc=%s seconds=%s\r\n' "$bus" "$rc" $(($(date +%s) - start)) >/dev/ttyS0
-[ "$rc" = 0 ] || tail -n 20 /var/log/imager-dracut.log >/dev/ttyS0
-exit 0
-SCRIPT
-chmod 755 "$R/usr/local/sbin/imager-initramfs"
-cat >"$R/etc/systemd/system/imager-initramfs.service" <<'UNIT'
-[Unit]
-Description=Rebuild the initramfs when the imager tests ask
-DefaultDependencies=no
-After=local-fs.target systemd-udev-trigger.service
-Wants=systemd-udev-trigger.service
-Before=imager-marker.service
-
-[Service]
-Type=oneshot
-ExecStart=/usr/local/sbin/imager-initramfs
-TimeoutStartSec=600
-
-[Install]
-WantedBy=sysinit.target
-UNIT
-"${IN_ROOT[@]}" systemctl enable imager-initramfs.service >/dev/null 2>&1 || die "systemctl enable imager-initramfs"
-unbinds "$R"
 # /boot becomes a partition of its own; the first boot makes the hostonly image
 mv "$R/boot" "$BUILD/bootdir" && mkdir -m 755 "$R/boot" || die "move /boot's files"
 : >"$BUILD/bootdir/imager-rebuild-initramfs"
@@ -283,12 +192,11 @@ mkdir -p "$M/boot/efi"
 
 phase "GRUB's configuration and a generic dracut image (in a chroot)"
 binds "$M"
-IN_NEW=(env LC_ALL=C LANGUAGE=C LANG=C PATH=/usr/sbin:/usr/bin:/sbin:/bin chroot "$M")
 # Not hostonly: the build host's devices (virtio) are not the machine's.
 # The machine's first boot replaces it with its own hostonly image.
-quietly dracut-generic "${IN_NEW[@]}" dracut --no-hostonly --no-hostonly-cmdline --force \
+quietly dracut-generic in_chroot "$M" dracut --no-hostonly --no-hostonly-cmdline --force \
 	"/boot/initrd.img-$KVER" "$KVER"
-quietly update-grub "${IN_NEW[@]}" update-grub
+quietly update-grub in_chroot "$M" update-grub
 sed -i "s#root=${RL}p1 #root=/dev/mapper/vg0-root #g" "$M/boot/grub/grub.cfg"
 cp "$M/boot/grub/grub.cfg" "$BUILD/grub.cfg"
 generic=$(lsinitramfs "$M/boot/initrd.img-$KVER" | grep -c '\.ko') || die "lsinitramfs of the generic image"
@@ -344,11 +252,7 @@ GUEST_NIC=e1000 GUEST_FIRMWARE=uefi guest_boot "$BUILD/disk.raw" raw sata "$BUIL
 	die "the RHEL-like guest did not come up on SATA (see above)"
 root=$(guest_marker_field "$BUILD/boot.log" root)
 [ "$root" = /dev/mapper/vg0-root ] || die "the guest came up with root=$root, not /dev/mapper/vg0-root"
-rebuilt=$(tr -d '\r' <"$BUILD/boot.log" | grep -a -o 'IMAGER-INITRAMFS .*' | tail -n 1)
-case $rebuilt in
-*"bus=ata rc=0 "*) say "the machine's own hostonly rebuild: $rebuilt" ;;
-*) tr -d '\r' <"$BUILD/boot.log" | tail -n 25 >&2; die "the boot did not rebuild its initramfs on ata: '${rebuilt:-no line}'" ;;
-esac
+variant_build_rebuilt "$BUILD/boot.log"
 rm -f "$BUILD/boot.log.vars.fd"
 
 phase "the hostonly image: SATA drivers, no virtio (lsinitramfs); /boot trimmed"
@@ -362,17 +266,8 @@ umount "$BUILD/boot"
 quietly xfs-repair-boot2 xfs_repair -n "${LOOP}p2"
 partx -d "$LOOP" 2>/dev/null || true
 losetup -d "$LOOP"
-grep -q '^usr/lib/dracut' "$BUILD/initramfs.txt" || die "the image is not dracut's"
-for m in ahci sd_mod xfs dm-mod; do
-	grep -q "/$m\.ko" "$BUILD/initramfs.txt" || die "the hostonly image lacks $m"
-done
 grep -qE '(^|/)s?bin/lvm$' "$BUILD/initramfs.txt" || die "the hostonly image lacks lvm"
-if grep -E '/virtio(_blk|_pci|_scsi|_net)?\.ko' "$BUILD/initramfs.txt" >&2; then
-	die "the hostonly image holds virtio modules (above)"
-fi
-nko=$(grep -c '\.ko' "$BUILD/initramfs.txt")
-[ "$nko" -lt $((generic / 2)) ] || die "the image holds $nko modules, the generic one $generic: not hostonly"
-say "hostonly initramfs: $nko modules (the generic image: $generic), no virtio"
+variant_hostonly "$BUILD/initramfs.txt" "$generic" ahci sd_mod xfs dm-mod
 qemu-img convert -O qcow2 "$BUILD/disk.raw" "$BUILD/rhel.qcow2"
 rm -f "$BUILD/disk.raw"
 for old in "$CACHE"/debian12-rhel-*.initramfs.txt; do

@@ -2,8 +2,8 @@
 # Builds the Debian 12 test guest used by the P2V tests, and prints the path
 # of the cached qcow2 image on stdout (the last line; progress on stderr).
 #
-# (lvm2 is installed, unused: tests/guest/debian12-lvm.sh moves this guest
-# onto LVM.)
+# (lvm2 is installed, unused here: the RHEL-like variant,
+# tests/guest/debian12-rhel.sh, puts this guest's root on LVM.)
 # The guest is configured like a physical SATA/IDE machine: an MBR disk with
 # an ext4 root on sda1 and swap on sda2, GRUB on the MBR, /etc/fstab and
 # grub.cfg naming /dev/sda1, and an initramfs holding the SATA/IDE drivers but
@@ -159,7 +159,10 @@ parted -s "$RAW" mklabel msdos \
 	mkpart primary ext4 1MiB 2561MiB set 1 boot on \
 	mkpart primary linux-swap 2561MiB 100%
 LOOP=$(losetup -f --show "$RAW")
-# The host kernel does not scan partition tables of loop devices by itself.
+# The host kernel does not scan partition tables of loop devices by itself;
+# partitions left on this loop number by a program that detached it
+# without partx -d go first (they would keep their old sizes).
+partx -d "$LOOP" 2>/dev/null || true
 partx -a "$LOOP"
 for _ in $(seq 50); do
 	[ -b "${LOOP}p1" ] && [ -b "${LOOP}p2" ] && break
