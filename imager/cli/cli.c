@@ -235,7 +235,7 @@ struct json_object *cli_grow_json(const struct grow_report *g)
 	return arr;
 }
 
-int cli_job_option(const char *cmd, int c, const char *arg, struct cli_job *j,
+int cli_job_option(const char *cmd, int c, char *arg, struct cli_job *j,
 		   struct cli_target *t)
 {
 	int r;
@@ -475,10 +475,100 @@ int cli_net_option(const char *cmd, int c, const char *arg)
 	return 1;
 }
 
-int cli_target_option(const char *cmd, int c, const char *arg, struct cli_target *t)
+/* "/dev/sda2", a UUID (hex digits and dashes) or "all". */
+static bool key_id_ok(const char *id, size_t len)
+{
+	if (len == 3 && !memcmp(id, "all", 3))
+		return true;
+	if (len > 5 && len < 64 && !memcmp(id, "/dev/", 5))
+		return true;
+	if (len < 8 || len > 64)
+		return false;
+	for (size_t i = 0; i < len; i++)
+		if (!isxdigit((unsigned char)id[i]) && id[i] != '-')
+			return false;
+	return true;
+}
+
+/* The first line of path (at most 1 KiB, its newline left out), malloc'ed;
+ * NULL with errno set. */
+static char *first_line(const char *path)
+{
+	FILE *f = fopen(path, "re");
+	char *line = NULL;
+	size_t cap = 0;
+	ssize_t n;
+	int e;
+
+	if (!f)
+		return NULL;
+	n = getline(&line, &cap, f);
+	e = n < 0 ? (ferror(f) ? errno : ENODATA) : n > 1025 ? EFBIG : 0;
+	fclose(f);
+	if (n > 0 && line[n - 1] == '\n')
+		line[--n] = '\0';
+	if (!e && !n)
+		e = ENODATA;
+	if (e) {
+		if (line)
+			explicit_bzero(line, cap);
+		free(line);
+		errno = e;
+		return NULL;
+	}
+	return line;
+}
+
+int cli_key_option(const char *cmd, int c, char *arg, struct cli_keys *k)
+{
+	const char *opt = c == CLI_OPT_KEY ? "--key" : "--key-file";
+	char *colon, *id, *pass;
+
+	if (c != CLI_OPT_KEY && c != CLI_OPT_KEY_FILE)
+		return 0;
+	colon = strchr(arg, ':');
+	if (!colon || !key_id_ok(arg, (size_t)(colon - arg)) || !colon[1])
+		return cli_usage(cmd, "%s takes %s, where ID is the volume (/dev/sda2), its UUID or all",
+				 opt, c == CLI_OPT_KEY ? "ID:PASSPHRASE" : "ID:FILE"), -1;
+	if (k->n == CONV_MAX_KEYS)
+		return cli_usage(cmd, "at most %d keys", CONV_MAX_KEYS), -1;
+	if (!(id = strndup(arg, (size_t)(colon - arg))))
+		return cli_error(cmd, "out of memory"), -1;
+	if (c == CLI_OPT_KEY) {
+		pass = strdup(colon + 1);
+		if (pass)   /* (what ps shows from now on) */
+			memset(colon + 1, 'x', strlen(colon + 1));
+	} else if (!(pass = first_line(colon + 1))) {
+		cli_error(cmd, "--key-file %s: %s", colon + 1, strerror(errno));
+		free(id);
+		return -1;
+	}
+	if (!pass) {
+		free(id);
+		return cli_error(cmd, "out of memory"), -1;
+	}
+	k->owned[k->nowned++] = id;
+	k->owned[k->nowned++] = pass;
+	k->k[k->n++] = (struct conv_key){ .id = id, .passphrase = pass };
+	return 1;
+}
+
+void cli_keys_free(struct cli_keys *k)
+{
+	for (size_t i = 0; i < k->nowned; i++) {
+		explicit_bzero(k->owned[i], strlen(k->owned[i]));
+		free(k->owned[i]);
+	}
+	memset(k, 0, sizeof(*k));
+}
+
+int cli_target_option(const char *cmd, int c, char *arg, struct cli_target *t)
 {
 	uint64_t v;
+	int r;
 
+	if ((r = cli_key_option(cmd, c, arg, &t->keys)) != 0)
+		return r;
 	switch (c) {
 	case 'F':
 		if (strcmp(arg, "raw") && strcmp(arg, "qcow2"))
@@ -538,7 +628,8 @@ const struct conv_opts *cli_target_conv(const struct cli_target *t, struct cli *
 		return NULL;
 	*o = (struct conv_opts){ .block = t->block ? (enum conv_block)t->block : CONV_BLOCK_VIRTIO_BLK,
 				 .rebuild_initramfs = t->rebuild_initramfs,
-				 .virtio_win = t->virtio_win, .phase = phase_msg, .opaque = cli };
+				 .virtio_win = t->virtio_win, .keys = t->keys.k, .nkeys = t->keys.n,
+				 .phase = phase_msg, .opaque = cli };
 	return o;
 }
 

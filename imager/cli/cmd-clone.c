@@ -79,6 +79,8 @@ int cmd_clone(int argc, char **argv, struct cli *cli)
 	t.o.force = o.force_fs = job.force;
 	if (argc - optind != 2)
 		return cli_usage("clone", "needs SOURCE and TARGET");
+	if (t.keys.n && !t.convert)
+		return cli_usage("clone", "--key and --key-file go with --convert");
 	if (map && !rescue)
 		return cli_usage("clone", "--map goes with --rescue");
 	if (o.resume && rescue)
@@ -107,6 +109,7 @@ int cmd_clone(int argc, char **argv, struct cli *cli)
 	o.target = t.o;
 	step.opts = cli_target_conv(&t, cli, &co);
 	r = conv_clone(&cli->roots, argv[optind], argv[optind + 1], &o, &st, &step, &err);
+	cli_keys_free(&t.keys);
 	cli_progress_end(&prog);
 	if (r < 0)
 		return cli_fail("clone", &err);

@@ -238,8 +238,10 @@ int cmd_convert(int argc, char **argv, struct cli *cli)
 		{ "output", required_argument, NULL, 'o' },
 		{ "size", required_argument, NULL, 's' },
 		{ "shrink", no_argument, NULL, 'H' },
+		CLI_KEY_OPTIONS,
 		{ NULL, 0, NULL, 0 },
 	};
+	static struct cli_keys keys;
 	const char *output = NULL;
 	struct conv_opts o = { .block = CONV_BLOCK_VIRTIO_BLK };
 	const char *force_format = NULL;
@@ -249,6 +251,10 @@ int cmd_convert(int argc, char **argv, struct cli *cli)
 	int c, rc;
 
 	while ((c = getopt_long(argc, argv, "", opts, NULL)) != -1) {
+		if ((rc = cli_key_option("convert", c, optarg, &keys)) < 0)
+			return IM_EXIT_USAGE;
+		if (rc)
+			continue;
 		switch (c) {
 		case 'n': o.dry_run = true; break;
 		case 'j': json = true; break;
@@ -272,15 +278,19 @@ int cmd_convert(int argc, char **argv, struct cli *cli)
 		default: return cli_usage("convert", "unknown option");
 		}
 	}
+	o.keys = keys.k;
+	o.nkeys = keys.n;
 	size_t n = (size_t)(argc - optind);
 	if (n < 1)
 		return cli_usage("convert", "needs DISK");
 	if (n > sizeof(formats) / sizeof(formats[0]))
 		return cli_usage("convert", "at most %zu disks", sizeof(formats) / sizeof(formats[0]));
 	struct stat st;
-	if (n == 1 && !stat(argv[optind], &st) && S_ISDIR(st.st_mode))
-		return convert_folder(argv[optind], output, force_format, size, shrink, &o, json,
-				      cli);
+	if (n == 1 && !stat(argv[optind], &st) && S_ISDIR(st.st_mode)) {
+		rc = convert_folder(argv[optind], output, force_format, size, shrink, &o, json, cli);
+		cli_keys_free(&keys);
+		return rc;
+	}
 	if (output || size || shrink)
 		return cli_usage("convert", "--output, --size and --shrink are for an image folder");
 	for (size_t i = 0; i < n; i++) {
@@ -291,5 +301,6 @@ int cmd_convert(int argc, char **argv, struct cli *cli)
 			return cli_fail("convert", &err);
 	}
 	rc = cli_convert("convert", (const char *const *)argv + optind, formats, n, &o, json, cli, NULL);
+	cli_keys_free(&keys);
 	return cli_finish_stdout("convert", rc);
 }

@@ -3,7 +3,8 @@
  * imager p2v SOURCE... --name NAME [--connect URI]... [--pool auto|NAME]
  *            [--format raw|qcow2] [--preallocation off|metadata|falloc|full]
  *            [--output DIR] [--start] [--force] [--probe] [--no-convert]
- *            [--rebuild-initramfs] [--upload] [--facts FILE] [domain options] [--json]
+ *            [--rebuild-initramfs] [--key ID:PASSPHRASE] [--key-file ID:FILE] [--upload]
+ *            [--facts FILE] [domain options] [--json]
  *            [--no-progress]
  *
  * The whole move: every SOURCE (a disk, an image file, an image folder or
@@ -149,6 +150,7 @@ static int print_failure(const struct p2v_report *r, const struct im_err *err)
 /* The command line: the job's options, and how to show it. */
 struct cmdline {
 	struct p2v_opts o;
+	struct cli_keys keys;        /* --key, --key-file */
 	struct cli_domain d;
 	const char *uris[P2V_MAX_HOSTS];
 	const char *facts;           /* --facts FILE */
@@ -245,6 +247,7 @@ static int parse(int argc, char **argv, struct cmdline *l)
 		{ "facts", required_argument, NULL, OPT_FACTS },
 		{ "disk-size", required_argument, NULL, OPT_DISK_SIZE },
 		{ "shrink", no_argument, NULL, OPT_SHRINK },
+		CLI_KEY_OPTIONS,
 		{ "timeout", required_argument, NULL, CLI_OPT_TIMEOUT },
 		{ "retries", required_argument, NULL, CLI_OPT_RETRIES },
 		{ NULL, 0, NULL, 0 },
@@ -255,6 +258,8 @@ static int parse(int argc, char **argv, struct cmdline *l)
 		int t = cli_domain_option("p2v", c, optarg, &l->d);
 		if (t == 0)
 			t = cli_net_option("p2v", c, optarg);
+		if (t == 0)
+			t = cli_key_option("p2v", c, optarg, &l->keys);
 		if (t < 0)
 			return IM_EXIT_USAGE;
 		if (t == 0 && (rc = parse_option(c, optarg, l)) != 0)
@@ -264,6 +269,10 @@ static int parse(int argc, char **argv, struct cmdline *l)
 	l->o.nsources = (size_t)(argc - optind);
 	l->o.uris = l->uris;
 	l->o.dom = l->d.o;
+	l->o.keys = l->keys.k;
+	l->o.nkeys = l->keys.n;
+	if (l->keys.n && !l->o.convert)
+		return cli_usage("p2v", "--key and --key-file are for the conversion (not with --no-convert)");
 	return check_options(l);
 }
 
@@ -290,6 +299,7 @@ int cmd_p2v(int argc, char **argv, struct cli *cli)
 	s.json = l.json;
 	s.progress = l.progress;
 	r = im_p2v(&l.o, &rep, &err);
+	cli_keys_free(&l.keys);
 	end_progress(&s);
 	rc = r < 0 ? print_failure(&rep, &err) : print_report(&rep, l.d.o.name, l.json, cli);
 	p2v_report_free(&rep);

@@ -45,11 +45,14 @@ int cmd_restore(int argc, char **argv, struct cli *cli)
 	t.o.force = job.force;
 	if (argc - optind != 2)
 		return cli_usage("restore", "needs DIR and TARGET");
+	if (t.keys.n && !t.convert)
+		return cli_usage("restore", "--key and --key-file go with --convert");
 	cli_progress_job(&prog, job.progress, cli, &o.progress);
 	t0 = cli_now();
 	o.target = t.o;
 	step.opts = cli_target_conv(&t, cli, &co);
 	r = conv_restore(&cli->roots, argv[optind], argv[optind + 1], &o, &st, &step, &err);
+	cli_keys_free(&t.keys);
 	cli_progress_end(&prog);
 	if (r < 0)
 		return cli_fail("restore", &err);

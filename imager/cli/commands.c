@@ -15,12 +15,13 @@ const struct command commands[] = {
 	  "        [--source-format raw|qcow2] [--verify] [--rescue [--map FILE] | --resume]\n"
 	  "        [--checkpoint SECONDS]\n"
 	  "        [--convert [--block virtio-blk|virtio-scsi] [--rebuild-initramfs]\n"
-	  "                   [--virtio-win PATH]]\n"
+	  "                   [--virtio-win PATH] [--key ID:PASSPHRASE] [--key-file ID:FILE]]\n"
 	  "        [--threads N] [--force] [--timeout SECONDS] [--retries N] [--json] [--no-progress]",
 	  "copy a disk or image onto a disk or image in one pass, used blocks only" },
 	{ "convert", cmd_convert, CMD_DEVICES,
 	  "DISK... | DIR --output DISK [--block virtio-blk|virtio-scsi] [--rebuild-initramfs]\n"
-	  "        [--virtio-win PATH] [--format raw|qcow2] [--size SIZE [--shrink]] [--dry-run] [--json]",
+	  "        [--virtio-win PATH] [--key ID:PASSPHRASE] [--key-file ID:FILE]\n"
+	  "        [--format raw|qcow2] [--size SIZE [--shrink]] [--dry-run] [--json]",
 	  "make the Linux or Windows guest on a disk or image boot on virtio" },
 	{ "define", cmd_define, 0,
 	  "DISK... --name NAME [--memory SIZE] [--vcpus N]\n"
@@ -38,7 +39,8 @@ const struct command commands[] = {
 	  "SOURCE... --name NAME [--connect URI]... [--pool auto|NAME] [--probe]\n"
 	  "        [--format raw|qcow2] [--preallocation off|metadata|falloc|full]\n"
 	  "        [--output DIR] [--start] [--force] [--no-convert] [--rebuild-initramfs] [--upload]\n"
-	  "        [--virtio-win PATH] [--facts FILE] [--disk-size SIZE [--shrink]]\n"
+	  "        [--virtio-win PATH] [--key ID:PASSPHRASE] [--key-file ID:FILE]\n"
+	  "        [--facts FILE] [--disk-size SIZE [--shrink]]\n"
 	  "        [--memory SIZE] [--vcpus N] [--cpu MODE|MODEL] [--machine q35|pc]\n"
 	  "        [--bus virtio-blk|virtio-scsi|sata|ide] [--nic virtio|e1000] [--mac MAC]\n"
 	  "        [--firmware bios|uefi|uefi-secure] [--domain-type kvm|qemu] [--io native|io_uring|threads|auto]\n"
@@ -51,7 +53,7 @@ const struct command commands[] = {
 	  "DIR TARGET [--format raw|qcow2] [--preallocation off|metadata|falloc|full]\n"
 	  "        [--cluster-size SIZE] [--size SIZE] [--grow-last|--proportional|--shrink]\n"
 	  "        [--convert [--block virtio-blk|virtio-scsi] [--rebuild-initramfs]\n"
-	  "                   [--virtio-win PATH]]\n"
+	  "                   [--virtio-win PATH] [--key ID:PASSPHRASE] [--key-file ID:FILE]]\n"
 	  "        [--resume] [--checkpoint SECONDS] [--threads N] [--force] [--timeout SECONDS]\n"
 	  "        [--retries N] [--json] [--no-progress]",
 	  "write an image folder (imager's or Clonezilla's) onto a disk or image file" },

@@ -29,6 +29,7 @@
 #include <stdint.h>
 #include <stdio.h>
 
+#include "imager/convert.h"
 #include "imager/disk.h"
 #include "imager/error.h"
 #include "imager/job.h"
@@ -89,6 +90,29 @@ int cli_parse_uint(const char *s, unsigned min, unsigned max, unsigned *out);
 /* "1.5 GiB" */
 void cli_human(uint64_t bytes, char *out, size_t len);
 
+/* The keys of encrypted volumes (convert.h, struct conv_key), from
+ * --key ID:PASSPHRASE and --key-file ID:FILE (the file's first line, its
+ * newline left out).  ID is the volume as the conversion names the
+ * guest's disks (/dev/sda2), its UUID, or all.  A passphrase given on the
+ * command line is copied and overwritten in argv, so that ps shows x's (it
+ * stays in the shell's history: --key-file is the better way). */
+struct cli_keys {
+	struct conv_key k[CONV_MAX_KEYS];
+	char *owned[2 * CONV_MAX_KEYS];   /* what k's strings point into */
+	size_t n, nowned;
+};
+#define CLI_OPT_KEY      0x306
+#define CLI_OPT_KEY_FILE 0x307
+#define CLI_KEY_OPTIONS \
+	{ "key", required_argument, NULL, CLI_OPT_KEY }, \
+	{ "key-file", required_argument, NULL, CLI_OPT_KEY_FILE }
+/* Take --key or --key-file (arg is writable: argv's).  Returns 1 when c
+ * was one of them, 0 when not, -1 after reporting a bad value or a file
+ * that cannot be read (exit with IM_EXIT_USAGE). */
+int cli_key_option(const char *cmd, int c, char *arg, struct cli_keys *k);
+/* Wipe and free the passphrases. */
+void cli_keys_free(struct cli_keys *k);
+
 /* Options shared by the commands that write a target (restore, clone). */
 struct cli_target {
 	struct target_opts o;      /* format, preallocation, cluster size, size, growing */
@@ -96,8 +120,10 @@ struct cli_target {
 	int block;                 /* --block (enum conv_block), 0: virtio-blk */
 	bool rebuild_initramfs;    /* --rebuild-initramfs */
 	const char *virtio_win;    /* --virtio-win PATH (Windows guests) */
+	struct cli_keys keys;      /* --key, --key-file (encrypted volumes) */
 };
 #define CLI_TARGET_OPTIONS \
+	CLI_KEY_OPTIONS, \
 	{ "convert", no_argument, NULL, 'C' }, \
 	{ "block", required_argument, NULL, 'b' }, \
 	{ "rebuild-initramfs", no_argument, NULL, 'I' }, \
@@ -111,7 +137,7 @@ struct cli_target {
 	{ "shrink", no_argument, NULL, 'H' }
 /* Take one of CLI_TARGET_OPTIONS.  Returns 1 when c was one of them, 0
  * when not, and -1 after reporting a bad value (exit with IM_EXIT_USAGE). */
-int cli_target_option(const char *cmd, int c, const char *arg, struct cli_target *t);
+int cli_target_option(const char *cmd, int c, char *arg, struct cli_target *t);
 
 /* The options of every imaging job (save, restore, clone): --threads N,
  * --force, --json, --no-progress, and for NBD exports --timeout SECONDS and
@@ -142,7 +168,7 @@ int cli_checkpoint_option(const char *cmd, const char *arg, unsigned *ms);
  * one of CLI_JOB_OPTIONS, else (t given) one of CLI_TARGET_OPTIONS, else an
  * unknown option (said).  Returns IM_EXIT_OK when taken, else the exit code
  * of a bad command line (said). */
-int cli_job_option(const char *cmd, int c, const char *arg, struct cli_job *j,
+int cli_job_option(const char *cmd, int c, char *arg, struct cli_job *j,
 		   struct cli_target *t);
 /* --timeout SECONDS (1..86400) and --retries N (0..100): 1 when c is one of
  * them and was taken, 0 when it is not, -1 on a bad value (said). */

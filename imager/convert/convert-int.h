@@ -51,7 +51,16 @@ struct conv_ctx {
 	struct conv_file *files;
 	size_t nfiles;
 	struct win_state *win;  /* Windows: what lives until the plan is applied */
+	char locked[512];       /* encrypted volumes left closed: "/dev/sda2 (LUKS), ..." */
+	unsigned nlocked_luks, nlocked_bitlk;
 };
+
+/* crypt.c: open the guest's encrypted volumes that have a key (convert.h,
+ * struct conv_key), then scan LVM; the others are noted in c->locked.
+ * 0, or a negative errno with c->err filled (a key that opens nothing). */
+int conv_unlock(struct conv_ctx *c);
+/* When volumes stayed closed: the refusal naming them (-ENOKEY), else 0. */
+int conv_locked_refusal(struct conv_ctx *c);
 
 /* Record a change in the report; returns its index or -ENOMEM. */
 int conv_change(struct conv_ctx *c, const char *path, const char *action, const char *fmt, ...)

@@ -43,13 +43,22 @@ static int append_chunks(guestfs_h *g, const char *path, const char *data, size_
 	return 0;
 }
 
+/* cp -a, or a plain cp where the filesystem keeps no owner or mode (an
+ * ESP's FAT refuses cp -a's chmod). */
+static int copy_file(guestfs_h *g, const char *from, const char *to)
+{
+	if (guestfs_cp_a(g, from, to) == 0)
+		return 0;
+	return guestfs_cp(g, from, to);
+}
+
 /* Keep path's current content as path.imager-orig unless one is there. */
 static int keep_original(guestfs_h *g, const char *path, char *orig, size_t olen)
 {
 	snprintf(orig, olen, "%s.imager-orig", path);
 	if (gx_exists(g, orig))
 		return 0;
-	return guestfs_cp_a(g, path, orig);
+	return copy_file(g, path, orig);
 }
 
 static int apply_one(struct conv_ctx *c, const struct conv_action *a)
@@ -75,7 +84,7 @@ static int apply_one(struct conv_ctx *c, const struct conv_action *a)
 		if (keep_original(g, a->path, orig, sizeof(orig)) == -1)
 			return -1;
 		snprintf(tmp, sizeof(tmp), "%s.imager-new", a->path);
-		if ((size = guestfs_filesize(g, orig)) == -1 || guestfs_cp_a(g, orig, tmp) == -1)
+		if ((size = guestfs_filesize(g, orig)) == -1 || copy_file(g, orig, tmp) == -1)
 			return -1;
 		/* Each archive starts on a multiple of 4 bytes; the kernel skips
 		 * the zeros between archives. */
@@ -233,6 +242,7 @@ static int inspect_guest(struct conv_ctx *c, size_t ndisks, char ***roots, char 
 		return im_errf(c->err, IM_EXIT_IO, -EIO, "inspection: %s", gx_error(c->g));
 	while (c->devices[c->ndevices])
 		c->ndevices++;
+	FORWARD_ERR(conv_unlock(c));
 	if ((q = conv_quick_inspect(c, &root, mps)) < 0)
 		return q;
 	if (q == 1) {
@@ -256,6 +266,8 @@ static int inspect_guest(struct conv_ctx *c, size_t ndisks, char ***roots, char 
 				       "nothing changed", gx_error(c->g));
 		return im_errf(c->err, IM_EXIT_IO, -EIO, "inspection: %s", gx_error(c->g));
 	}
+	if (!r[0])
+		FORWARD_ERR(conv_locked_refusal(c));
 	if (!r[0])
 		return im_errf(c->err, IM_EXIT_UNSUPP, -ENOENT,
 			       "no operating system found on the disk%s: nothing converted",

@@ -230,7 +230,8 @@ static int convert_disks(struct p2v *j)
 	struct conv_opts co = { .block = bus && !strcmp(bus, "virtio-scsi") ? CONV_BLOCK_VIRTIO_SCSI
 									    : CONV_BLOCK_VIRTIO_BLK,
 				.rebuild_initramfs = j->o->rebuild_initramfs,
-				.virtio_win = j->o->virtio_win };
+				.virtio_win = j->o->virtio_win, .keys = j->o->keys,
+				.nkeys = j->o->nkeys };
 	struct conv_step *s = &j->rep->convert;
 
 	if (!j->o->convert || (bus && (!strcmp(bus, "sata") || !strcmp(bus, "ide"))))

@@ -96,11 +96,34 @@
 
 enum conv_block { CONV_BLOCK_VIRTIO_BLK = 1, CONV_BLOCK_VIRTIO_SCSI = 2 };
 
+/*
+ * A key for an encrypted volume of the guest (--key, --key-file).  Before
+ * inspection every LUKS volume (libblkid's crypto_LUKS) and BitLocker
+ * volume is looked for: one with a key is opened inside the appliance
+ * (cryptsetup; LUKS as /dev/mapper/luks-UUID, the name RHEL's crypttab
+ * gives it, BitLocker by its recovery key or password) and its LVM
+ * scanned, so the guest inside is inspected and converted as any other.
+ * A key that does not open its volume is refused (IM_EXIT_USAGE) before
+ * anything is written.  A volume without a key stays closed; when no
+ * operating system is found outside the closed volumes, the conversion is
+ * refused (-ENOKEY, IM_EXIT_UNSUPP) with the volumes named and what to do:
+ * LUKS, give --key or --key-file; BitLocker, suspend it on the machine
+ * first, or give the recovery key.
+ */
+struct conv_key {
+	const char *id;               /* the volume as the appliance names the guest's disks
+				       * ("/dev/sda2"), its UUID, or "all" */
+	const char *passphrase;       /* NUL-terminated; never printed */
+};
+#define CONV_MAX_KEYS 16
+
 struct conv_opts {
 	enum conv_block block;        /* 0: virtio-blk */
 	bool rebuild_initramfs;       /* run the guest's own initramfs tool */
 	bool dry_run;                 /* report the plan; change nothing */
 	const char *virtio_win;       /* Windows: virtio-win folder or ISO; NULL: see above */
+	const struct conv_key *keys;  /* encrypted volumes' keys (above); may be NULL */
+	size_t nkeys;
 	/* Called with a short phase name ("launching", "inspecting",
 	 * "applying") as the work goes on; may be NULL. */
 	void (*phase)(void *opaque, const char *what);
@@ -174,8 +197,10 @@ struct conv_report {
  * Convert the guest on disks[0..n-1] (formats[i] required: "raw", "qcow2";
  * a block device is "raw").  rep is filled in every case where inspection
  * got that far (free it with conv_report_free() whatever the result).
- * Returns 0; -EINVAL for bad options (IM_EXIT_USAGE); -ENOENT when no
- * operating system is found and -EOPNOTSUPP for one that cannot be converted
+ * Returns 0; -EINVAL for bad options and keys that open nothing
+ * (IM_EXIT_USAGE); -ENOKEY when no operating system is found outside
+ * encrypted volumes without a key (IM_EXIT_UNSUPP, the volumes named);
+ * -ENOENT when no operating system is found and -EOPNOTSUPP for one that cannot be converted
  * (no kernel with virtio, an unknown initramfs layout, several roots, a
  * system neither Linux nor Windows, a Windows without drivers in virtio-win),
  * both with the disks untouched (IM_EXIT_UNSUPP); for Windows also -ENOENT

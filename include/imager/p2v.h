@@ -106,6 +106,8 @@ struct p2v_opts {
 	uint64_t disk_size;          /* each disk this large (--disk-size); 0: the source's */
 	bool shrink;                 /* onto a smaller disk: shrink filesystems (job.h) */
 	const char *virtio_win;      /* conversion: Windows drivers (convert.h) */
+	const struct conv_key *keys; /* conversion: encrypted volumes' keys (convert.h) */
+	size_t nkeys;
 	struct dom_opts dom;         /* the user's wishes (name required); disks are the job's */
 	const struct dom_machine *machine; /* the source machine's facts (p2v --facts: memory,
 				      * vCPUs, MAC, firmware); NULL: this machine's when

@@ -10,7 +10,7 @@
 #                         boots; fails unless the guest reached its marker with
 #                         ROOT as the root device and virtio_net up
 
-need_guest() { # [lvm|uefi|rhel]
+need_guest() { # [uefi|rhel|suse|luks|bls]
 	local rc=0
 	need_root "to build the test guest (debootstrap, loop devices)"
 	need_cmd qemu-system-x86_64 qemu-img jq

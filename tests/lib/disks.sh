@@ -122,6 +122,24 @@ put_fs() {
 	dd if="$1" of="$2" bs=1M seek="$3" oflag=seek_bytes conv=notrunc,sparse status=none ||
 		fail "dd $1 into $2 at $3"
 }
+# put_bitlocker DISK OFFSET: the start of a BitLocker volume at OFFSET, by
+# hand (no tool makes one on Linux), as libbde's and libblkid's format
+# notes describe the Windows 7 layout: the boot sector's jump and
+# "-FVE-FS-", the FVE metadata's offset (64 KiB) at byte 176, the 0x55AA
+# mark; at 64 KiB the metadata block's "-FVE-FS-", its size and version 2
+# (16-bit little-endian).  libblkid must then call it BitLocker.
+put_bitlocker() {
+	local at bytes
+	for at in '0 \xeb\x58\x90-FVE-FS-' '176 \x00\x00\x01\x00\x00\x00\x00\x00' '510 \x55\xaa' \
+		'65536 -FVE-FS-\x00\x00\x02\x00'; do
+		bytes=${at#* }
+		# shellcheck disable=SC2059  # the bytes are printf escapes
+		printf -- "$bytes" | dd of="$1" bs=1 seek=$(($2 + ${at%% *})) conv=notrunc status=none ||
+			fail "dd into $1"
+	done
+	[ "$(blkid -p -s TYPE -o value --offset "$2" "$1")" = BitLocker ] ||
+		fail "libblkid does not take the hand-made header in $1 for BitLocker"
+}
 # random_bytes DISK OFFSET LENGTH: boot code, GRUB core and the like.
 random_bytes() {
 	head -c "$3" /dev/urandom |
