@@ -52,6 +52,9 @@ DEB_TEST  += clonezilla gdisk dmidecode pciutils
 DEB_TEST  += libnbd-bin
 # (ccache: make check's three builds, cached across clones)
 DEB_TEST  += ccache
+# (systemd-boot's EFI loader: the test guest that boots through Boot Loader
+# Specification entries, tests/guest/debian12-bls.sh)
+DEB_TEST  += systemd-boot-efi
 
 CC        ?= gcc
 OPT       ?= -O2 -g

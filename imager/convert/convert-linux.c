@@ -50,9 +50,16 @@ static const char *const name_files[] = {
 	"/etc/uswsusp.conf", "/etc/sysconfig/grub", "/etc/kernel/cmdline",
 };
 
+#define MAX_ESP_INITRDS 4
 struct lkernel {
 	char version[128];
 	char initrd[256];     /* "" when none */
+	/* Copies of its initramfs on the ESP that Boot Loader Specification
+	 * entries boot (systemd-boot reads kernels from the ESP only:
+	 * /boot/efi/MACHINE-ID/VER/initrd.img-VER, as kernel-install puts
+	 * them); each gets the same treatment as initrd. */
+	char esp_initrd[MAX_ESP_INITRDS][320];
+	size_t nesp;
 	bool virtio, net, scsi;
 	char *dep, *builtin;  /* modules.dep, modules.builtin text (may be NULL) */
 	size_t deplen, builtinlen;
@@ -636,7 +643,8 @@ static void append_dracut_conf(const char *const *names, size_t nn, struct appen
 
 /* The archive gzipped (every kernel that takes an initramfs unpacks it),
  * planned as an append to the kernel's initramfs. */
-static int plan_appendix(struct lx *l, struct lkernel *k, struct appendix *a, size_t nmodules)
+static int plan_appendix(struct lx *l, struct lkernel *k, const char *initrd, struct appendix *a,
+			 size_t nmodules)
 {
 	struct conv_ctx *c = l->c;
 	struct sbuf gz = { 0 };
@@ -647,18 +655,20 @@ static int plan_appendix(struct lx *l, struct lkernel *k, struct appendix *a, si
 	r = gzip_buffer(a->ar.p, a->ar.len, &gz);
 	if (r < 0)
 		return oom(c);
-	snprintf(orig, sizeof(orig), "%s.imager-orig", k->initrd);
+	snprintf(orig, sizeof(orig), "%s.imager-orig", initrd);
 	snprintf(detail, sizeof(detail),
 		 "kernel %s: appended %zu modules (a gzip archive of %zu KiB, %zu KiB unpacked, %s) "
 		 "to %s; the original is kept as %s", k->version, nmodules, gz.len / 1024,
 		 cpio_len / 1024, conv_block_name(c->o->block),
 		 gx_exists(c->g, orig) ? "the original kept from an earlier conversion" : "the initramfs",
 		 orig);
-	return conv_act(c, ACT_APPEND_INITRD, k->initrd, gz.p, gz.len, NULL, 0, "append-initramfs",
+	return conv_act(c, ACT_APPEND_INITRD, initrd, gz.p, gz.len, NULL, 0, "append-initramfs",
 			detail);
 }
 
-static int plan_append(struct lx *l, struct lkernel *k)
+/* The fast way for the initramfs at initrd (k->initrd, or a copy of it on
+ * the ESP). */
+static int plan_append(struct lx *l, struct lkernel *k, const char *initrd)
 {
 	const char *names[NVIRTIO + 1], *missing;
 	struct appendix a = { .ino = 1000 };
@@ -686,7 +696,7 @@ static int plan_append(struct lx *l, struct lkernel *k)
 	if (!r && a.ar.oom)
 		r = oom(l->c);
 	if (!r)
-		r = plan_appendix(l, k, &a, np);
+		r = plan_appendix(l, k, initrd, &a, np);
 	sbuf_free(&a.ar);
 	return r;
 }
@@ -947,6 +957,97 @@ static const char *const grubenv_files[] = {
 	"/boot/grub2/grubenv", "/boot/grub/grubenv",
 };
 
+/* A path a BLS entry names on the ESP ("/MID/VER/initrd.img-VER"): absolute,
+ * printable, no "." or ".." component, short. */
+static bool esp_path_ok(const char *v, size_t n)
+{
+	if (n < 2 || n > 200 || v[0] != '/')
+		return false;
+	for (size_t i = 0; i < n; i++)
+		if ((unsigned char)v[i] <= ' ' || v[i] == 0x7f || v[i] == '\\')
+			return false;
+	for (size_t i = 0; i < n; i++)
+		if (v[i] == '/' && v[i + 1] == '.' &&
+		    (i + 2 == n || v[i + 2] == '/' || (v[i + 2] == '.' && (i + 3 == n || v[i + 3] == '/'))))
+			return false;
+	return true;
+}
+
+/* One entry's text: which kernel it boots (its version line, else a known
+ * version in its linux path) and the initramfs files it names, added to
+ * that kernel's esp_initrd (ESP paths as the guest mounts them). */
+static void esp_entry(struct lx *l, const char *esp, const char *text, size_t len)
+{
+	char version[128] = "", linux_path[256] = "", initrds[MAX_ESP_INITRDS][256];
+	size_t ni = 0;
+	struct lkernel *k = NULL;
+
+	for (size_t i = 0; i < len;) {
+		size_t e = i, ks, ke, vs, ve;
+		while (e < len && text[e] != '\n')
+			e++;
+		for (ks = i; ks < e && (text[ks] == ' ' || text[ks] == '\t'); ks++)
+			;
+		for (ke = ks; ke < e && text[ke] != ' ' && text[ke] != '\t'; ke++)
+			;
+		for (vs = ke; vs < e && (text[vs] == ' ' || text[vs] == '\t'); vs++)
+			;
+		for (ve = e; ve > vs && (text[ve - 1] == ' ' || text[ve - 1] == '\t' || text[ve - 1] == '\r'); ve--)
+			;
+		size_t kl = ke - ks, vl = ve - vs;
+#define KEY(w) (kl == sizeof(w) - 1 && !memcmp(text + ks, w, kl))
+		if (KEY("version") && vl < sizeof(version))
+			snprintf(version, sizeof(version), "%.*s", (int)vl, text + vs);
+		else if (KEY("linux") && vl < sizeof(linux_path))
+			snprintf(linux_path, sizeof(linux_path), "%.*s", (int)vl, text + vs);
+		else if (KEY("initrd") && ni < MAX_ESP_INITRDS && esp_path_ok(text + vs, vl))
+			snprintf(initrds[ni++], sizeof(initrds[0]), "%.*s", (int)vl, text + vs);
+#undef KEY
+		i = e + 1;
+	}
+	for (size_t j = 0; j < l->nk && !k; j++)
+		if (!strcmp(version, l->k[j].version))
+			k = &l->k[j];
+	for (size_t j = 0; j < l->nk && !k && linux_path[0]; j++)
+		if (strstr(linux_path, l->k[j].version))
+			k = &l->k[j];
+	for (size_t j = 0; k && j < ni; j++) {
+		char path[320];
+		bool seen = false;
+		if ((size_t)snprintf(path, sizeof(path), "%s%s", esp, initrds[j]) >= sizeof(path) ||
+		    !strcmp(path, k->initrd) || !gx_is_file(l->c->g, path))
+			continue;
+		for (size_t m = 0; m < k->nesp; m++)
+			seen |= !strcmp(k->esp_initrd[m], path);
+		if (!seen && k->nesp < MAX_ESP_INITRDS)
+			snprintf(k->esp_initrd[k->nesp++], sizeof(k->esp_initrd[0]), "%s", path);
+	}
+}
+
+/* The initramfs copies that systemd-boot's entries on the ESP boot. */
+static void find_esp_initrds(struct lx *l)
+{
+	static const char *const esps[] = { "/boot/efi", "/efi" };
+
+	for (size_t d = 0; d < sizeof(esps) / sizeof(esps[0]); d++) {
+		char dir[64], path[512];
+		snprintf(dir, sizeof(dir), "%s/loader/entries", esps[d]);
+		char **ents = gx_is_dir(l->c->g, dir) ? guestfs_ls(l->c->g, dir) : NULL;
+		for (size_t i = 0; ents && ents[i]; i++) {
+			size_t n = strlen(ents[i]), len;
+			char *text;
+			if (n < 6 || strcmp(ents[i] + n - 5, ".conf") ||
+			    (size_t)snprintf(path, sizeof(path), "%s/%s", dir, ents[i]) >= sizeof(path) ||
+			    !gx_is_file(l->c->g, path))
+				continue;
+			if ((text = gx_read(l->c->g, path, &len)) && len <= 65536)
+				esp_entry(l, esps[d], text, len);
+			free(text);
+		}
+		free_ls(ents);
+	}
+}
+
 static int plan_names(struct lx *l)
 {
 	struct conv_ctx *c = l->c;
@@ -1169,8 +1270,9 @@ static int linux_plan(struct conv_ctx *c, const char *root)
 	c->rep->virtio_net = def->net;
 	bool rebuild = c->o->rebuild_initramfs;
 	bool any_initrd = false;
+	find_esp_initrds(&l);
 	for (size_t i = 0; i < l.nk; i++)
-		any_initrd |= l.k[i].virtio && l.k[i].initrd[0];
+		any_initrd |= l.k[i].virtio && (l.k[i].initrd[0] || l.k[i].nesp);
 	if (any_initrd && !l.tool[0]) {
 		r = im_errf(c->err, IM_EXIT_UNSUPP, -EOPNOTSUPP,
 			    "the guest boots from an initramfs, but no known tool made it "
@@ -1193,9 +1295,14 @@ static int linux_plan(struct conv_ctx *c, const char *root)
 	if ((r = plan_old_platform(&l)) < 0)
 		goto out;
 	for (size_t i = 0; i < l.nk && !r; i++) {
-		if (!l.k[i].virtio || !l.k[i].initrd[0])
+		if (!l.k[i].virtio)
 			continue;
-		r = rebuild ? plan_rebuild(&l, &l.k[i]) : plan_append(&l, &l.k[i]);
+		if (l.k[i].initrd[0])
+			r = rebuild ? plan_rebuild(&l, &l.k[i]) : plan_append(&l, &l.k[i], l.k[i].initrd);
+		/* (the ESP's copies get the archive either way: a rebuild's
+		 * image is made in /boot, which systemd-boot does not read) */
+		for (size_t j = 0; j < l.k[i].nesp && !r; j++)
+			r = plan_append(&l, &l.k[i], l.k[i].esp_initrd[j]);
 	}
 out:
 	for (size_t i = 0; i < l.nk; i++) {
