@@ -116,16 +116,9 @@ partx -d "$LOOP" 2>/dev/null || true
 losetup -d "$LOOP"
 
 phase "booting it under OVMF on SATA (fresh variables: \\EFI\\BOOT\\BOOTX64.EFI, systemd-boot, the entry)"
-# shellcheck source=/dev/null
-. "$LIB/guestboot.sh"
-qemu-img create -q -f qcow2 -b "$BUILD/disk.raw" -F raw "$BUILD/sanity.qcow2"
-GUEST_FIRMWARE=uefi guest_boot "$BUILD/sanity.qcow2" qcow2 sata "$BUILD/boot.log" 600 >&2 ||
-	die "the systemd-boot guest did not come up on SATA (see above)"
-root=$(guest_marker_field "$BUILD/boot.log" root)
-[ "$root" = /dev/sda2 ] || die "the guest came up with root=$root, not /dev/sda2"
+variant_boot_overlay uefi /dev/sda2 "systemd-boot guest"
 tr -d '\r' <"$BUILD/boot.log" | grep -a -q "Command line: .*$OPTIONS" ||
 	die "the kernel's command line is not the entry's options (the boot did not go through the entry)"
-rm -f "$BUILD/sanity.qcow2" "$BUILD/boot.log.vars.fd"
 qemu-img convert -O qcow2 "$BUILD/disk.raw" "$BUILD/bls.qcow2"
 rm -f "$BUILD/disk.raw"
 variant_finish debian12-bls "$BUILD/bls.qcow2" "$BUILD/boot.log"

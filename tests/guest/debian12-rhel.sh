@@ -77,7 +77,6 @@ done
 # shellcheck source=/dev/null
 . "$LIB/buildtree.sh"
 variant_start debian12-rhel "$SELF"
-LISTING=${IMAGE%.qcow2}.initramfs.txt
 export MTOOLS_SKIP_CHECK=1
 
 phase "the base guest's files, on the host"
@@ -270,8 +269,4 @@ grep -qE '(^|/)s?bin/lvm$' "$BUILD/initramfs.txt" || die "the hostonly image lac
 variant_hostonly "$BUILD/initramfs.txt" "$generic" ahci sd_mod xfs dm-mod
 qemu-img convert -O qcow2 "$BUILD/disk.raw" "$BUILD/rhel.qcow2"
 rm -f "$BUILD/disk.raw"
-for old in "$CACHE"/debian12-rhel-*.initramfs.txt; do
-	[ "$old" = "$LISTING" ] || rm -f "$old"
-done
-mv "$BUILD/initramfs.txt" "$LISTING"
-variant_finish debian12-rhel "$BUILD/rhel.qcow2" "$BUILD/boot.log"
+variant_finish debian12-rhel "$BUILD/rhel.qcow2" "$BUILD/boot.log" "$BUILD/initramfs.txt"

@@ -57,7 +57,6 @@ done
 # shellcheck source=/dev/null
 . "$LIB/buildtree.sh"
 variant_start debian12-suse "$SELF"
-LISTING=${IMAGE%.qcow2}.initramfs.txt
 
 phase "the base guest's files, on the host"
 R=$BUILD/rootdir
@@ -189,8 +188,4 @@ grep -qE '(^|/)s?bin/btrfs$' "$BUILD/initramfs.txt" || die "the hostonly image l
 variant_hostonly "$BUILD/initramfs.txt" "$generic" ahci sd_mod btrfs
 qemu-img convert -O qcow2 "$BUILD/disk.raw" "$BUILD/suse.qcow2"
 rm -f "$BUILD/disk.raw"
-for old in "$CACHE"/debian12-suse-*.initramfs.txt; do
-	[ "$old" = "$LISTING" ] || rm -f "$old"
-done
-mv "$BUILD/initramfs.txt" "$LISTING"
-variant_finish debian12-suse "$BUILD/suse.qcow2" "$BUILD/boot.log"
+variant_finish debian12-suse "$BUILD/suse.qcow2" "$BUILD/boot.log" "$BUILD/initramfs.txt"

@@ -125,16 +125,9 @@ fi
 grep -q 'root=/dev/sda2 ' "$BUILD/grub.cfg" || { grep -n 'linux' "$BUILD/grub.cfg" >&2; die "grub.cfg does not boot root=/dev/sda2 (its linux lines above)"; }
 
 phase "booting it under OVMF on SATA (its boot entry played by the shell's startup.nsh)"
-# shellcheck source=/dev/null
-. "$LIB/guestboot.sh"
 # (an overlay over the raw disk: the boot's writes stay out of it, and the
 # disk is converted to qcow2 once, after startup.nsh is gone)
-qemu-img create -q -f qcow2 -b "$BUILD/disk.raw" -F raw "$BUILD/sanity.qcow2"
-GUEST_FIRMWARE=uefi guest_boot "$BUILD/sanity.qcow2" qcow2 sata "$BUILD/boot.log" 600 >&2 ||
-	die "the UEFI guest did not come up on SATA (see above)"
-root=$(guest_marker_field "$BUILD/boot.log" root)
-[ "$root" = /dev/sda2 ] || die "the guest came up with root=$root, not /dev/sda2"
-rm -f "$BUILD/sanity.qcow2" "$BUILD/boot.log.vars.fd"
+variant_boot_overlay uefi /dev/sda2 "UEFI guest"
 # The machine's boot entry goes with the machine: startup.nsh out of the ESP.
 LOOP=$(attach "$BUILD/disk.raw")
 quietly mdel-startup mdel -i "${LOOP}p1" ::/startup.nsh

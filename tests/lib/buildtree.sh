@@ -272,14 +272,32 @@ variant_hostonly() {
 	[ "$nko" -lt $((generic / 2)) ] || die "the image holds $nko modules, the generic one $generic: not hostonly"
 	say "hostonly initramfs: $nko modules (the generic image: $generic), no virtio"
 }
-# variant_finish NAME QCOW2 BOOTLOG-OF-THE-BUILD: the image into the cache
-# (by rename: it appears only whole) with its boot log; older keys removed.
+# variant_boot_overlay FIRMWARE ROOT WHAT: the build's sanity boot of
+# $BUILD/disk.raw on SATA (GUEST_FIRMWARE FIRMWARE), through a qcow2
+# overlay so that the boot's writes stay out of the disk; the marker must
+# say root=ROOT, else the build dies naming WHAT.  Its log: $BUILD/boot.log.
+variant_boot_overlay() {
+	local root
+	# shellcheck source=/dev/null
+	. "$(dirname "${BASH_SOURCE[0]}")/guestboot.sh"
+	qemu-img create -q -f qcow2 -b "$BUILD/disk.raw" -F raw "$BUILD/sanity.qcow2"
+	GUEST_FIRMWARE=$1 guest_boot "$BUILD/sanity.qcow2" qcow2 sata "$BUILD/boot.log" 600 >&2 ||
+		die "the $3 did not come up on SATA (see above)"
+	root=$(guest_marker_field "$BUILD/boot.log" root)
+	[ "$root" = "$2" ] || die "the $3 came up with root=$root, not $2"
+	rm -f "$BUILD/sanity.qcow2" "$BUILD/boot.log.vars.fd"
+}
+# variant_finish NAME QCOW2 BOOTLOG-OF-THE-BUILD [LISTING]: the image into
+# the cache (by rename: it appears only whole) with its boot log, and the
+# initramfs listing LISTING (lsinitramfs) beside it as
+# NAME-KEY.initramfs.txt; older keys removed.
 variant_finish() {
-	local name=$1 old
+	local name=$1 old listing=${IMAGE%.qcow2}.initramfs.txt
 	tr -d '\r' <"$3" >"$BOOTLOG"
+	[ -z "${4:-}" ] || mv "$4" "$listing"
 	mv "$2" "$IMAGE"
-	for old in "$CACHE/$name"-*.qcow2 "$CACHE/$name"-*.boot.log; do
-		case $old in "$IMAGE" | "$BOOTLOG") continue ;; esac
+	for old in "$CACHE/$name"-*.qcow2 "$CACHE/$name"-*.boot.log "$CACHE/$name"-*.initramfs.txt; do
+		case $old in "$IMAGE" | "$BOOTLOG" | "$listing") continue ;; esac
 		rm -f "$old"
 	done
 	phase "built $IMAGE ($(du -h "$IMAGE" | cut -f1))"
