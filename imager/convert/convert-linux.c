@@ -903,6 +903,20 @@ static void free_ls(char **ents)
 }
 
 /* One file's disk names remapped (grubenv: kept at its fixed size). */
+/* Does path hold kernel command lines (GRUB's files, BLS entries,
+ * extlinux, /etc/kernel/cmdline, grubenv), not only device names? */
+static bool holds_cmdline(const char *path)
+{
+	static const char *const not[] = { "/etc/fstab", "/etc/crypttab", "/etc/uswsusp.conf",
+					   "/etc/initramfs-tools/conf.d/resume" };
+	size_t n = strlen(path);
+
+	for (size_t i = 0; i < sizeof(not) / sizeof(not[0]); i++)
+		if (!strcmp(path, not[i]))
+			return false;
+	return !(n >= 10 && !strcmp(path + n - 10, "device.map"));
+}
+
 static int remap_file(struct lx *l, const char *path, enum conv_bus bus, bool grubenv)
 {
 	struct conv_ctx *c = l->c;
@@ -920,6 +934,30 @@ static int remap_file(struct lx *l, const char *path, enum conv_bus bus, bool gr
 		return 0;
 	if (remap_text(text, len, bus, uuid_of, c, &nb, &ch, &nch) < 0)
 		return oom(c);
+	if (holds_cmdline(path)) {   /* and Xen's console becomes the serial port */
+		struct sbuf cb;
+		struct remap_change *cch = NULL, *all;
+		size_t ncc = 0;
+		if (console_remap(nb.p, nb.len, &cb, &cch, &ncc) < 0 ||
+		    (ncc && !(all = realloc(ch, (nch + ncc) * sizeof(*ch))))) {
+			if (ncc)
+				sbuf_free(&cb);
+			free(cch);
+			sbuf_free(&nb);
+			free(ch);
+			return oom(c);
+		}
+		if (ncc) {
+			memcpy(all + nch, cch, ncc * sizeof(*cch));
+			ch = all;
+			nch += ncc;
+			sbuf_free(&nb);
+			nb = cb;
+		} else {
+			sbuf_free(&cb);
+		}
+		free(cch);
+	}
 	if (!nch) {
 		sbuf_free(&nb);
 		free(ch);

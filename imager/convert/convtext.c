@@ -292,6 +292,70 @@ int remap_text(const char *text, size_t len, enum conv_bus bus, uuid_lookup_fn l
 	return 0;
 }
 
+int console_remap(const char *text, size_t len, struct sbuf *out, struct remap_change **changes,
+		  size_t *nchanges)
+{
+	static const char key[] = "console=";
+	const size_t kl = sizeof(key) - 1;
+	struct remap_change *ch = NULL;
+	size_t nch = 0, cap = 0, from = 0;
+	unsigned line = 1;
+
+	memset(out, 0, sizeof(*out));
+	sbuf_add(out, "", 0);
+	for (size_t i = 0; i < len; i++) {
+		if (text[i] == '\n') {
+			line++;
+			continue;
+		}
+		char prev = i ? text[i - 1] : '\n';
+		if (len - i < kl + 4 || memcmp(text + i, key, kl) ||
+		    !(prev == '\n' || prev == ' ' || prev == '\t' || prev == '"' || prev == '\''))
+			continue;
+		size_t v = i + kl, d = v + 3;
+		if (memcmp(text + v, "hvc", 3) && memcmp(text + v, "xvc", 3))
+			continue;
+		while (d < len && d - v < 8 && text[d] >= '0' && text[d] <= '9')
+			d++;
+		if (d == v + 3 || (d < len && name_char(text[d])))
+			continue;
+		sbuf_add(out, text + from, v - from);
+		sbuf_adds(out, "ttyS");
+		sbuf_add(out, text + v + 3, d - v - 3);
+		if (changes) {
+			if (nch == cap) {
+				size_t nc = cap ? cap * 2 : 4;
+				struct remap_change *p = realloc(ch, nc * sizeof(*p));
+				if (!p) {
+					free(ch);
+					sbuf_free(out);
+					return -ENOMEM;
+				}
+				ch = p;
+				cap = nc;
+			}
+			ch[nch].line = line;
+			snprintf(ch[nch].from, sizeof(ch[nch].from), "console=%.*s", (int)(d - v), text + v);
+			snprintf(ch[nch].to, sizeof(ch[nch].to), "console=ttyS%.*s", (int)(d - v - 3),
+				 text + v + 3);
+		}
+		nch++;
+		from = d;
+		i = d - 1;
+	}
+	sbuf_add(out, text + from, len - from);
+	if (out->oom) {
+		free(ch);
+		sbuf_free(out);
+		return -ENOMEM;
+	}
+	if (changes)
+		*changes = ch;
+	if (nchanges)
+		*nchanges = nch;
+	return 0;
+}
+
 int grubenv_refit(struct sbuf *b, size_t size)
 {
 	size_t pad = 0;

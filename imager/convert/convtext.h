@@ -79,6 +79,17 @@ int remap_text(const char *text, size_t len, enum conv_bus bus, uuid_lookup_fn l
 	       void *opaque, struct sbuf *out, struct remap_change **changes, size_t *nchanges);
 
 /*
+ * Kernel command lines (grub.cfg, /etc/default/grub, BLS entries,
+ * /etc/kernel/cmdline...): a console on Xen's paravirtual console,
+ * console=hvcN or console=xvcN (a value on its own: after the start of a
+ * line, a blank, '"' or '\''), becomes console=ttySN, the serial port a
+ * KVM guest has.  out receives the new text (always); changes/nchanges
+ * (may be NULL) the replacements, malloc'ed.  0 or -ENOMEM.
+ */
+int console_remap(const char *text, size_t len, struct sbuf *out, struct remap_change **changes,
+		  size_t *nchanges);
+
+/*
  * GRUB's environment block (grubenv, where RHEL 8 keeps kernelopts=) is a
  * file of a fixed size: "# GRUB Environment Block\n", name=value lines, then
  * '#' up to that size (1024 bytes).  After remap_text changed its lines, b

@@ -125,6 +125,45 @@ static void remap(void)
 	sbuf_free(&out);
 }
 
+static void consoles(void)
+{
+	const char *cfg = "\tlinux /vmlinuz root=/dev/xvda1 console=hvc0 ro\n"
+			  "GRUB_CMDLINE_LINUX=\"console=xvc0 console=tty0\"\n"
+			  "# console=hvc1 in a comment is a value too\n"
+			  "console=hvc console=hvc0x noconsole=hvc0 myconsole=xvc3 console=hvc12";
+	struct sbuf out;
+	struct remap_change *ch;
+	size_t n;
+
+	CHECK(console_remap(cfg, strlen(cfg), &out, &ch, &n) == 0);
+	CHECK_STR(out.p, "\tlinux /vmlinuz root=/dev/xvda1 console=ttyS0 ro\n"
+			 "GRUB_CMDLINE_LINUX=\"console=ttyS0 console=tty0\"\n"
+			 "# console=ttyS1 in a comment is a value too\n"
+			 "console=hvc console=hvc0x noconsole=hvc0 myconsole=xvc3 console=ttyS12");
+	CHECK_EQ_U(n, 4);
+	CHECK_EQ_U(ch[0].line, 1);
+	CHECK_STR(ch[0].from, "console=hvc0");
+	CHECK_STR(ch[0].to, "console=ttyS0");
+	CHECK_EQ_U(ch[1].line, 2);
+	CHECK_STR(ch[1].from, "console=xvc0");
+	CHECK_EQ_U(ch[3].line, 4);
+	CHECK_STR(ch[3].to, "console=ttyS12");
+	free(ch);
+	sbuf_free(&out);
+
+	/* hostile: cut at the end, NULs, nothing to do */
+	const char bin[] = "console=hvc\0 console=xvc7";
+	CHECK(console_remap(bin, sizeof(bin) - 1, &out, NULL, &n) == 0);
+	CHECK_EQ_U(out.len, sizeof(bin));
+	CHECK(!memcmp(out.p, "console=hvc\0 console=ttyS7", out.len));
+	CHECK_EQ_U(n, 1);
+	sbuf_free(&out);
+	CHECK(console_remap("console=ttyS0", 13, &out, NULL, &n) == 0);
+	CHECK_STR(out.p, "console=ttyS0");
+	CHECK_EQ_U(n, 0);
+	sbuf_free(&out);
+}
+
 static void modules(void)
 {
 	const char *dep =
@@ -388,4 +427,4 @@ static void grubenv(void)
 	sbuf_free(&out);
 }
 
-UNIT_MAIN(UNIT(names), UNIT(remap), UNIT(grubenv), UNIT(modules), UNIT(grub), UNIT(cpio), UNIT(quick))
+UNIT_MAIN(UNIT(names), UNIT(remap), UNIT(consoles), UNIT(grubenv), UNIT(modules), UNIT(grub), UNIT(cpio), UNIT(quick))
