@@ -219,7 +219,10 @@ static int open_guest(struct conv_ctx *c, const char *const *disks, const char *
 		FORWARD_ERR(vw_check(o->virtio_win, c->err));
 	if (o->phase)
 		o->phase(o->opaque, "launching the appliance");
-	FORWARD_ERR(guest_open(disks, formats, n, o->dry_run, &c->g, c->err));
+	/* LUKS2 volumes made on a large machine ask for up to 1 GiB of memory
+	 * (argon2id) to open: the appliance gets room for that and itself. */
+	FORWARD_ERR(guest_open(disks, formats, n, o->dry_run, o->nkeys ? CONV_KEY_MEMSIZE_MB : 0, &c->g,
+			       c->err));
 	settings = guestfs_get_backend_setting(c->g, "force_tcg");
 	snprintf(c->rep->accel, sizeof(c->rep->accel), "%s", settings ? "tcg" : "kvm");
 	free(settings);

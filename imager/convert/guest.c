@@ -589,7 +589,7 @@ static int launch_failed(guestfs_h *g, struct im_err *err)
 }
 
 int guest_open(const char *const *disks, const char *const *formats, size_t n, bool readonly,
-	       guestfs_h **out, struct im_err *err)
+	       int memsize_mb, guestfs_h **out, struct im_err *err)
 {
 	guestfs_h *g = NULL;
 	int r;
@@ -613,6 +613,9 @@ int guest_open(const char *const *disks, const char *const *formats, size_t n, b
 	}
 	if (r == 0)
 		r = apply_accel(g, err);
+	if (r == 0 && memsize_mb > 0 && guestfs_get_memsize(g) < memsize_mb &&
+	    guestfs_set_memsize(g, memsize_mb) == -1)
+		r = im_errf(err, IM_EXIT_USAGE, -EINVAL, "the appliance's memory: %s", guest_msg(g));
 	if (r == 0 && guestfs_launch(g) == -1)
 		r = launch_failed(g, err);
 	if (r < 0) {
@@ -844,7 +847,7 @@ int guest_grow_partitions(const char *disk, const char *format, const unsigned *
 		results[i] = (struct guest_grow_result){ .number = numbers[i] };
 	if (n == 0)
 		return 0;
-	FORWARD_ERR(guest_open(&disk, &format, 1, false, &g, err));
+	FORWARD_ERR(guest_open(&disk, &format, 1, false, 0, &g, err));
 	r = check_partitions(g, disk, numbers, n, err);
 	for (size_t i = 0; r == 0 && i < n; i++) {
 		struct guest_grow_result tmp = { .number = numbers[i] };

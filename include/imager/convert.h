@@ -39,7 +39,9 @@
  *      /etc/default/grub, device.map, menu.lst), extlinux.conf and the
  *      resume configuration: sd/hd/xvd/nvme/cciss/mmcblk names become
  *      UUID= where the filesystem has a UUID and the name is a value on its
- *      own, else the virtio name (vdX; sdX under virtio-scsi);
+ *      own, else the virtio name (vdX; sdX under virtio-scsi); in kernel
+ *      command lines, console=hvcN and console=xvcN (Xen's console) become
+ *      console=ttySN;
  *   5. the old platform: VMware tools, open-vm-tools, VirtualBox additions
  *      services disabled (their systemd links and SysV rc links removed),
  *      Xen PV modules removed from initramfs and module-load
@@ -116,6 +118,9 @@ struct conv_key {
 	const char *passphrase;       /* NUL-terminated; never printed */
 };
 #define CONV_MAX_KEYS 16
+/* With keys, the appliance's memory at least (MiB): a LUKS2 keyslot made
+ * by cryptsetup's defaults on a large machine needs 1 GiB to open. */
+#define CONV_KEY_MEMSIZE_MB 2560
 
 struct conv_opts {
 	enum conv_block block;        /* 0: virtio-blk */

@@ -222,7 +222,9 @@ void guest_quick_current(struct guest_quick *q);
  * is required ("raw", "qcow2", ...): images are never probed for their
  * format, a raw disk could pretend to be qcow2.  The disks appear in the
  * appliance as /dev/sda, /dev/sdb, ... in order.  readonly: every drive
- * read-only (libguestfs puts a throwaway overlay on top).
+ * read-only (libguestfs puts a throwaway overlay on top).  memsize_mb > 0
+ * gives the appliance at least that much memory (0: libguestfs's default,
+ * or LIBGUESTFS_MEMSIZE).
  * The acceleration is guest_accel_choose(NULL) unless libguestfs's own
  * settings already force TCG.
  * On success *out owns a launched handle: release it with guest_close(), or
@@ -235,7 +237,7 @@ void guest_quick_current(struct guest_quick *q);
  * text as the detail); -ENOMEM.
  */
 int guest_open(const char *const *disks, const char *const *formats, size_t n, bool readonly,
-	       guestfs_h **out, struct im_err *err);
+	       int memsize_mb, guestfs_h **out, struct im_err *err);
 
 /*
  * Start a throwaway appliance (one 1 MiB scratch drive) with the chosen

@@ -345,12 +345,12 @@ static void test_open_refusals(void)
 	guestfs_h *g = (guestfs_h *)1;
 	unsigned nr = 1;
 
-	CHECK(guest_open(&disk, &nofmt, 1, true, &g, &err) == -EINVAL);
+	CHECK(guest_open(&disk, &nofmt, 1, true, 0, &g, &err) == -EINVAL);
 	CHECK(g == NULL);
 	CHECK_EQ_U(err.exit_class, IM_EXIT_USAGE);
 	err = (struct im_err){ 0 };
 	setenv("IMAGER_ACCEL", "tcg", 1);
-	CHECK(guest_open(&disk, &fmt, 1, true, &g, &err) == -ENOENT);
+	CHECK(guest_open(&disk, &fmt, 1, true, 0, &g, &err) == -ENOENT);
 	CHECK_EQ_U(err.exit_class, IM_EXIT_TARGET);
 	CHECK(strstr(err.msg, disk) != NULL);
 	err = (struct im_err){ 0 };
