@@ -12,9 +12,13 @@
 # virtio NIC, and whether it reaches userspace is shown.  Target: imager's
 # fast way takes at most 0.2 of virt-v2v's time.
 #
-# Then the same pair (imager's fast way, virt-v2v) on the RHEL-like guest
-# (tests/guest/debian12-rhel.sh: UEFI, XFS root on LVM, dracut hostonly),
-# each booted under OVMF; the same target.
+# Then the same pair (imager's fast way, virt-v2v) on each family's guest:
+# RHEL-like (tests/guest/debian12-rhel.sh: UEFI, XFS root on LVM, dracut
+# hostonly), SUSE-like (debian12-suse.sh: BIOS, btrfs subvolumes, dracut
+# hostonly), Ubuntu-like (debian12-uefi.sh: UEFI, initramfs-tools, root
+# named /dev/sda2) and systemd-boot (debian12-bls.sh: a BLS entry and the
+# initramfs on the ESP), each booted (OVMF for the UEFI ones); the same
+# target for each.
 #
 # Environment: IMAGER (default build/imager), BENCH_WORK (scratch space).
 set -euo pipefail
@@ -33,14 +37,20 @@ guestfs_decide
 [ "$(id -u)" = 0 ] || { echo "bench-convert: needs root (the test guest is built with loop devices): skipped"; exit 0; }
 command -v virt-v2v >/dev/null || { echo "bench-convert: virt-v2v missing (make bench installs it)"; exit 1; }
 GUEST=$(guest_image) || { echo "bench-convert: the test guest could not be built"; exit 1; }
-RHEL=$(guest_image rhel) || { echo "bench-convert: the RHEL-like guest could not be built"; exit 1; }
+# VARIANT:FIRMWARE:what it is
+FAMILIES=("rhel:uefi:RHEL-like" "suse:bios:SUSE-like" "uefi:uefi:Ubuntu-like" "bls:uefi:systemd-boot")
 rm -rf "$WORK"
-mkdir -p "$WORK/v2v" "$WORK/v2v-rhel"
+mkdir -p "$WORK/v2v"
 for n in 1 2 3; do
 	qemu-img convert -O qcow2 "$GUEST" "$WORK/copy$n.qcow2"
 done
-for n in 1 2; do
-	qemu-img convert -O qcow2 "$RHEL" "$WORK/rhel$n.qcow2"
+for f in "${FAMILIES[@]}"; do
+	v=${f%%:*}
+	img=$(guest_image "$v") || { echo "bench-convert: the ${f##*:} guest could not be built"; exit 1; }
+	mkdir -p "$WORK/v2v-$v"
+	for n in 1 2; do
+		qemu-img convert -O qcow2 "$img" "$WORK/$v$n.qcow2"
+	done
 done
 
 BENCH_NAME=bench-convert
@@ -55,17 +65,21 @@ echo "converting (TCG; a libguestfs launch alone takes ~25 s here):"
 timed imager_fast "$IMAGER" convert "$WORK/copy1.qcow2"
 timed imager_rebuild "$IMAGER" convert "$WORK/copy2.qcow2" --rebuild-initramfs
 timed virt_v2v virt-v2v -i disk "$WORK/copy3.qcow2" -o local -os "$WORK/v2v" -of qcow2 -on v2vguest
-echo "converting the RHEL-like guest:"
-timed rhel_imager "$IMAGER" convert "$WORK/rhel1.qcow2"
-timed rhel_v2v virt-v2v -i disk "$WORK/rhel2.qcow2" -o local -os "$WORK/v2v-rhel" -of qcow2 -on v2vrhel
+declare -A FW
+pairs=("imager_fast:$WORK/copy1.qcow2" "imager_rebuild:$WORK/copy2.qcow2")
+for f in "${FAMILIES[@]}"; do
+	v=${f%%:*} fw=${f#*:} fw=${fw%%:*}
+	echo "converting the ${f##*:} guest:"
+	timed "${v}_imager" "$IMAGER" convert "$WORK/${v}1.qcow2"
+	timed "${v}_v2v" virt-v2v -i disk "$WORK/${v}2.qcow2" -o local -os "$WORK/v2v-$v" -of qcow2 -on "v2v$v"
+	FW[${v}_imager]=$fw FW[${v}_v2v]=$fw
+	pairs+=("${v}_imager:$WORK/${v}1.qcow2" "${v}_v2v:$(ls "$WORK/v2v-$v/v2v$v"-sd* | head -n 1)")
+done
 
-v2vdisk=$(ls "$WORK"/v2v/v2vguest-sd* | head -n 1)
-v2vrhel=$(ls "$WORK"/v2v-rhel/v2vrhel-sd* | head -n 1)
-echo "booting each on virtio-blk (TCG; the RHEL-like ones under OVMF):"
-for pair in "imager_fast:$WORK/copy1.qcow2" "imager_rebuild:$WORK/copy2.qcow2" "virt_v2v:$v2vdisk" \
-	"rhel_imager:$WORK/rhel1.qcow2" "rhel_v2v:$v2vrhel"; do
-	name=${pair%%:*} disk=${pair#*:} fw=bios
-	case $name in rhel_*) fw=uefi ;; esac
+pairs+=("virt_v2v:$(ls "$WORK"/v2v/v2vguest-sd* | head -n 1)")
+echo "booting each on virtio-blk (TCG; the UEFI ones under OVMF):"
+for pair in "${pairs[@]}"; do
+	name=${pair%%:*} disk=${pair#*:} fw=${FW[${pair%%:*}]:-bios}
 	if GUEST_FIRMWARE=$fw guest_boot "$disk" qcow2 virtio-blk "$WORK/boot-$name.log" 420 >/dev/null 2>&1; then
 		B[$name]="boots (root=$(guest_marker_field "$WORK/boot-$name.log" root), ${GUEST_BOOT_SECONDS} s)"
 	else
@@ -83,8 +97,11 @@ printf '%-44s %8s  %s\n' "" "wall s" "converted guest"
 printf '%-44s %8.1f  %s\n' "imager convert (appended initramfs archive)" "${T[imager_fast]}" "${B[imager_fast]}"
 printf '%-44s %8.1f  %s\n' "imager convert --rebuild-initramfs" "${T[imager_rebuild]}" "${B[imager_rebuild]}"
 printf '%-44s %8.1f  %s\n' "virt-v2v -i disk -o local" "${T[virt_v2v]}" "${B[virt_v2v]}"
-printf '%-44s %8.1f  %s\n' "RHEL-like: imager convert" "${T[rhel_imager]}" "${B[rhel_imager]}"
-printf '%-44s %8.1f  %s\n' "RHEL-like: virt-v2v -i disk -o local" "${T[rhel_v2v]}" "${B[rhel_v2v]}"
+for f in "${FAMILIES[@]}"; do
+	v=${f%%:*}
+	printf '%-44s %8.1f  %s\n' "${f##*:}: imager convert" "${T[${v}_imager]}" "${B[${v}_imager]}"
+	printf '%-44s %8.1f  %s\n' "${f##*:}: virt-v2v -i disk -o local" "${T[${v}_v2v]}" "${B[${v}_v2v]}"
+done
 echo
 ok=ok
 awk "BEGIN { exit !($r <= 0.2) }" || ok=MISSED
@@ -92,8 +109,11 @@ case ${B[imager_fast]} in boots*) ;; *) ok=MISSED ;; esac
 echo "imager / virt-v2v:"
 printf '  convert (fast way)     %5.2f  (target <= 0.20, and the guest boots) %s\n' "$r" "$ok"
 printf '  convert (rebuild)      %5.2f  (shown for comparison)\n' "$rr"
-rh=$(calc "${T[rhel_imager]} / ${T[rhel_v2v]}")
-okr=ok
-awk "BEGIN { exit !($rh <= 0.2) }" || okr=MISSED
-case ${B[rhel_imager]} in boots*) ;; *) okr=MISSED ;; esac
-printf '  convert RHEL-like      %5.2f  (target <= 0.20, and the guest boots) %s\n' "$rh" "$okr"
+for f in "${FAMILIES[@]}"; do
+	v=${f%%:*}
+	rv=$(calc "${T[${v}_imager]} / ${T[${v}_v2v]}")
+	okv=ok
+	awk "BEGIN { exit !($rv <= 0.2) }" || okv=MISSED
+	case ${B[${v}_imager]} in boots*) ;; *) okv=MISSED ;; esac
+	printf '  convert %-14s %5.2f  (target <= 0.20, and the guest boots) %s\n' "${f##*:}" "$rv" "$okv"
+done
