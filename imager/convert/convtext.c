@@ -885,12 +885,40 @@ size_t fstab_parse(const char *text, size_t len, struct fstab_ent *out, size_t m
 		    !fstab_field(l, n, &i, e.file, sizeof(e.file)) ||
 		    !fstab_field(l, n, &i, e.type, sizeof(e.type)))
 			continue;
+		size_t j = i;
+		while (j < n && (l[j] == ' ' || l[j] == '\t' || l[j] == '\r'))
+			j++;
+		e.opts[0] = 0;
+		if (j < n && !fstab_field(l, n, &i, e.opts, sizeof(e.opts)))
+			continue;
 		e.line = line;
 		if (count < max)
 			out[count] = e;
 		count++;
 	}
 	return count;
+}
+
+bool fstab_opt(const char *opts, const char *key, char *val, size_t vlen)
+{
+	size_t kl = strlen(key);
+
+	for (const char *o = opts; *o;) {
+		const char *end = strchr(o, ',');
+		size_t ol = end ? (size_t)(end - o) : strlen(o);
+		if (ol >= kl && !memcmp(o, key, kl) && (ol == kl || o[kl] == '=')) {
+			size_t v = ol > kl ? ol - kl - 1 : 0;
+			if (vlen) {
+				if (v >= vlen)
+					v = vlen - 1;
+				memcpy(val, o + kl + (ol > kl), v);
+				val[v] = 0;
+			}
+			return true;
+		}
+		o += ol + (end != NULL);
+	}
+	return false;
 }
 
 const char *elf_arch(const unsigned char *h, size_t len)

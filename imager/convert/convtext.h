@@ -207,12 +207,16 @@ struct fstab_ent {
 	char spec[256];
 	char file[256];
 	char type[32];
+	char opts[256];       /* the fourth field; "" when there is none */
 	unsigned line;        /* 1-based */
 };
 /* The entries of fstab text (at most max stored); returns how many there
  * are (may exceed max).  Lines with fewer than three fields, or a field
  * too long for its place, are skipped. */
 size_t fstab_parse(const char *text, size_t len, struct fstab_ent *out, size_t max);
+/* Mount options opts ("rw,subvol=/@/home,compress=zstd"): is key there?
+ * Its value (after '=', "" when none) into val, cut to vlen - 1. */
+bool fstab_opt(const char *opts, const char *key, char *val, size_t vlen);
 
 /* The architecture in libguestfs's words (x86_64, i386, aarch64, arm,
  * ppc64, ppc64le, s390x, riscv64) of an ELF header's first bytes; NULL

@@ -7,12 +7,17 @@
  *
  * It answers only when the answer is plain, and leaves every other guest
  * to guestfs_inspect_os() as before:
- *   - every filesystem is ext2/3/4, XFS, swap, FAT or unknown (no btrfs, whose
- *     root may be a subvolume; no NTFS, which may hold Windows);
- *   - exactly one of them, mounted read-only, has /etc and an os-release;
+ *   - every filesystem is ext2/3/4, XFS, btrfs, swap, FAT or unknown (no
+ *     NTFS, which may hold Windows);
+ *   - exactly one of them, mounted read-only, has /etc and an os-release
+ *     (a btrfs as mounting it shows it: its default subvolume, where SUSE
+ *     keeps the root; a root in another subvolume, as Ubuntu's @ under a
+ *     default top level, is the full inspection's);
  *   - its fstab's entries for /, /boot, /usr, /etc, /lib and /var name
  *     filesystems found here (by UUID=, LABEL=, PARTUUID=, PARTLABEL=, their
- *     /dev/disk/by-* links, an LVM name or a disk name), each once.
+ *     /dev/disk/by-* links, an LVM name or a disk name), each once; a btrfs
+ *     entry with subvol=PATH becomes libguestfs's btrfsvol:DEVICE/PATH (not
+ *     for /, and not by subvolid=).
  * Everything read from the guest is hostile: the parsers are convtext.c's.
  */
 #include <errno.h>
@@ -40,7 +45,8 @@ static bool one_of(const char *s, const char *const *set, size_t n)
 	return false;
 }
 
-static const char *const root_types[] = { "ext2", "ext3", "ext4", "xfs" };
+static const char *const root_types[] = { "ext2", "ext3", "ext4", "xfs", "btrfs" };
+#define NROOT_TYPES (sizeof(root_types) / sizeof(root_types[0]))
 
 /* The guest's os-release (realpath inside the guest: /etc/os-release is
  * usually a relative link to /usr/lib/os-release); NULL when none. */
@@ -245,6 +251,32 @@ void conv_guess_arch(struct conv_ctx *c)
 	}
 }
 
+/* What to mount for fstab entry e on filesystem f, into dev: f's device,
+ * or for a btrfs subvolume (subvol=PATH) libguestfs's
+ * btrfsvol:DEVICE/PATH.  -1 when the quick way cannot tell: the root in a
+ * named subvolume, a subvolume by number, a path it will not take. */
+static int btrfs_mountable(const struct qfs *f, const struct fstab_ent *e, char *dev, size_t len)
+{
+	char v[256];
+	const char *p = v;
+
+	snprintf(dev, len, "%s", f->dev);
+	if (strcmp(f->type, "btrfs"))
+		return 0;
+	if (fstab_opt(e->opts, "subvolid", NULL, 0))
+		return -1;
+	if (!fstab_opt(e->opts, "subvol", v, sizeof(v)))
+		return 0;
+	while (*p == '/')
+		p++;
+	if (!*p || !strcmp(e->file, "/") || strlen(v) >= sizeof(v) - 1 || strstr(p, "..") ||
+	    strpbrk(p, " \t\n,"))
+		return -1;
+	if ((size_t)snprintf(dev, len, "btrfsvol:%s/%s", f->dev, p) >= len)
+		return -1;
+	return 0;
+}
+
 /* The mount points as guestfs_inspect_get_mountpoints gives them (mount
  * point, device, ..., NULL), from the root's fstab, and the report's facts
  * (root_facts) when they are all found; 0 when it needs the full
@@ -280,19 +312,22 @@ static int mountpoints(struct conv_ctx *c, const struct qfs *fs, size_t n, const
 		if (e[i].file[0] != '/' || not_a_disk(e[i].type, e[i].spec))
 			continue;
 		f = resolve(c, fs, n, e[i].spec);
-		if (f && !one_of(f->type, root_types, 4) && strcmp(f->type, "vfat"))
+		if (f && !one_of(f->type, root_types, NROOT_TYPES) && strcmp(f->type, "vfat"))
 			f = NULL;   /* a PV, a swap, nothing: not a filesystem to mount */
+		char dev[400];
+		if (f && btrfs_mountable(f, &e[i], dev, sizeof(dev)) < 0)
+			f = NULL;
 		if (!f) {
 			if (needed(e[i].file))
 				r = 0;
 			continue;
 		}
 		for (size_t j = 0; j < nm; j++)
-			if (!strcmp(mp[2 * j], e[i].file) || !strcmp(mp[2 * j + 1], f->dev))
+			if (!strcmp(mp[2 * j], e[i].file) || !strcmp(mp[2 * j + 1], dev))
 				r = 0;   /* twice: the full inspection decides */
-		if (!strcmp(e[i].file, "/") && strcmp(f->dev, root))
+		if (!strcmp(e[i].file, "/") && strcmp(dev, root))
 			r = 0;   /* fstab's root is another filesystem */
-		if (r == 1 && (!(mp[2 * nm] = strdup(e[i].file)) || !(mp[2 * nm + 1] = strdup(f->dev))))
+		if (r == 1 && (!(mp[2 * nm] = strdup(e[i].file)) || !(mp[2 * nm + 1] = strdup(dev))))
 			r = im_errf(c->err, IM_EXIT_INTERNAL, -ENOMEM, "out of memory");
 		else if (r == 1)
 			nm++;
@@ -329,8 +364,8 @@ static void probe(guestfs_h *g, struct qfs *f, const char *dev)
 		f->type = "";
 }
 
-static const char *const ok_types[] = { "ext2", "ext3", "ext4", "xfs", "swap", "vfat", "",
-					"LVM2_member" };
+static const char *const ok_types[] = { "ext2", "ext3", "ext4", "xfs", "btrfs", "swap", "vfat",
+					"", "LVM2_member" };
 
 /* Probe dev into the next place: false when the list is full or it holds
  * what needs the full inspection (btrfs, NTFS, RAID, LUKS...). */
@@ -392,7 +427,7 @@ int conv_quick_inspect(struct conv_ctx *c, char **root, char ***mp)
 	for (size_t i = 0; i < n; i++) {
 		size_t len = 0;
 		char *d;
-		if (!one_of(fs[i].type, root_types, 4) || !(d = linux_root(g, fs[i].dev, &len)))
+		if (!one_of(fs[i].type, root_types, NROOT_TYPES) || !(d = linux_root(g, fs[i].dev, &len)))
 			continue;
 		free(osrelease);
 		osrelease = d;

@@ -6,7 +6,11 @@
 #   timed NAME CMD...   runs CMD with its output in $WORK/NAME.log; stores
 #                       the wall time in T[NAME] and prints it; on failure
 #                       prints the log's tail and exits 1
-declare -A T
+#   timed_try NAME CMD...  the same for an anchor that may fail on a guest
+#                       (virt-v2v on a layout it does not know): on failure
+#                       T[NAME] is the time it took to fail, FAILED[NAME]
+#                       its first error line, and it returns 1
+declare -A T FAILED
 now() { date +%s.%N; }
 calc() { awk "BEGIN { printf \"%.3f\", $* }"; }
 timed() {
@@ -18,5 +22,19 @@ timed() {
 	fi
 	t1=$(now)
 	T[$name]=$(calc "$t1 - $t0")
+	echo "  $name: ${T[$name]} s"
+}
+timed_try() {
+	local t0 t1 name=$1 rc=0
+	shift
+	t0=$(now)
+	"$@" >"$WORK/$name.log" 2>&1 || rc=$?
+	t1=$(now)
+	T[$name]=$(calc "$t1 - $t0")
+	if [ "$rc" != 0 ]; then
+		FAILED[$name]=$(grep -m 1 -i 'error' "$WORK/$name.log" || tail -n 1 "$WORK/$name.log")
+		echo "  $name: failed after ${T[$name]} s: ${FAILED[$name]}"
+		return 1
+	fi
 	echo "  $name: ${T[$name]} s"
 }

@@ -354,6 +354,25 @@ static void quick(void)
 	CHECK_STR(e[2].file, "/media/cd rom");
 	CHECK_STR(e[3].spec, "/dev/sdb1");
 	CHECK_EQ_U(e[3].line, 8);
+	CHECK_STR(e[0].opts, "errors=remount-ro");
+	CHECK_STR(e[2].opts, "user,noauto");
+	CHECK_STR(e[3].opts, "");
+	static const char btr[] = "UUID=ab / btrfs defaults 0 0\nUUID=ab /home btrfs subvol=/@/home,compress=zstd 0 0\n";
+	CHECK_EQ_U(fstab_parse(btr, sizeof(btr) - 1, e, 4), 2);
+	char v[16];
+	CHECK(!fstab_opt(e[0].opts, "subvol", v, sizeof(v)));
+	CHECK(fstab_opt(e[1].opts, "subvol", v, sizeof(v)));
+	CHECK_STR(v, "/@/home");
+	CHECK(fstab_opt(e[1].opts, "compress", v, sizeof(v)));
+	CHECK_STR(v, "zstd");
+	CHECK(!fstab_opt("subvolid=256", "subvol", v, sizeof(v)));
+	CHECK(fstab_opt("ro,subvolid=256", "subvolid", v, sizeof(v)));
+	CHECK_STR(v, "256");
+	CHECK(fstab_opt("noauto", "noauto", v, sizeof(v)));
+	CHECK_STR(v, "");
+	CHECK(fstab_opt("subvol=/a/very/long/subvolume/name", "subvol", v, 8));
+	CHECK_STR(v, "/a/very");
+	CHECK(!fstab_opt("", "subvol", v, sizeof(v)));
 	CHECK_EQ_U(fstab_parse(fst, sizeof(fst) - 1, e, 0), 4);   /* counted, none stored */
 	char longf[400];
 	memset(longf, 'a', sizeof(longf));
