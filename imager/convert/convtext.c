@@ -215,6 +215,28 @@ int devname_virtio(unsigned disk, unsigned part, enum conv_bus bus, char *out, s
 	return 0;
 }
 
+/* Record replacement number n (line, the text replaced, what replaced it)
+ * in *ch, grown as needed; on failure *ch is freed.  0 or -ENOMEM. */
+static int push_change(struct remap_change **ch, size_t n, size_t *cap, unsigned line,
+		       const char *from, size_t flen, const char *to)
+{
+	if (n == *cap) {
+		size_t nc = *cap ? *cap * 2 : 8;
+		struct remap_change *p = realloc(*ch, nc * sizeof(*p));
+		if (!p) {
+			free(*ch);
+			*ch = NULL;
+			return -ENOMEM;
+		}
+		*ch = p;
+		*cap = nc;
+	}
+	(*ch)[n].line = line;
+	snprintf((*ch)[n].from, sizeof((*ch)[n].from), "%.*s", (int)(flen < 63 ? flen : 63), from);
+	snprintf((*ch)[n].to, sizeof((*ch)[n].to), "%s", to);
+	return 0;
+}
+
 int remap_text(const char *text, size_t len, enum conv_bus bus, uuid_lookup_fn lookup,
 	       void *opaque, struct sbuf *out, struct remap_change **changes, size_t *nchanges)
 {
@@ -258,22 +280,9 @@ int remap_text(const char *text, size_t len, enum conv_bus bus, uuid_lookup_fn l
 		}
 		sbuf_add(out, text + from, i - from);
 		sbuf_adds(out, to);
-		if (changes) {
-			if (nch == cap) {
-				size_t nc = cap ? cap * 2 : 8;
-				struct remap_change *p = realloc(ch, nc * sizeof(*p));
-				if (!p) {
-					free(ch);
-					sbuf_free(out);
-					return -ENOMEM;
-				}
-				ch = p;
-				cap = nc;
-			}
-			ch[nch].line = line;
-			snprintf(ch[nch].from, sizeof(ch[nch].from), "%.*s", (int)(d.len < 63 ? d.len : 63),
-				 text + i);
-			snprintf(ch[nch].to, sizeof(ch[nch].to), "%s", to);
+		if (changes && push_change(&ch, nch, &cap, line, text + i, d.len, to) < 0) {
+			sbuf_free(out);
+			return -ENOMEM;
 		}
 		nch++;
 		i += d.len;
@@ -322,22 +331,11 @@ int console_remap(const char *text, size_t len, struct sbuf *out, struct remap_c
 		sbuf_add(out, text + from, v - from);
 		sbuf_adds(out, "ttyS");
 		sbuf_add(out, text + v + 3, d - v - 3);
-		if (changes) {
-			if (nch == cap) {
-				size_t nc = cap ? cap * 2 : 4;
-				struct remap_change *p = realloc(ch, nc * sizeof(*p));
-				if (!p) {
-					free(ch);
-					sbuf_free(out);
-					return -ENOMEM;
-				}
-				ch = p;
-				cap = nc;
-			}
-			ch[nch].line = line;
-			snprintf(ch[nch].from, sizeof(ch[nch].from), "console=%.*s", (int)(d - v), text + v);
-			snprintf(ch[nch].to, sizeof(ch[nch].to), "console=ttyS%.*s", (int)(d - v - 3),
-				 text + v + 3);
+		char to[32];
+		snprintf(to, sizeof(to), "console=ttyS%.*s", (int)(d - v - 3), text + v + 3);
+		if (changes && push_change(&ch, nch, &cap, line, text + i, d - i, to) < 0) {
+			sbuf_free(out);
+			return -ENOMEM;
 		}
 		nch++;
 		from = d;
