@@ -921,11 +921,11 @@ static int remap_file(struct lx *l, const char *path, enum conv_bus bus, bool gr
 {
 	struct conv_ctx *c = l->c;
 	const char *text;
-	size_t len, nch = 0;
-	struct remap_change *ch = NULL;
-	struct sbuf nb;
+	size_t len, nch = 0, ncc = 0;
+	struct remap_change *ch = NULL, *cch = NULL;
+	struct sbuf nb, cb;
 	char detail[900];
-	int r;
+	int r = 0;
 
 	if (gx_is_link(c->g, path))
 		return 0;   /* edited through the file it points to */
@@ -934,54 +934,40 @@ static int remap_file(struct lx *l, const char *path, enum conv_bus bus, bool gr
 		return 0;
 	if (remap_text(text, len, bus, uuid_of, c, &nb, &ch, &nch) < 0)
 		return oom(c);
-	if (holds_cmdline(path)) {   /* and Xen's console becomes the serial port */
-		struct sbuf cb;
-		struct remap_change *cch = NULL, *all;
-		size_t ncc = 0;
-		if (console_remap(nb.p, nb.len, &cb, &cch, &ncc) < 0 ||
-		    (ncc && !(all = realloc(ch, (nch + ncc) * sizeof(*ch))))) {
-			if (ncc)
-				sbuf_free(&cb);
-			free(cch);
-			sbuf_free(&nb);
-			free(ch);
-			return oom(c);
-		}
-		if (ncc) {
-			memcpy(all + nch, cch, ncc * sizeof(*cch));
-			ch = all;
-			nch += ncc;
+	/* and in kernel command lines, Xen's console becomes the serial port */
+	if (holds_cmdline(path)) {
+		if (console_remap(nb.p, nb.len, &cb, &cch, &ncc) < 0)
+			r = -ENOMEM;
+		else {
 			sbuf_free(&nb);
 			nb = cb;
-		} else {
-			sbuf_free(&cb);
 		}
+	}
+	if (!r && nch + ncc && grubenv)
+		r = grubenv_refit(&nb, len);
+	if (r < 0 || !(nch + ncc)) {
+		sbuf_free(&nb);
+		free(ch);
 		free(cch);
-	}
-	if (!nch) {
-		sbuf_free(&nb);
-		free(ch);
-		return 0;
-	}
-	if (grubenv && (r = grubenv_refit(&nb, len)) < 0) {
-		sbuf_free(&nb);
-		free(ch);
 		if (r == -ENOMEM)
 			return oom(c);
-		/* the kernel's options would keep the old names: refused,
-		 * before anything is written */
-		return im_errf(c->err, IM_EXIT_UNSUPP, r,
-			       "%s names disks by their old names, and %s: run grub2-editenv "
-			       "on the machine to name them by UUID, then convert again",
-			       path, r == -ENOSPC ? "the new names do not fit in its fixed size"
-						  : "it is not a GRUB environment block");
+		if (r < 0)   /* the kernel's options would keep the old names: refused,
+			      * before anything is written */
+			return im_errf(c->err, IM_EXIT_UNSUPP, r,
+				       "%s names disks by their old names, and %s: run grub2-editenv "
+				       "on the machine to name them by UUID, then convert again",
+				       path, r == -ENOSPC ? "the new names do not fit in its fixed size"
+							  : "it is not a GRUB environment block");
+		return 0;
 	}
-	size_t o = 0;
-	o += (size_t)snprintf(detail, sizeof(detail), "device names:");
-	for (size_t i = 0; i < nch && o < sizeof(detail) - 1; i++)
+	size_t o = (size_t)snprintf(detail, sizeof(detail), "device names:");
+	for (size_t i = 0; i < nch + ncc && o < sizeof(detail) - 1; i++) {
+		const struct remap_change *x = i < nch ? &ch[i] : &cch[i - nch];
 		o += (size_t)snprintf(detail + o, sizeof(detail) - o, "%s line %u %s -> %s",
-				      i ? "," : "", ch[i].line, ch[i].from, ch[i].to);
+				      i ? "," : "", x->line, x->from, x->to);
+	}
 	free(ch);
+	free(cch);
 	return conv_edit(c, path, &nb, detail);
 }
 

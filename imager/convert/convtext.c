@@ -215,6 +215,25 @@ int devname_virtio(unsigned disk, unsigned part, enum conv_bus bus, char *out, s
 	return 0;
 }
 
+/* The end of a remap: the text after the last replacement, then the
+ * results handed over (or everything freed when memory ran out). */
+static int finish_remap(const char *text, size_t len, size_t from, struct sbuf *out,
+			struct remap_change *ch, size_t nch, struct remap_change **changes,
+			size_t *nchanges)
+{
+	sbuf_add(out, text + from, len - from);
+	if (out->oom) {
+		free(ch);
+		sbuf_free(out);
+		return -ENOMEM;
+	}
+	if (changes)
+		*changes = ch;
+	if (nchanges)
+		*nchanges = nch;
+	return 0;
+}
+
 /* Record replacement number n (line, the text replaced, what replaced it)
  * in *ch, grown as needed; on failure *ch is freed.  0 or -ENOMEM. */
 static int push_change(struct remap_change **ch, size_t n, size_t *cap, unsigned line,
@@ -288,17 +307,7 @@ int remap_text(const char *text, size_t len, enum conv_bus bus, uuid_lookup_fn l
 		i += d.len;
 		from = i;
 	}
-	sbuf_add(out, text + from, len - from);
-	if (out->oom) {
-		free(ch);
-		sbuf_free(out);
-		return -ENOMEM;
-	}
-	if (changes)
-		*changes = ch;
-	if (nchanges)
-		*nchanges = nch;
-	return 0;
+	return finish_remap(text, len, from, out, ch, nch, changes, nchanges);
 }
 
 int console_remap(const char *text, size_t len, struct sbuf *out, struct remap_change **changes,
@@ -328,11 +337,10 @@ int console_remap(const char *text, size_t len, struct sbuf *out, struct remap_c
 			d++;
 		if (d == v + 3 || (d < len && name_char(text[d])))
 			continue;
-		sbuf_add(out, text + from, v - from);
-		sbuf_adds(out, "ttyS");
-		sbuf_add(out, text + v + 3, d - v - 3);
 		char to[32];
 		snprintf(to, sizeof(to), "console=ttyS%.*s", (int)(d - v - 3), text + v + 3);
+		sbuf_add(out, text + from, i - from);
+		sbuf_adds(out, to);
 		if (changes && push_change(&ch, nch, &cap, line, text + i, d - i, to) < 0) {
 			sbuf_free(out);
 			return -ENOMEM;
@@ -341,17 +349,7 @@ int console_remap(const char *text, size_t len, struct sbuf *out, struct remap_c
 		from = d;
 		i = d - 1;
 	}
-	sbuf_add(out, text + from, len - from);
-	if (out->oom) {
-		free(ch);
-		sbuf_free(out);
-		return -ENOMEM;
-	}
-	if (changes)
-		*changes = ch;
-	if (nchanges)
-		*nchanges = nch;
-	return 0;
+	return finish_remap(text, len, from, out, ch, nch, changes, nchanges);
 }
 
 int grubenv_refit(struct sbuf *b, size_t size)
