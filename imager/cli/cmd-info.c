@@ -10,6 +10,7 @@
 #include "commands.h"
 #include "imager/clonezilla.h"
 #include "imager/partclone.h"
+#include "util.h"
 
 /* A Clonezilla image folder: its disk and each partition's stream, with
  * what the partclone headers say (the streams' headers are read, not the
@@ -211,23 +212,111 @@ static void print_volumes(const char *container, const struct fs_volume *v, size
 	}
 }
 
+/* One image of a repository: its format, disk, size and date, as far as
+ * they can be read (an image that cannot be read says why). */
+static json_object *repo_entry(const char *dir, const struct img_folder_entry *e)
+{
+	json_object *o = json_object_new_object();
+	struct im_err err = { 0 };
+	char sub[4200];
+
+	json_object_object_add(o, "name", json_object_new_string(e->name));
+	json_object_object_add(o, "format", json_object_new_string(
+				       e->kind == IMG_FOLDER_IMAGE ? "imager" : "clonezilla"));
+	if (path_join(sub, sizeof(sub), dir, e->name) < 0)
+		return o;
+	if (e->kind == IMG_FOLDER_IMAGE) {
+		struct img_manifest m;
+		if (img_manifest_read(&m, sub, &err) == 0) {
+			json_object_object_add(o, "created", json_object_new_string(m.created));
+			json_object_object_add(o, "source", json_object_new_string(m.source));
+			json_object_object_add(o, "disk_size", json_object_new_uint64(m.disk_size));
+			json_object_object_add(o, "partitions", json_object_new_int((int)m.nparts));
+			img_manifest_free(&m);
+		}
+	} else {
+		struct cz_image *cz = calloc(1, sizeof(*cz));
+		if (cz && cz_read(sub, cz, &err) == 0) {
+			if (cz->disk[0])
+				json_object_object_add(o, "source", json_object_new_string(cz->disk));
+			if (cz->size_known)
+				json_object_object_add(o, "disk_size", json_object_new_uint64(cz->disk_size));
+			json_object_object_add(o, "partitions", json_object_new_int((int)cz->nparts));
+		} else if (!cz) {
+			im_errf(&err, IM_EXIT_INTERNAL, -ENOMEM, "out of memory");
+		}
+		free(cz);
+	}
+	if (err.exit_class)
+		json_object_object_add(o, "error", json_object_new_string(err.msg));
+	return o;
+}
+
+/* A folder of images (Clonezilla's /home/partimag, or a folder of saves):
+ * the images in it. */
+static int info_repository(const char *dir, const struct img_folder *f, bool json)
+{
+	json_object *root = json_object_new_object(), *arr = json_object_new_array();
+
+	json_object_object_add(root, "repository", json_object_new_string(dir));
+	for (size_t i = 0; i < f->nentries; i++)
+		json_object_array_add(arr, repo_entry(dir, &f->entries[i]));
+	json_object_object_add(root, "images", arr);
+	if (json) {
+		cli_print_json(root);
+		return cli_finish_stdout("info", IM_EXIT_OK);
+	}
+	printf("%s: a folder of %zu image%s\n", dir, f->nentries, f->nentries == 1 ? "" : "s");
+	for (size_t i = 0; i < f->nentries; i++) {
+		json_object *o = json_object_array_get_idx(arr, i), *v;
+		char size[32] = "size unknown";
+		if (json_object_object_get_ex(o, "disk_size", &v))
+			cli_human(json_object_get_uint64(v), size, sizeof(size));
+		printf("  %-24s %-10s", f->entries[i].name, json_object_get_string(
+			       json_object_object_get(o, "format")));
+		if (json_object_object_get_ex(o, "error", &v)) {
+			printf(" unreadable: %s\n", json_object_get_string(v));
+			continue;
+		}
+		v = json_object_object_get(o, "partitions");
+		printf(" disk %s, %d partition%s", size, json_object_get_int(v),
+		       json_object_get_int(v) == 1 ? "" : "s");
+		if (json_object_object_get_ex(o, "source", &v))
+			printf(", from %s", json_object_get_string(v));
+		if (json_object_object_get_ex(o, "created", &v))
+			printf(", saved %s", json_object_get_string(v));
+		printf("\n");
+	}
+	json_object_put(root);
+	return cli_finish_stdout("info", IM_EXIT_OK);
+}
+
 static int info_image(const char *dir, bool json, struct cli *cli)
 {
 	struct img_manifest m;
+	struct img_folder f;
 	struct im_err err = { 0 };
 	int r;
 
 	(void)cli;
 	if (cz_detect(dir))
 		return info_clonezilla(dir, json);
-	r = img_manifest_read(&m, dir, &err);
+	r = img_folder_probe(dir, &f, &err);
+	if (r == 0 && f.kind == IMG_FOLDER_REPOSITORY) {
+		r = info_repository(dir, &f, json);
+		img_folder_free(&f);
+		return r;
+	}
+	img_folder_free(&f);
+	r = r < 0 ? r : img_manifest_read(&m, dir, &err);
 	if (r < 0) {
 		bool unfinished = r == -ENOENT && err.exit_class == IM_EXIT_DAMAGED;
 		if (json) {
 			json_object *root = json_object_new_object();
 			json_object_object_add(root, "image", json_object_new_string(dir));
 			json_object_object_add(root, "status", json_object_new_string(
-						       unfinished ? "unfinished" : "damaged"));
+						       unfinished ? "unfinished" :
+						       err.exit_class == IM_EXIT_DAMAGED ? "damaged" : "not an image"));
 			json_object_object_add(root, "error", json_object_new_string(err.msg));
 			cli_print_json(root);
 			cli_finish_stdout("info", 0);
