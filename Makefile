@@ -59,7 +59,7 @@ DEB_TEST  += systemd-boot-efi
 CC        ?= gcc
 OPT       ?= -O2 -g
 WARN      := -Wall -Wextra -Werror -Wno-format-truncation
-# The layers (README "Design"): each a static library that uses only the
+# The layers (doc/design.md "The layers"): each a static library that uses only the
 # ones below it.  A layer's sources see the private headers of their own
 # folder and of the layers below, are compiled with IMAGER_LAYER set (the
 # headers of a higher layer refuse to be included: #error), and with the
@@ -107,7 +107,7 @@ CLI_FLAGS     = $(call layer_flags,4,$(PKGS),-Iimager/cli -Iimager/virt -Iimager
 # Unit tests look inside every layer.
 UNIT_FLAGS    = $(shell pkg-config --cflags $(PKGS) 2>/dev/null) -Itests/unit -Iimager/engine -Iimager/convert -Iimager/virt
 
-# Fuzzing (tests/fuzz, README "Fuzzing"): each harness a libFuzzer binary,
+# Fuzzing (tests/fuzz, doc/tests.md "Fuzzing"): each harness a libFuzzer binary,
 # built by clang with the engine (and convert's text editors) compiled again
 # with the fuzzer's coverage and ASan/UBSan.  `make fuzz` runs each for
 # FUZZ_SECONDS (default 60) from its seed corpus; `make check` runs each
@@ -218,7 +218,7 @@ suites: $(BUILD)/imager
 
 # Everything, with one closing "N passed, N failed, N skipped" line.
 # TESTS=... selects (the fixtures they need come along); REPEAT=N runs each
-# selected test N times in a row (the flaky-test guard: README "Tests").
+# selected test N times in a row (the flaky-test guard: doc/tests.md "Flaky tests").
 # The build goes through ccache (DEB_TEST) when it is there: a fresh clone
 # of a tree this machine built before compiles its three builds (plain,
 # sanitized, fuzzing) in about 20 s instead of 100 on two cores.
