@@ -69,8 +69,8 @@ WARN      := -Wall -Wextra -Werror -Wno-format-truncation
 #   2 convert  imager/convert             libguestfs, hivex, virtio-win
 #   3 virt     imager/virt                libvirt: domains, pools, volumes
 #   4 cli      imager/cli                 the imager command
-PKGS_ENGINE  := libparted blkid libzstd json-c libxxhash zlib libnbd
-PKGS_CONVERT := $(PKGS_ENGINE) libguestfs hivex libarchive liblzma
+PKGS_ENGINE  := libparted blkid libzstd json-c libxxhash zlib libnbd libarchive
+PKGS_CONVERT := $(PKGS_ENGINE) libguestfs hivex liblzma
 PKGS_VIRT    := $(PKGS_CONVERT) libvirt libxml-2.0
 BASE_CFLAGS = -std=gnu11 $(OPT) $(WARN) -Iinclude -D_GNU_SOURCE \
               -D_FILE_OFFSET_BITS=64 -DIMAGER_VERSION='"$(VERSION)"' -pthread
@@ -183,8 +183,8 @@ $(BUILD)/unit-san/%: $(BUILD)/unit-san/%.o $(SAN_LIBS) $(BUILD)/libimager-boot-s
 .SECONDARY: $(UNITS:%=%.o) $(SAN_UNITS:%=%.o) $(FUZZERS:%=%.o)
 
 # The layer rule, from the built libraries: no layer refers to a symbol of
-# a library it may not use (engine: no libguestfs, hivex, libarchive,
-# libvirt or libxml2; convert: no libvirt or libxml2, nothing of virt).
+# a library it may not use (engine: no libguestfs, hivex, libvirt or
+# libxml2; convert: no libvirt or libxml2, nothing of virt).
 layers: $(LIBS) $(BUILD)/imager
 	@sh tests/lib/layers.sh $(BUILD)
 
