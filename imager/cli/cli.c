@@ -249,28 +249,26 @@ int cli_job_option(const char *cmd, int c, char *arg, struct cli_job *j,
 	case 'j': j->json = true; return IM_EXIT_OK;
 	case 'P': j->progress = false; return IM_EXIT_OK;
 	}
-	r = cli_net_option(cmd, c, arg);
+	r = cli_net_option(cmd, c, arg, &j->net);
 	if (r == CLI_NOT_MINE && t)
 		r = cli_target_option(cmd, c, arg, t);
 	return r != CLI_NOT_MINE ? r : cli_usage(cmd, "unknown option");
 }
 
-static unsigned net_retries = 3;
-
-unsigned cli_net_retries(void)
+void cli_rescue_opts(struct rescue_opts *o, const struct bk_net *net, int argc, char **argv,
+		     char *line, size_t len)
 {
-	return net_retries;
-}
+	size_t at = 0;
+	int n = snprintf(line, len, "imager");
 
-void cli_rescue_opts(struct rescue_opts *o, int argc, char **argv)
-{
-	static char line[2048];
-	size_t at = (size_t)snprintf(line, sizeof(line), "imager");
-
-	for (int i = 0; i < argc && at < sizeof(line); i++)
-		at += (size_t)snprintf(line + at, sizeof(line) - at, " %s", argv[i]);
+	for (int i = 0; n >= 0 && (size_t)n < len - at && i < argc; i++) {
+		at += (size_t)n;
+		n = snprintf(line + at, len - at, " %s", argv[i]);
+	}
+	if (n < 0 || (size_t)n >= len - at)   /* (said, not cut silently) */
+		memcpy(line + len - 5, " ...", 5);
 	o->on = true;
-	o->retries = net_retries;
+	o->retries = bk_net_get(net).retries;
 	o->cmdline = line;
 }
 
@@ -451,24 +449,20 @@ json_object *cli_unreadable_json(const char *dir, const struct img_manifest *m)
 	return o;
 }
 
-int cli_net_option(const char *cmd, int c, const char *arg)
+int cli_net_option(const char *cmd, int c, const char *arg, struct bk_net *net)
 {
-	static unsigned timeout = 60;
-	unsigned retries = net_retries;
+	struct bk_net n = bk_net_get(net);
 
 	if (c == CLI_OPT_TIMEOUT) {
-		if (cli_parse_uint(arg, 1, 86400, &timeout) < 0)
+		if (cli_parse_uint(arg, 1, 86400, &n.timeout_s) < 0)
 			return cli_usage(cmd, "--timeout takes seconds, 1..86400");
 	} else if (c == CLI_OPT_RETRIES) {
-		if (cli_parse_uint(arg, 0, 100, &retries) < 0)
+		if (cli_parse_uint(arg, 0, 100, &n.retries) < 0)
 			return cli_usage(cmd, "--retries takes 0..100");
-		net_retries = retries;
 	} else {
 		return CLI_NOT_MINE;
 	}
-	bk_nbd_set_policy(timeout, retries);
-	host_set_timeout(timeout);   /* libvirt connections too (p2v uploads) */
-	host_set_retries(retries);
+	*net = n;
 	return IM_EXIT_OK;
 }
 

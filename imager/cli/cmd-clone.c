@@ -28,7 +28,8 @@ static int clone_rescue_report(const struct clone_opts *o, const struct clone_st
 
 /* --rescue's checks, and where its map goes (map, else TARGET.map). */
 static int clone_rescue_setup(struct clone_opts *o, const struct cli_target *t, const char *map,
-			      char *map_path, size_t len, int argc, char **argv)
+			      char *map_path, size_t len, int argc, char **argv, char *cmdline,
+			      size_t cmdline_len)
 {
 	struct stat sb;
 	const char *tg = argv[optind + 1];
@@ -44,7 +45,7 @@ static int clone_rescue_setup(struct clone_opts *o, const struct cli_target *t, 
 			return cli_usage("clone", "the target's name is too long for its map's (give --map FILE)");
 		map = map_path;
 	}
-	cli_rescue_opts(&o->rescue, argc, argv);
+	cli_rescue_opts(&o->rescue, &o->net, argc, argv, cmdline, cmdline_len);
 	o->rescue.map = map;
 	return 0;
 }
@@ -115,7 +116,7 @@ int cmd_clone(int argc, char **argv, struct cli *cli)
 	struct conv_step step = { 0 };
 	bool rescue = false;
 	const char *map = NULL;
-	char map_path[4200];
+	char map_path[4200], cmdline[4096];
 	double t0;
 	int c, r;
 
@@ -141,8 +142,10 @@ int cmd_clone(int argc, char **argv, struct cli *cli)
 		}
 	}
 	o.threads = job.threads;
+	o.net = job.net;
 	o.journal = true;
 	t.o.force = o.force_fs = job.force;
+	t.o.net = job.net;
 	if (argc - optind != 2)
 		return cli_usage("clone", "needs SOURCE and TARGET");
 	if (t.keys.n && !t.convert)
@@ -154,7 +157,8 @@ int cmd_clone(int argc, char **argv, struct cli *cli)
 			       "what the first run met): clone --rescue anew");
 	if (o.resume && t.o.shrink)
 		return cli_usage("clone", "--resume does not shrink");
-	if (rescue && (r = clone_rescue_setup(&o, &t, map, map_path, sizeof(map_path), argc, argv)))
+	if (rescue && (r = clone_rescue_setup(&o, &t, map, map_path, sizeof(map_path), argc, argv,
+					     cmdline, sizeof(cmdline))))
 		return r;
 	cli_progress_job(&prog, job.progress, cli, &o.progress);
 	t0 = cli_now();

@@ -257,7 +257,7 @@ static int parse(int argc, char **argv, struct cmdline *l)
 	while ((c = getopt_long(argc, argv, "", opts, NULL)) != -1) {
 		int t = cli_domain_option("p2v", c, optarg, &l->d);
 		if (t == CLI_NOT_MINE)
-			t = cli_net_option("p2v", c, optarg);
+			t = cli_net_option("p2v", c, optarg, &l->o.net);
 		if (t == CLI_NOT_MINE)
 			t = cli_key_option("p2v", c, optarg, &l->keys);
 		if (t == CLI_NOT_MINE)

@@ -43,6 +43,7 @@ int cmd_restore(int argc, char **argv, struct cli *cli)
 	o.threads = job.threads;
 	o.journal = true;
 	t.o.force = job.force;
+	t.o.net = job.net;
 	if (argc - optind != 2)
 		return cli_usage("restore", "needs DIR and TARGET");
 	if (t.keys.n && !t.convert)

@@ -45,6 +45,7 @@ int cmd_save(int argc, char **argv, struct cli *cli)
 	json_object *json = NULL;
 	unsigned level = 3;
 	bool rescue = false;
+	char cmdline[4096];
 	double t0;
 	int c, r, rc;
 
@@ -74,13 +75,14 @@ int cmd_save(int argc, char **argv, struct cli *cli)
 	}
 	o.threads = job.threads;
 	o.force = job.force;
+	o.net = job.net;
 	if (argc - optind != 2)
 		return cli_usage("save", "needs SOURCE and DIR");
 	if (rescue && o.resume)
 		return cli_usage("save", "--rescue does not resume (the map would miss what the first "
 				 "run met): save --rescue anew");
 	if (rescue)
-		cli_rescue_opts(&o.rescue, argc, argv);
+		cli_rescue_opts(&o.rescue, &job.net, argc, argv, cmdline, sizeof(cmdline));
 	cli_progress_job(&prog, job.progress, cli, &o.progress);
 	t0 = cli_now();
 	r = im_save(&cli->roots, argv[optind], argv[optind + 1], &o, &m, &st, &err);

@@ -144,10 +144,11 @@ int cli_target_option(const char *cmd, int c, char *arg, struct cli_target *t);
 
 /* The options of every imaging job (save, restore, clone): --threads N,
  * --force, --json, --no-progress, and for NBD exports --timeout SECONDS and
- * --retries N (bk_nbd_set_policy: set when parsed). */
+ * --retries N (into net, which the command puts in the job's options). */
 struct cli_job {
 	unsigned threads;       /* 0: all cores */
 	bool force, json, progress;
+	struct bk_net net;      /* --timeout, --retries */
 };
 #define CLI_OPT_TIMEOUT 0x300
 #define CLI_OPT_RETRIES 0x301
@@ -173,16 +174,15 @@ int cli_checkpoint_option(const char *cmd, const char *arg, unsigned *ms);
  * of a bad command line (said). */
 int cli_job_option(const char *cmd, int c, char *arg, struct cli_job *j,
 		   struct cli_target *t);
-/* --timeout SECONDS (1..86400) and --retries N (0..100) (CLI_NOT_MINE
- * convention). */
-int cli_net_option(const char *cmd, int c, const char *arg);
-/* The --retries value given (3 when none). */
-unsigned cli_net_retries(void);
+/* --timeout SECONDS (1..86400) and --retries N (0..100) into *net (the
+ * job's options carry it; CLI_NOT_MINE convention). */
+int cli_net_option(const char *cmd, int c, const char *arg, struct bk_net *net);
 
-/* --rescue (save, clone): o gets on, the retries (--retries) and the
- * command line for the map's header (argv joined, kept in a static
- * buffer). */
-void cli_rescue_opts(struct rescue_opts *o, int argc, char **argv);
+/* --rescue (save, clone): o gets on, the retries (net: --retries) and the
+ * command line for the map's header (argv joined into line, len bytes,
+ * the caller's; ending in " ..." when it does not fit). */
+void cli_rescue_opts(struct rescue_opts *o, const struct bk_net *net, int argc, char **argv,
+		     char *line, size_t len);
 /* Tell what a rescue could not read (stderr: "complete with unreadable
  * areas: ..."), each partition's part, and the map; json: add an
  * "unreadable" object.  Returns IM_EXIT_RESCUED when something was

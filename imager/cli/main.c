@@ -9,8 +9,13 @@
 
 #include "commands.h"
 
-/* The only global state: set by SIGINT/SIGTERM, read by the engine between
- * frames.  A second signal ends the process at once (the default action). */
+/* Set by SIGINT/SIGTERM, read by the engine between frames.  A second
+ * signal ends the process at once (the default action).  Options travel
+ * in each job's options (threads, --timeout, --retries...); the process-
+ * wide state besides this flag is what the libraries impose, each kept
+ * beside its reason: libparted's exception handler (its lock, ptable.c),
+ * libvirt's event loop (started once, host.c), and the quick appliance
+ * kernel found once per process (guest.c). */
 static volatile sig_atomic_t interrupted;
 
 static void on_signal(int sig)

@@ -8,7 +8,7 @@
  * server that goes away makes calls fail with an errno instead of killing
  * the process; nothing global is changed here.
  *
- * Networks stall and drop (bk_nbd_set_policy): every request, and the
+ * Networks stall and drop (struct bk_net, the job's): every request, and the
  * connection itself, goes through libnbd's asynchronous calls and waits in
  * nbd_poll() for at most the timeout; a server that does not answer in time
  * fails the request with -ETIMEDOUT.  A connection that is lost (the handle
@@ -34,21 +34,9 @@
  * disk range by range does not pay one round trip per extent. */
 #define NBD_EXTENT_CACHE 256
 
-static unsigned policy_timeout = 60, policy_retries = 3;
-
-void bk_nbd_set_policy(unsigned timeout_s, unsigned retries)
-{
-	policy_timeout = timeout_s ? timeout_s : 60;
-	policy_retries = retries;
-}
-
-unsigned bk_nbd_timeout(void)
-{
-	return policy_timeout;
-}
-
 struct nbd_state {
 	struct nbd_handle *h;
+	unsigned timeout_s, retries;   /* the job's (bk->net) */
 	char uri[1024];           /* to connect again */
 	bool write;
 	uint64_t size;
@@ -96,9 +84,10 @@ static double now_s(void)
 
 /* Poll the handle until done(h) says so, at most the timeout.  Returns 0,
  * -ETIMEDOUT, or the failure (the handle may then be dead). */
-static int poll_until(struct nbd_handle *h, int (*done)(struct nbd_handle *, int64_t), int64_t cookie)
+static int poll_until(struct nbd_handle *h, int (*done)(struct nbd_handle *, int64_t), int64_t cookie,
+		      unsigned timeout_s)
 {
-	double deadline = now_s() + policy_timeout;
+	double deadline = now_s() + timeout_s;
 
 	for (;;) {
 		int r = done(h, cookie);
@@ -122,11 +111,11 @@ static int connected(struct nbd_handle *h, int64_t unused)
 }
 
 /* nbd_connect_uri(), waiting at most the timeout. */
-static int connect_wait(struct nbd_handle *h, const char *uri)
+static int connect_wait(struct nbd_handle *h, const char *uri, unsigned timeout_s)
 {
 	if (nbd_aio_connect_uri(h, uri) < 0)
 		return nbd_errno();
-	return poll_until(h, connected, 0);
+	return poll_until(h, connected, 0, timeout_s);
 }
 
 static int completed(struct nbd_handle *h, int64_t cookie)
@@ -143,6 +132,8 @@ static int nbd_connect_export(struct bk *bk, const char *uri, bool write, int ex
 	int64_t size, minimum, maximum;
 	int r;
 
+	s->timeout_s = bk->net.timeout_s;
+	s->retries = bk->net.retries;
 	s->h = nbd_create();
 	if (!s->h)
 		return nbd_fail(err, IM_EXIT_INTERNAL, uri, "cannot create an NBD handle");
@@ -153,10 +144,10 @@ static int nbd_connect_export(struct bk *bk, const char *uri, bool write, int ex
 		r = nbd_fail(err, IM_EXIT_INTERNAL, uri, "setting up the NBD handle");
 		goto fail;
 	}
-	if ((r = connect_wait(s->h, uri)) < 0) {
+	if ((r = connect_wait(s->h, uri, s->timeout_s)) < 0) {
 		if (r == -ETIMEDOUT)
 			r = im_errf(err, exit_class, r, "%s: cannot connect: no answer within %u s (--timeout)",
-				    uri, policy_timeout);
+				    uri, s->timeout_s);
 		else
 			r = nbd_fail(err, exit_class, uri, "cannot connect");
 		goto fail;
@@ -250,7 +241,7 @@ static int reconnect(struct nbd_state *s)
 		return -ENOMEM;
 	if (nbd_set_uri_allow_local_file(h, true) < 0 ||
 	    nbd_add_meta_context(h, LIBNBD_CONTEXT_BASE_ALLOCATION) < 0 ||
-	    (r = connect_wait(h, s->uri)) < 0 || nbd_get_size(h) != (int64_t)s->size ||
+	    (r = connect_wait(h, s->uri, s->timeout_s)) < 0 || nbd_get_size(h) != (int64_t)s->size ||
 	    (s->write && nbd_is_read_only(h) == 1)) {
 		nbd_close(h);
 		return -ECONNREFUSED;
@@ -306,7 +297,7 @@ static int request(struct nbd_state *s, enum req kind, void *buf, uint64_t n, ui
 			if (kind == REQ_ZERO && nbd_get_errno() == ENOTSUP)
 				return -ENOTSUP;
 		} else {
-			r = poll_until(s->h, completed, cookie);
+			r = poll_until(s->h, completed, cookie, s->timeout_s);
 			if (r < 0 && kind == REQ_ZERO && nbd_get_errno() == ENOTSUP &&
 			    nbd_aio_is_dead(s->h) != 1)
 				return -ENOTSUP;   /* advertised but refused: written as data */
@@ -320,7 +311,7 @@ static int request(struct nbd_state *s, enum req kind, void *buf, uint64_t n, ui
 		if (nbd_aio_is_dead(s->h) != 1 && nbd_aio_is_closed(s->h) != 1)
 			return r;
 		do {
-			if (s->given_up || attempt >= policy_retries) {
+			if (s->given_up || attempt >= s->retries) {
 				s->given_up = true;
 				return r;
 			}

@@ -131,8 +131,15 @@ int bk_probe_format(const char *spec, const char **format, struct im_err *err)
 	return 0;
 }
 
-int bk_open(const char *spec, const char *format, unsigned flags, struct bk **out,
-	    struct im_err *err)
+struct bk_net bk_net_get(const struct bk_net *n)
+{
+	if (n && n->given)
+		return *n;
+	return (struct bk_net){ .given = true, .timeout_s = 60, .retries = 3 };
+}
+
+int bk_open(const char *spec, const char *format, unsigned flags, const struct bk_net *net,
+	    struct bk **out, struct im_err *err)
 {
 	const struct bk_driver *drv = NULL;
 	struct bk *bk;
@@ -153,6 +160,7 @@ int bk_open(const char *spec, const char *format, unsigned flags, struct bk **ou
 	if (!bk)
 		return im_errf(err, IM_EXIT_INTERNAL, -ENOMEM, "out of memory");
 	bk->writable = flags & BK_OPEN_WRITE;
+	bk->net = bk_net_get(net);
 	r = drv->open(bk, spec, flags, err);
 	if (r < 0) {
 		if (!err->exit_class)
@@ -188,6 +196,7 @@ int bk_create(const char *spec, const char *format, const struct bk_create_opts 
 	if (!bk)
 		return im_errf(err, IM_EXIT_INTERNAL, -ENOMEM, "out of memory");
 	bk->writable = true;
+	bk->net = bk_net_get(&o->net);
 	r = drv->create(bk, spec, o, err);
 	if (r < 0) {
 		if (!err->exit_class)
@@ -219,7 +228,7 @@ static int io_error(struct bk *bk, int r, const char *what, uint64_t off, uint64
 		return im_errf(err, IM_EXIT_IO, r,
 			       "%s: %s %llu bytes at %llu: no answer within %u s (--timeout): the server stalled",
 			       bk->name, what, (unsigned long long)len, (unsigned long long)off,
-			       bk_nbd_timeout());
+			       bk->net.timeout_s);
 	return im_errf(err, cls, r, "%s: %s %llu bytes at %llu: %s", bk->name, what,
 		       (unsigned long long)len, (unsigned long long)off,
 		       r == -EBADMSG ? "corrupt image metadata" : strerror(-r));
@@ -319,7 +328,7 @@ int bk_flush(struct bk *bk, struct im_err *err)
 	int r = bk->drv->flush ? bk->drv->flush(bk) : 0;
 	if (r == -ETIMEDOUT)
 		return im_errf(err, IM_EXIT_IO, r, "%s: flushing: no answer within %u s (--timeout)",
-			       bk->name, bk_nbd_timeout());
+			       bk->name, bk->net.timeout_s);
 	if (r < 0)
 		return im_errf(err, IM_EXIT_IO, r, "%s: flushing: %s", bk->name, strerror(-r));
 	return 0;

@@ -300,7 +300,8 @@ int im_clone(const struct disk_roots *roots, const char *source, const char *tar
 				       "%s: a %s target cannot be resumed, only a raw one (a qcow2's "
 				       "tables are written when it closes)", target, fmt);
 	}
-	r = source_open(roots, source, opts->source_format, opts->force_fs, &opts->rescue, &src, err);
+	r = source_open(roots, source, opts->source_format, opts->force_fs, &opts->rescue, &opts->net,
+			&src, err);
 	if (r < 0)
 		return r;
 	for (size_t i = 0; i < src.nwarnings; i++)

@@ -36,7 +36,7 @@ int im_disk_info(const struct disk_roots *roots, const char *name, struct disk_i
 	} else {
 		snprintf(ref.path, sizeof(ref.path), "%s", name);
 	}
-	r = bk_open(ref.path, NULL, 0, &bk, err);
+	r = bk_open(ref.path, NULL, 0, NULL, &bk, err);
 	if (r < 0)
 		return r;
 	pt = calloc(1, sizeof(*pt));

@@ -717,7 +717,7 @@ int im_save(const struct disk_roots *roots, const char *source, const char *dir,
 	memset(stats, 0, sizeof(*stats));
 	/* Every filesystem is examined before anything is written: an unclean
 	 * one stops the save while nothing has been spent. */
-	r = source_open(roots, source, opts->format, opts->force, &opts->rescue, &src, err);
+	r = source_open(roots, source, opts->format, opts->force, &opts->rescue, &opts->net, &src, err);
 	if (r < 0)
 		return r;
 	pt = src.pt;

@@ -55,8 +55,8 @@ static int examine_rescued(struct source *s, size_t i, const struct fs_source *f
 }
 
 int source_open(const struct disk_roots *roots, const char *spec, const char *format,
-		bool force, const struct rescue_opts *rescue, struct source *s,
-		struct im_err *err)
+		bool force, const struct rescue_opts *rescue, const struct bk_net *net,
+		struct source *s, struct im_err *err)
 {
 	struct ptable *pt;
 	int r;
@@ -82,7 +82,7 @@ int source_open(const struct disk_roots *roots, const char *spec, const char *fo
 	} else {
 		snprintf(s->ref.path, sizeof(s->ref.path), "%s", spec);
 	}
-	r = bk_open(s->ref.path, format, 0, &s->bk, err);
+	r = bk_open(s->ref.path, format, 0, net, &s->bk, err);
 	if (r < 0)
 		return r;
 	if (rescue && rescue->on && (r = bk_rescue_start(s->bk, rescue->retries, err)) < 0)

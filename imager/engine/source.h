@@ -36,8 +36,8 @@ struct source {
  * partition whose filesystem metadata met one is copied whole by the raw
  * plugin, with a warning (its bitmap could be wrong). */
 int source_open(const struct disk_roots *roots, const char *spec, const char *format,
-		bool force, const struct rescue_opts *rescue, struct source *s,
-		struct im_err *err);
+		bool force, const struct rescue_opts *rescue, const struct bk_net *net,
+		struct source *s, struct im_err *err);
 /* After a rescue: the map written to path (nothing when all was read) and
  * rep filled.  Returns 0 or negative errno. */
 int source_rescue_finish(struct source *s, const char *path, const struct rescue_opts *o,

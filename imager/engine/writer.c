@@ -111,7 +111,7 @@ static int open_target(struct writer *w, const struct disk_roots *roots, const c
 		       const struct target_opts *o, struct im_err *err)
 {
 	struct bk_create_opts co = { .size = w->source_size, .prealloc = o->prealloc,
-				     .cluster_size = o->cluster_size };
+				     .cluster_size = o->cluster_size, .net = o->net };
 	struct disk_ref ref;
 	char what[400];
 	int r;
@@ -173,7 +173,7 @@ static int open_target(struct writer *w, const struct disk_roots *roots, const c
 	/* An existing image file is written in place. */
 	if ((r = lock_target(w, ref.path, o->force, err)) < 0)
 		return r;
-	r = bk_open(ref.path, o->format, BK_OPEN_WRITE, &w->tgt, err);
+	r = bk_open(ref.path, o->format, BK_OPEN_WRITE, &o->net, &w->tgt, err);
 	if (r < 0)
 		return r;
 	if (w->tgt->size < w->source_size) {
@@ -208,7 +208,7 @@ int writer_target_size(const struct disk_roots *roots, const char *target,
 		*size = ref.size;
 		return 0;
 	}
-	r = bk_open(ref.path, o->format, 0, &b, err);
+	r = bk_open(ref.path, o->format, 0, &o->net, &b, err);
 	if (r < 0)
 		return r;
 	*size = b->size;

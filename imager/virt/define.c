@@ -119,7 +119,7 @@ int im_define(const struct define_opts *o, struct define_report *r, struct im_er
 
 	memset(r, 0, sizeof(*r));
 	/* The host first: an unreachable one is found before a long inspection. */
-	if (o->uri && (rc = host_open(o->uri, &conn, err)) < 0)
+	if (o->uri && (rc = host_open(o->uri, NULL, &conn, err)) < 0)
 		return rc;
 	if (o->inspection)
 		rc = dom_guest_from_file(o->inspection, &r->guest, err);

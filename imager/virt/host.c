@@ -23,14 +23,8 @@ static void quiet_error(void *opaque, virErrorPtr e)
 	(void)e;
 }
 
-static unsigned host_timeout = 60, host_retries_n = 3;
 static pthread_once_t events_once = PTHREAD_ONCE_INIT;
 static bool events_on;
-
-void host_set_timeout(unsigned seconds)
-{
-	host_timeout = seconds ? seconds : 60;
-}
 
 bool host_alive(virConnectPtr conn)
 {
@@ -57,8 +51,9 @@ static void events_start(void)
 	}
 }
 
-int host_open(const char *uri, virConnectPtr *out, struct im_err *err)
+int host_open(const char *uri, const struct bk_net *net, virConnectPtr *out, struct im_err *err)
 {
+	unsigned timeout = bk_net_get(net).timeout_s;
 	const char *name = uri ? uri : "libvirt's default URI";
 	virConnectPtr conn;
 	virErrorPtr e;
@@ -70,7 +65,7 @@ int host_open(const char *uri, virConnectPtr *out, struct im_err *err)
 	if (conn) {
 		/* pings every timeout/3 s (at least 1), the connection closed
 		 * after 2 unanswered: about the timeout in all */
-		unsigned every = host_timeout >= 3 ? host_timeout / 3 : 1;
+		unsigned every = timeout >= 3 ? timeout / 3 : 1;
 		if (events_on)
 			(void)virConnectSetKeepAlive(conn, (int)every, 2);
 		*out = conn;
@@ -88,16 +83,6 @@ int host_open(const char *uri, virConnectPtr *out, struct im_err *err)
 		       e && e->message ? e->message : "libvirt gave no reason");
 }
 
-void host_set_retries(unsigned n)
-{
-	host_retries_n = n;
-}
-
-unsigned host_retries(void)
-{
-	return host_retries_n;
-}
-
 /* An attempt of host_reopen(): shared by the waiter and the thread that
  * makes it, freed by the last of the two. */
 struct opener {
@@ -106,6 +91,7 @@ struct opener {
 	bool done, abandoned;
 	char uri[1024];
 	bool has_uri;
+	struct bk_net net;
 	virConnectPtr conn;
 	struct im_err err;
 	int r;
@@ -116,7 +102,7 @@ static void *opener_run(void *arg)
 	struct opener *o = arg;
 	virConnectPtr conn = NULL;
 	struct im_err err = { 0 };
-	int r = host_open(o->has_uri ? o->uri : NULL, &conn, &err);
+	int r = host_open(o->has_uri ? o->uri : NULL, &o->net, &conn, &err);
 	bool gone;
 
 	pthread_mutex_lock(&o->mu);
@@ -135,8 +121,10 @@ static void *opener_run(void *arg)
 	return NULL;
 }
 
-int host_reopen(const char *uri, virConnectPtr *out, struct im_err *err)
+int host_reopen(const char *uri, const struct bk_net *net, virConnectPtr *out,
+		struct im_err *err)
 {
+	unsigned timeout = bk_net_get(net).timeout_s;
 	struct opener *o = calloc(1, sizeof(*o));
 	struct timespec until;
 	pthread_t t;
@@ -148,6 +136,7 @@ int host_reopen(const char *uri, virConnectPtr *out, struct im_err *err)
 	pthread_mutex_init(&o->mu, NULL);
 	pthread_cond_init(&o->cv, NULL);
 	o->has_uri = uri != NULL;
+	o->net = bk_net_get(net);
 	snprintf(o->uri, sizeof(o->uri), "%s", uri ? uri : "");
 	if (pthread_create(&t, NULL, opener_run, o) != 0) {
 		free(o);
@@ -155,7 +144,7 @@ int host_reopen(const char *uri, virConnectPtr *out, struct im_err *err)
 	}
 	pthread_detach(t);
 	clock_gettime(CLOCK_REALTIME, &until);
-	until.tv_sec += host_timeout;
+	until.tv_sec += timeout;
 	pthread_mutex_lock(&o->mu);
 	while (!o->done && pthread_cond_timedwait(&o->cv, &o->mu, &until) == 0)
 		;
@@ -166,7 +155,7 @@ int host_reopen(const char *uri, virConnectPtr *out, struct im_err *err)
 	if (!done)
 		return im_errf(err, IM_EXIT_IO, -ETIMEDOUT,
 			       "connecting to %s again: no answer within %u s (--timeout)",
-			       uri ? uri : "libvirt's default URI", host_timeout);
+			       uri ? uri : "libvirt's default URI", timeout);
 	*out = o->conn;
 	*err = o->err;
 	int r = o->r;

@@ -105,7 +105,7 @@ static const char *local_path(const struct p2v *j, size_t i)
 
 /* ---- the sources, the disks' format, the data ---- */
 
-static int probe_source(struct p2v_disk *d, struct im_err *err)
+static int probe_source(struct p2v_disk *d, const struct bk_net *net, struct im_err *err)
 {
 	struct stat st;
 
@@ -131,7 +131,7 @@ static int probe_source(struct p2v_disk *d, struct im_err *err)
 	} else {
 		struct bk *bk;
 
-		FORWARD_ERR(bk_open(d->source, NULL, 0, &bk, err));
+		FORWARD_ERR(bk_open(d->source, NULL, 0, net, &bk, err));
 		d->capacity = bk->size;
 		d->block = bk->is_block_device;
 		(void)bk_close(bk, err);
@@ -146,7 +146,7 @@ static int probe_sources(struct p2v *j)
 		struct p2v_disk *d = &j->rep->disks[i];
 
 		d->source = j->o->sources[i];
-		FORWARD_ERR(probe_source(d, j->err));
+		FORWARD_ERR(probe_source(d, &j->o->net, j->err));
 		if (j->o->disk_size)
 			d->capacity = (j->o->disk_size + 511) / 512 * 512;
 		j->need += d->capacity;
@@ -186,7 +186,7 @@ static int write_disk(struct p2v *j, size_t i)
 	const struct p2v_disk *d = &j->rep->disks[i];
 	const char *path = local_path(j, i);
 	struct target_opts t = { .format = j->format, .prealloc = j->prealloc,
-				 .shrink = j->o->shrink };
+				 .shrink = j->o->shrink, .net = j->o->net };
 	int r;
 
 	/* A file the job creates gets the disk's size (a volume has it). */
@@ -199,7 +199,7 @@ static int write_disk(struct p2v *j, size_t i)
 
 		r = im_restore(j->o->roots, d->source, path, &o, &st, j->err);
 	} else {
-		struct clone_opts o = { .target = t, .progress = j->o->progress };
+		struct clone_opts o = { .target = t, .net = j->o->net, .progress = j->o->progress };
 		struct clone_stats st;
 
 		r = im_clone(j->o->roots, d->source, path, &o, &st, j->err);
@@ -376,7 +376,7 @@ static int open_hosts(struct p2v *j)
 		int r;
 
 		h->uri = j->o->uris[i];
-		if ((r = host_open(h->uri, &h->conn, &err)) < 0) {
+		if ((r = host_open(h->uri, &j->o->net, &h->conn, &err)) < 0) {
 			if (j->o->nuris == 1)
 				return im_errf(j->err, err.exit_class, r, "%s", err.msg);
 			tell(j, P2V_WARNING, "%s: skipped", err.msg);
@@ -520,7 +520,7 @@ static int reconnect(struct p2v *j, struct im_err *err)
 	virConnectPtr conn;
 	virStoragePoolPtr sp;
 	virStorageVolPtr vols[P2V_MAX_SOURCES] = { 0 };
-	int r = host_reopen(h->uri, &conn, err);
+	int r = host_reopen(h->uri, &j->o->net, &conn, err);
 
 	if (r < 0)
 		return r;
@@ -563,7 +563,7 @@ static int reconnect(struct p2v *j, struct im_err *err)
 static int upload_volume(struct p2v *j, size_t i)
 {
 	struct dst *t = &j->dst[i];
-	unsigned tries = 0, max = host_retries();
+	unsigned tries = 0, max = bk_net_get(&j->o->net).retries;
 	int r;
 
 	for (;;) {

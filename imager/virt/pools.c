@@ -675,7 +675,7 @@ int pools_survey(const struct pools_survey_opts *o, struct pools_survey *out, st
 	int r;
 
 	memset(out, 0, sizeof(*out));
-	if ((r = host_open(o->uri, &conn, err)) < 0)
+	if ((r = host_open(o->uri, NULL, &conn, err)) < 0)
 		return r;
 	out->local = host_is_local(conn);
 	uri = virConnectGetURI(conn);

@@ -45,10 +45,24 @@ const char *bk_prealloc_name(enum bk_prealloc p);
 /* "off", "metadata", "falloc", "full".  Returns 0 or -EINVAL. */
 int bk_prealloc_parse(const char *s, enum bk_prealloc *out);
 
+/* How an NBD export is waited for (backend-nbd.c): each request and each
+ * connection at most timeout_s seconds, after which it fails with
+ * -ETIMEDOUT (IM_EXIT_IO, the offset named); a lost connection is made
+ * again and the request sent again up to retries times, after pauses of 1,
+ * 2, 4... seconds.  A job's options carry it (--timeout, --retries); not
+ * given: 60 s and 3 retries (bk_net_get). */
+struct bk_net {
+	bool given;
+	unsigned timeout_s;       /* 1.. */
+	unsigned retries;
+};
+struct bk_net bk_net_get(const struct bk_net *n);   /* n or the defaults */
+
 struct bk_create_opts {
 	uint64_t size;            /* virtual size in bytes, a multiple of 512 */
 	enum bk_prealloc prealloc;
 	uint32_t cluster_size;    /* qcow2: power of two in [512, 2 MiB]; 0 = 64 KiB */
+	struct bk_net net;        /* nbd */
 };
 
 /* Flags for open(). */
@@ -136,6 +150,7 @@ struct bk {
 	char raw_path[600];
 	/* Rescue reads (bk_rescue_start), NULL otherwise; owned. */
 	struct bk_rescue *rescue;
+	struct bk_net net;        /* as opened (bk_net_get: given) */
 };
 
 /* ---- the framework ---- */
@@ -143,14 +158,6 @@ struct bk {
 /* Drivers, in probing order (nbd is reached by its URI only). */
 extern const struct bk_driver bk_raw, bk_qcow2, bk_nbd;
 
-/* How NBD exports are waited for (backend-nbd.c): each request and each
- * connection at most timeout_s seconds (0: the default, 60), after which
- * it fails with -ETIMEDOUT (IM_EXIT_IO, the offset named); a lost
- * connection is made again and the request sent again up to retries times
- * (default 3), after pauses of 1, 2, 4... seconds.  Set once, before
- * opening, by the command line (--timeout, --retries). */
-void bk_nbd_set_policy(unsigned timeout_s, unsigned retries);
-unsigned bk_nbd_timeout(void);
 
 /* Is this a URI a driver handles (nbd://, nbd+unix://)? */
 bool bk_is_uri(const char *spec);
@@ -166,8 +173,8 @@ const char *bk_format_from_name(const char *path);
 int bk_probe_format(const char *spec, const char **format, struct im_err *err);
 /* Open spec (a path or a URI).  format NULL: probe the first 4 KiB and take
  * the driver with the highest score (URIs go to nbd). */
-int bk_open(const char *spec, const char *format, unsigned flags, struct bk **out,
-	    struct im_err *err);
+int bk_open(const char *spec, const char *format, unsigned flags, const struct bk_net *net,
+	    struct bk **out, struct im_err *err);
 /* Create a container; format NULL: from the file name, else raw. */
 int bk_create(const char *spec, const char *format, const struct bk_create_opts *o,
 	      struct bk **out, struct im_err *err);

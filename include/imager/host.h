@@ -18,6 +18,7 @@
 
 #include <libvirt/libvirt.h>
 
+#include "imager/backend.h"
 #include "imager/error.h"
 
 /*
@@ -25,24 +26,21 @@
  * Returns 0; on failure (no daemon, refused, unknown URI) -ECONNREFUSED with
  * IM_EXIT_TARGET and a message that names the URI and, when the daemon is
  * not running, says so.  libvirt's own error printing is turned off.
+ * net (the job's --timeout; NULL: the defaults, bk_net_get): how long a
+ * daemon that stops answering is waited for: the connection sends
+ * libvirt's keepalive pings (an event loop runs on a thread of its own),
+ * and is closed when its daemon answers none for that long, so that a
+ * blocked call (a volume upload's stream) fails instead of waiting forever.
  */
-int host_open(const char *uri, virConnectPtr *out, struct im_err *err);
-/* How long a daemon that stops answering is waited for (--timeout; 0: the
- * default, 60 s): connections opened afterwards send libvirt's keepalive
- * pings (an event loop runs on a thread of its own), and one whose daemon
- * answers none for that long is closed, so that a blocked call (a volume
- * upload's stream) fails instead of waiting forever.  Set once, before
- * host_open(). */
-void host_set_timeout(unsigned seconds);
+int host_open(const char *uri, const struct bk_net *net, virConnectPtr *out, struct im_err *err);
 /* Is the connection still up (false after a keepalive timeout)? */
 bool host_alive(virConnectPtr conn);
-/* How many times a job connects again after its connection was lost
- * (--retries; default 3), and host_open() for that: it waits at most the
- * timeout, since a daemon that is stopped accepts the socket and never
- * answers (the attempt is left to finish on its own thread, and closed). */
-void host_set_retries(unsigned n);
-unsigned host_retries(void);
-int host_reopen(const char *uri, virConnectPtr *out, struct im_err *err);
+/* host_open() after a lost connection (the job connects again up to
+ * net->retries times): it waits at most the timeout, since a daemon that
+ * is stopped accepts the socket and never answers (the attempt is left to
+ * finish on its own thread, and closed). */
+int host_reopen(const char *uri, const struct bk_net *net, virConnectPtr *out,
+		struct im_err *err);
 /* libvirt's last error message on this thread, or "libvirt gave no
  * reason"; for messages after a failed libvirt call. */
 const char *host_last_error(void);

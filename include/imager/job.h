@@ -56,6 +56,7 @@ struct save_opts {
 	 * this same source, and reads on from there; the rest is saved anew. */
 	bool resume;
 	struct rescue_opts rescue;
+	struct bk_net net;         /* an NBD source: --timeout, --retries */
 	struct im_progress progress;
 };
 
@@ -104,6 +105,7 @@ struct target_opts {
 	bool force;                /* write to a target that is in use */
 	struct im_grow_hook grow_hook;
 	bool shrink;               /* onto a smaller target: shrink filesystems (shrink.c) */
+	struct bk_net net;         /* an NBD target: --timeout, --retries */
 	/* An explicit new layout (set by the shrink job, not by users): the
 	 * partitions by number with their new starts and sizes, on a disk of
 	 * layout_disk bytes.  The data of each must end within its new size. */
@@ -176,6 +178,7 @@ struct clone_opts {
 	bool verify;                /* read back and compare after the copy */
 	unsigned threads;
 	struct rescue_opts rescue;
+	struct bk_net net;          /* an NBD source (the target's: target.net) */
 	/* Carry on from an interrupted clone onto the same raw target, from
 	 * the source unchanged (its journal, as restore's: TARGET.imager-resume
 	 * beside a file, /var/lib/imager/resume/NAME.jnl for a device): the used

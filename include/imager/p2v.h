@@ -105,6 +105,8 @@ struct p2v_opts {
 	bool upload;                 /* a local host too gets its data by upload */
 	uint64_t disk_size;          /* each disk this large (--disk-size); 0: the source's */
 	bool shrink;                 /* onto a smaller disk: shrink filesystems (job.h) */
+	struct bk_net net;           /* NBD sources and targets, libvirt connections:
+				      * --timeout, --retries (backend.h) */
 	const char *virtio_win;      /* conversion: Windows drivers (convert.h) */
 	const struct conv_key *keys; /* conversion: encrypted volumes' keys (convert.h) */
 	size_t nkeys;

@@ -21,7 +21,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		return 0;
 	fuzz_fd_path(fd, path, sizeof(path));
 	pt = calloc(1, sizeof(*pt));
-	if (pt && bk_open(path, "raw", 0, &bk, &err) == 0) {
+	if (pt && bk_open(path, "raw", 0, NULL, &bk, &err) == 0) {
 		ptable_read_bk(bk, pt, &err);
 		bk_close(bk, NULL);
 	}

@@ -19,7 +19,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	if (fd < 0)
 		return 0;
 	fuzz_fd_path(fd, path, sizeof(path));
-	if (bk_open(path, "qcow2", 0, &bk, &err) == 0) {
+	if (bk_open(path, "qcow2", 0, NULL, &bk, &err) == 0) {
 		/* At most 64 steps of block status and 64 reads: a hostile
 		 * header may claim petabytes. */
 		uint64_t off = 0;

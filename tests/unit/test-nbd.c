@@ -34,6 +34,10 @@ struct server {
 	pid_t pid;
 };
 
+/* The jobs' --retries 1 and 0 (the timeout as by default). */
+static const struct bk_net one_retry = { .given = true, .timeout_s = 60, .retries = 1 };
+static const struct bk_net no_retry = { .given = true, .timeout_s = 60, .retries = 0 };
+
 static bool have_nbdkit(void)
 {
 	static int have = -1;
@@ -235,7 +239,7 @@ static void test_read_matches_file(void)
 	CHECK(write_at(sv.file, want, size, 0));
 	if (!server_start(&sv, "file", sv.file, NULL))
 		goto stop;
-	CHECK(bk_open(sv.uri, NULL, 0, &bk, &err) == 0);
+	CHECK(bk_open(sv.uri, NULL, 0, NULL, &bk, &err) == 0);
 	if (!bk) {
 		fprintf(stderr, "  %s\n", err.msg);
 		goto stop;
@@ -259,7 +263,7 @@ static void test_read_matches_file(void)
 	/* The format named explicitly reaches the same driver. */
 	CHECK(bk_close(bk, &err) == 0);
 	bk = NULL;
-	CHECK(bk_open(sv.uri, "nbd", 0, &bk, &err) == 0);
+	CHECK(bk_open(sv.uri, "nbd", 0, NULL, &bk, &err) == 0);
 	CHECK(bk && bk->drv == &bk_nbd);
 	CHECK(bk_close(bk, &err) == 0);
 	CHECK_EQ_U(err.exit_class, 0);
@@ -288,7 +292,7 @@ static void test_block_status(void)
 	CHECK(write_at(sv.file, data, MiB, 3 * MiB));
 	if (!server_start(&sv, "file", sv.file, NULL))
 		goto stop;
-	CHECK(bk_open(sv.uri, NULL, BK_OPEN_WRITE, &bk, &err) == 0);
+	CHECK(bk_open(sv.uri, NULL, BK_OPEN_WRITE, NULL, &bk, &err) == 0);
 	if (!bk) {
 		fprintf(stderr, "  %s\n", err.msg);
 		goto stop;
@@ -341,7 +345,7 @@ static void test_block_status_unsupported(void)
 		return;
 	if (!server_start(&sv, "--no-sr", "file", sv.file, NULL))
 		goto stop;
-	CHECK(bk_open(sv.uri, NULL, 0, &bk, &err) == 0);
+	CHECK(bk_open(sv.uri, NULL, 0, NULL, &bk, &err) == 0);
 	if (bk) {
 		CHECK_EQ_U(bk_block_status(bk, 4096, 2 * MiB - 4096, &pnum, &err), BK_STATUS_DATA);
 		CHECK_EQ_U(pnum, 2 * MiB - 4096);
@@ -388,7 +392,7 @@ static void test_write_changes_file(void)
 	CHECK(memcmp(got, want, size) == 0);
 
 	/* And opened for writing. */
-	CHECK(bk_open(sv.uri, NULL, BK_OPEN_WRITE, &bk, &err) == 0);
+	CHECK(bk_open(sv.uri, NULL, BK_OPEN_WRITE, NULL, &bk, &err) == 0);
 	if (bk) {
 		CHECK(bk->writable);
 		fill_random(want + 7 * MiB, MiB, 5);
@@ -447,7 +451,7 @@ static void test_read_only_export(void)
 		return;
 	if (!server_start(&sv, "-r", "file", sv.file, NULL))
 		goto stop;
-	CHECK_EQ_U(-bk_open(sv.uri, NULL, BK_OPEN_WRITE, &bk, &err), EROFS);
+	CHECK_EQ_U(-bk_open(sv.uri, NULL, BK_OPEN_WRITE, NULL, &bk, &err), EROFS);
 	CHECK(bk == NULL);
 	CHECK_EQ_U(err.exit_class, IM_EXIT_TARGET);
 	CHECK(strstr(err.msg, "read-only") != NULL);
@@ -458,7 +462,7 @@ static void test_read_only_export(void)
 	CHECK(strstr(err.msg, "read-only") != NULL);
 	/* Reading is fine. */
 	memset(&err, 0, sizeof(err));
-	CHECK(bk_open(sv.uri, NULL, 0, &bk, &err) == 0);
+	CHECK(bk_open(sv.uri, NULL, 0, NULL, &bk, &err) == 0);
 	if (bk) {
 		CHECK(bk_pread(bk, buf, sizeof(buf), 0, &err) == 0);
 		CHECK(bk_close(bk, &err) == 0);
@@ -486,7 +490,7 @@ static void test_server_limits(void)
 			  "blocksize-minimum=4096", "blocksize-maximum=65536",
 			  "blocksize-error-policy=error", NULL))
 		goto stop;
-	CHECK(bk_open(sv.uri, NULL, BK_OPEN_WRITE, &bk, &err) == 0);
+	CHECK(bk_open(sv.uri, NULL, BK_OPEN_WRITE, NULL, &bk, &err) == 0);
 	if (!bk) {
 		fprintf(stderr, "  %s\n", err.msg);
 		goto stop;
@@ -526,8 +530,7 @@ static void test_server_killed_reading(void)
 		goto out;
 	if (!server_start(&sv, "file", sv.file, NULL))
 		goto stop;
-	bk_nbd_set_policy(60, 1);
-	CHECK(bk_open(sv.uri, NULL, 0, &bk, &err) == 0);
+	CHECK(bk_open(sv.uri, NULL, 0, &one_retry, &bk, &err) == 0);
 	if (!bk)
 		goto stop;
 	time_t t0 = time(NULL);
@@ -554,7 +557,6 @@ static void test_server_killed_reading(void)
 	/* Nothing was written: closing a dead reader is not a failure. */
 	CHECK(bk_close(bk, NULL) == 0);
 stop:
-	bk_nbd_set_policy(60, 3);
 	teardown(&sv);
 out:
 	free(buf);
@@ -577,8 +579,8 @@ static void test_server_killed_writing(void)
 	fill_random(buf, MiB, 8);
 	if (!server_start(&sv, "file", sv.file, NULL))
 		goto stop;
-	bk_nbd_set_policy(60, 0);   /* no reconnection (sources/nbd-stall has them) */
-	CHECK(bk_open(sv.uri, NULL, BK_OPEN_WRITE, &bk, &err) == 0);
+	/* no reconnection (sources/nbd-stall has them) */
+	CHECK(bk_open(sv.uri, NULL, BK_OPEN_WRITE, &no_retry, &bk, &err) == 0);
 	if (!bk)
 		goto stop;
 	for (int i = 0; i < 16; i++) {
@@ -598,7 +600,6 @@ static void test_server_killed_writing(void)
 	CHECK(bk_flush(bk, NULL) < 0);
 	CHECK(bk_close(bk, NULL) < 0);
 stop:
-	bk_nbd_set_policy(60, 3);
 	teardown(&sv);
 out:
 	free(buf);
@@ -620,7 +621,7 @@ static void test_no_server(void)
 	for (size_t i = 0; i < sizeof(uris) / sizeof(*uris); i++) {
 		struct im_err err = { 0 };
 
-		CHECK(bk_open(uris[i], NULL, 0, &bk, &err) < 0);
+		CHECK(bk_open(uris[i], NULL, 0, NULL, &bk, &err) < 0);
 		CHECK(bk == NULL);
 		CHECK(err.code < 0);
 		CHECK_EQ_U(err.exit_class, IM_EXIT_SOURCE);

@@ -383,7 +383,7 @@ static void create_case(enum bk_prealloc pa, uint32_t cs)
 	}
 
 	/* And our own reader agrees. */
-	r = bk_open(q, NULL, 0, &bk, &err);
+	r = bk_open(q, NULL, 0, NULL, &bk, &err);
 	CHECK_EQ_U(r, 0);
 	if (r == 0) {
 		CHECK(bk->drv == &bk_qcow2);
@@ -526,7 +526,7 @@ static void test_reopen_write(void)
 	p.bk = bk;
 	apply_pattern(&p);
 	CHECK_EQ_U(bk_close(bk, &err), 0);
-	CHECK_EQ_U(bk_open(q, NULL, BK_OPEN_WRITE, &bk, &err), 0);
+	CHECK_EQ_U(bk_open(q, NULL, BK_OPEN_WRITE, NULL, &bk, &err), 0);
 	if (bk) {
 		p.bk = bk;
 		apply_pattern(&p);
@@ -578,7 +578,7 @@ static void check_read(const char *q, const char *raw, const char *what, bool ho
 	struct im_err err = { 0 };
 	struct bk *bk = NULL;
 	unsigned char *buf = malloc(MiB);
-	int r = bk_open(q, NULL, 0, &bk, &err), fd = open(raw, O_RDONLY);
+	int r = bk_open(q, NULL, 0, NULL, &bk, &err), fd = open(raw, O_RDONLY);
 	uint64_t off = 0, zero_bytes = 0, steps = 0;
 	bool hole_zero = false;
 
@@ -713,7 +713,7 @@ static void test_read_zero_clusters(void)
 		struct im_err err = { 0 };
 		struct bk *bk = NULL;
 		uint64_t pnum = 0;
-		CHECK_EQ_U(bk_open(sub, NULL, 0, &bk, &err), 0);
+		CHECK_EQ_U(bk_open(sub, NULL, 0, NULL, &bk, &err), 0);
 		if (bk) {
 			CHECK_EQ_U(compare_bk_raw(bk, raw), 0);
 			/* The cluster at 41 MiB: subcluster 0 data, the rest zeros. */
@@ -753,7 +753,7 @@ static void test_write_qemu_images(void)
 		CHECK_EQ_U(run(out, sizeof(out), "qemu-img convert -f raw -O qcow2 %s %s %s", opts[i],
 			       src, q), 0);
 		CHECK_EQ_U(run(out, sizeof(out), "cp --sparse=always %s %s", src, raw), 0);
-		CHECK_EQ_U(bk_open(q, NULL, BK_OPEN_WRITE, &bk, &err), 0);
+		CHECK_EQ_U(bk_open(q, NULL, BK_OPEN_WRITE, NULL, &bk, &err), 0);
 		if (!bk) {
 			fprintf(stderr, "  %s: %s\n", opts[i], err.msg);
 			continue;
@@ -805,7 +805,7 @@ static int open_err(const char *path, const char *fmt, unsigned flags, struct im
 	int r;
 
 	memset(err, 0, sizeof(*err));
-	r = bk_open(path, fmt, flags, &bk, err);
+	r = bk_open(path, fmt, flags, NULL, &bk, err);
 	if (r == 0)
 		bk_close(bk, err);
 	return r;
@@ -931,7 +931,7 @@ static void test_truncated(void)
 		CHECK_EQ_U(run(out, sizeof(out), "qemu-img convert -f raw -O qcow2 %s %s %s",
 			       compressed ? "-c" : "", raw, q), 0);
 		CHECK(stat(q, &st) == 0 && truncate(q, st.st_size / 2) == 0);
-		r = bk_open(q, NULL, 0, &bk, &err);
+		r = bk_open(q, NULL, 0, NULL, &bk, &err);
 		if (r < 0) {
 			CHECK(r == -EBADMSG || r == -EIO);
 			continue;
@@ -979,7 +979,7 @@ static int read_at(const char *path, unsigned flags, uint64_t off, size_t len)
 	struct im_err err = { 0 };
 	struct bk *bk = NULL;
 	unsigned char *buf = malloc(len);
-	int r = bk_open(path, "qcow2", flags, &bk, &err);
+	int r = bk_open(path, "qcow2", flags, NULL, &bk, &err);
 
 	if (r == 0) {
 		r = bk_pread(bk, buf, len, off, &err);
@@ -1057,7 +1057,7 @@ static void test_targeted_damage(void)
 	{
 		struct im_err err = { 0 };
 		struct bk *bk = NULL;
-		CHECK_EQ_U(bk_open(q, NULL, BK_OPEN_WRITE, &bk, &err), 0);
+		CHECK_EQ_U(bk_open(q, NULL, BK_OPEN_WRITE, NULL, &bk, &err), 0);
 		if (bk) {
 			CHECK(bk_pwrite(bk, buf, 4096, 0, &err) == -EBADMSG);
 			CHECK(bk_zero(bk, 0, 4096, &err) == -EBADMSG);
@@ -1181,7 +1181,7 @@ static void test_mutations(void)
 		close(fd);
 		free(m);
 
-		r = bk_open(q, "qcow2", flags, &bk, &err);
+		r = bk_open(q, "qcow2", flags, NULL, &bk, &err);
 		if (r < 0) {
 			CHECK(r == -EBADMSG || r == -ENOTSUP || r == -EIO || r == -ENOMEM);
 			CHECK(err.exit_class != 0 && err.msg[0]);
