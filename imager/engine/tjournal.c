@@ -50,29 +50,25 @@ int tjournal_write(struct tjournal *jn, uint32_t part, uint64_t pos, uint64_t by
 }
 
 int tjournal_parse(struct tjournal *jn, const unsigned char *rec, size_t len, uint32_t nparts,
-		   char *why, size_t whylen)
+		   struct im_err *err)
 {
 	enum tjnl_kind other = jn->kind == TJNL_RESTORE ? TJNL_CLONE : TJNL_RESTORE;
 
 	if (len != TJNL_SIZE || le64(rec + 56) != XXH3_64bits(rec, 56) || le32(rec + 28) ||
-	    le64(rec + 48)) {
-		snprintf(why, whylen, "not a %s journal, or damaged", job[jn->kind]);
-		return -EBADMSG;
-	}
-	if (!memcmp(rec, magic[other], 8)) {
-		snprintf(why, whylen, "the interrupted job was a %s, not a %s; carry it on with "
-			 "imager %s --resume", job[other], job[jn->kind], job[other]);
-		return -ESTALE;
-	}
-	if (memcmp(rec, magic[jn->kind], 8) || le32(rec + 24) > nparts) {
-		snprintf(why, whylen, "not a %s journal, or damaged", job[jn->kind]);
-		return -EBADMSG;
-	}
-	if (le64(rec + 8) != jn->identity) {
-		snprintf(why, whylen, "the interrupted %s was of another %s", job[jn->kind],
-			 jn->kind == TJNL_RESTORE ? "image" : "source, or the source has changed since");
-		return -ESTALE;
-	}
+	    le64(rec + 48))
+		return im_errf(err, IM_EXIT_TARGET, -EBADMSG, "not a %s journal, or damaged",
+			       job[jn->kind]);
+	if (!memcmp(rec, magic[other], 8))
+		return im_errf(err, IM_EXIT_TARGET, -ESTALE,
+			       "the interrupted job was a %s, not a %s; carry it on with imager %s --resume",
+			       job[other], job[jn->kind], job[other]);
+	if (memcmp(rec, magic[jn->kind], 8) || le32(rec + 24) > nparts)
+		return im_errf(err, IM_EXIT_TARGET, -EBADMSG, "not a %s journal, or damaged",
+			       job[jn->kind]);
+	if (le64(rec + 8) != jn->identity)
+		return im_errf(err, IM_EXIT_TARGET, -ESTALE, "the interrupted %s was of another %s",
+			       job[jn->kind], jn->kind == TJNL_RESTORE ? "image"
+			       : "source, or the source has changed since");
 	jn->target_size = le64(rec + 16);
 	jn->part = le32(rec + 24);
 	jn->pos = le64(rec + 32);
@@ -84,7 +80,6 @@ int tjournal_read(struct tjournal *jn, uint32_t nparts, struct im_err *err)
 {
 	unsigned char *rec = NULL;
 	size_t len = 0;
-	char why[300];
 	int r = read_whole_file(jn->path, &rec, &len, 4096);
 
 	if (r == -EFBIG)
@@ -94,11 +89,11 @@ int tjournal_read(struct tjournal *jn, uint32_t nparts, struct im_err *err)
 		return im_errf(err, IM_EXIT_TARGET, r,
 			       "%s: %s: no interrupted %s to resume (%s without --resume)", jn->path,
 			       strerror(-r), job[jn->kind], job[jn->kind]);
-	r = tjournal_parse(jn, rec, len, nparts, why, sizeof(why));
+	r = tjournal_parse(jn, rec, len, nparts, err);
 	free(rec);
 	if (r < 0)
-		return im_errf(err, IM_EXIT_TARGET, r, "%s: %s", jn->path, why);
-	return 0;
+		im_err_prefix(err, "%s: ", jn->path);
+	return r;
 }
 
 int tjournal_start(struct tjournal *jn, bool resume, const char *target, const char *format,

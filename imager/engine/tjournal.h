@@ -56,9 +56,9 @@ bool tjournal_path(const char *target, char *out, size_t n);
 int tjournal_write(struct tjournal *jn, uint32_t part, uint64_t pos, uint64_t bytes);
 /* Check a record of len bytes against jn->kind, jn->identity and nparts;
  * on success fill target_size, part, pos and bytes.  On refusal: a
- * negative errno and why (for the user, without the path). */
+ * negative errno and err (IM_EXIT_TARGET; the message without the path). */
 int tjournal_parse(struct tjournal *jn, const unsigned char *rec, size_t len, uint32_t nparts,
-		   char *why, size_t whylen);
+		   struct im_err *err);
 /* Read jn->path and parse it (IM_EXIT_TARGET when it is missing, of
  * another job or image, or damaged). */
 int tjournal_read(struct tjournal *jn, uint32_t nparts, struct im_err *err);

@@ -42,14 +42,14 @@ static int target_journal(const uint8_t *data, size_t size)
 			       .identity = 0x1234567890abcdefull };
 	unsigned char rec[TJNL_SIZE + 16];
 	size_t len = size - 2 < sizeof(rec) ? size - 2 : sizeof(rec);
-	char why[300];
+	struct im_err err = { 0 };
 
 	memcpy(rec, data + 2, len);
 	if (len >= TJNL_SIZE && (data[0] & 2))
 		put_le64(rec + 56, XXH3_64bits(rec, 56));
 	if (len >= 16 && (data[0] & 8))
 		jn.identity = le64(rec + 8);
-	if (tjournal_parse(&jn, rec, len, data[1], why, sizeof(why)) == 0 &&
+	if (tjournal_parse(&jn, rec, len, data[1], &err) == 0 &&
 	    (len != TJNL_SIZE || jn.part > data[1]))
 		abort();   /* (accepted what it must refuse) */
 	return 0;
