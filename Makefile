@@ -64,7 +64,8 @@ WARN      := -Wall -Wextra -Werror -Wno-format-truncation
 # folder and of the layers below, are compiled with IMAGER_LAYER set (the
 # headers of a higher layer refuse to be included: #error), and with the
 # pkg-config flags of their own libraries only; `make layers` (run by the
-# setup/layers test) checks each library's undefined symbols.
+# setup/layers test) checks each library's undefined symbols, and that each
+# plugin object exports only its descriptor.
 #   1 engine   imager/engine + fsplugins  disks, tables, plugins, backends, jobs
 #   2 convert  imager/convert             libguestfs, hivex, virtio-win
 #   3 virt     imager/virt                libvirt: domains, pools, volumes

@@ -5,7 +5,14 @@
  * A plugin tells the engine which blocks of one filesystem hold data, so that
  * saving reads and stores only those.  It is one file in fsplugins/, with
  * everything static except one exported, const `struct fs_plugin`
- * descriptor, listed in the ordered registry (fsplugins/registry.c).
+ * descriptor named fs_plugin_NAME (raw.c holds two: raw and its named twin
+ * crypt), listed in the ordered registry (fsplugins/registry.c).  A plugin
+ * exports nothing else: what the engine needs beyond the descriptor (LVM's
+ * PV rewriter and VG text mapper, a fresh swap header) lives in the engine
+ * beside the format's header (lvmfmt.h, swapfmt.h), and a plugin may call
+ * such engine helpers (fsplugins/lvm.c parses its metadata with lvmfmt.h's
+ * parser).  `make layers` (tests/lib/layers.sh) checks with nm that each
+ * plugin object defines no other global symbol.
  *
  * The descriptor is data first: the engine checks `min_size` and the magics
  * before it runs any plugin code.  A plugin

@@ -1,7 +1,25 @@
 /* SPDX-License-Identifier: GPL-2.0-or-later */
 /*
- * Shrinking an LVM2 physical volume without device-mapper (fsplugins/lvm.c
- * holds the on-disk facts): for restore and clone --shrink, on a temporary
+ * LVM2's on-disk format, as the engine reads and writes it.
+ *
+ * The facts (lvm2's lib/label/label.h and lib/format_text/layout.h), in
+ * imager/engine/lvmfmt.c, shared by the plugin (fsplugins/lvm.c) and the
+ * engine:
+ *   label in one of sectors 0..3: "LABELONE", u64 sector, u32 crc of bytes
+ *   20..511, u32 offset of the contents (pv_header), "LVM2 001";
+ *   pv_header: 32-byte PV UUID, u64 device size, a zero-terminated list of
+ *   data areas (u64 offset, u64 size) then one of metadata areas;
+ *   metadata area header (512 bytes): u32 crc of bytes 4..511, magic
+ *   " LVM2 x[5A%r0N*>", u32 version 1, u64 start, u64 size, then raw
+ *   locations (u64 offset from start, u64 size, u32 crc of the text, u32
+ *   flags); the text is a circular buffer after the header: it wraps to
+ *   start + 512.  Every CRC is lvm2's: CRC-32 (0xEDB88320) seeded
+ *   0xf597a6cf, no final XOR.
+ * The text (a VG section with physical_volumes and logical_volumes) is
+ * parsed as hostile input: bounded size, depth and node count.
+ *
+ * Shrinking an LVM2 physical volume without device-mapper
+ * (imager/engine/lvm-pv.c): for restore and clone --shrink, on a temporary
  * copy of the PV.  One logical volume gives up extents at its end (its
  * filesystem shrunk first by the caller, at the place lvm_pv_find_lv()
  * names), the segments after it on the PV move down by as many extents,
@@ -13,6 +31,9 @@
  * area (at the PV's start), every LV made of linear segments on it, the
  * shrunk one of a single segment.  Anything else is refused with the
  * reason in why (-ENOTSUP), damage with -EINVAL; nothing is written then.
+ *
+ * A VG's text mapped, and a PV's head made from it
+ * (imager/engine/lvm-text.c): Clonezilla's restore of LVM.
  */
 #ifndef IMAGER_LVMFMT_H
 #define IMAGER_LVMFMT_H
@@ -20,6 +41,77 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+
+/* ---- the on-disk facts (imager/engine/lvmfmt.c) ---- */
+
+#define LVM_SECTOR      512u
+#define LVM_LABEL_SCAN  4u            /* the label is in one of sectors 0..3 */
+#define LVM_MDA_HEADER  512u
+#define LVM_MDA_MAGIC   "\040\114\126\115\062\040\170\133\065\101\045\162\060\116\052\076"
+#define LVM_TEXT_MAX    (8u << 20)    /* lvm2's own metadata limit is far below */
+#define LVM_CRC_SEED    0xf597a6cfu
+
+/* lvm2's CRC-32 of len bytes of p, continuing crc (LVM_CRC_SEED first). */
+uint32_t lvm_crc(uint32_t crc, const unsigned char *p, size_t len);
+
+/* The sector of b (LVM_LABEL_SCAN sectors) holding the label, its own CRC
+ * right; -1 when none does. */
+int lvm_label_in(const unsigned char *b);
+
+/* A metadata area's header h (at mda, of mda_size bytes) checked, and where
+ * its committed text is (*roff from mda, *rsize bytes, its *crc); NULL,
+ * "ignored" for an ignored copy, or what is wrong. */
+const char *lvm_mda_check(const unsigned char *h, uint64_t mda, uint64_t mda_size,
+			  uint64_t *roff, uint64_t *rsize, uint32_t *crc);
+
+/* A character lvm2 allows in a name (and in a UUID). */
+bool lvm_name_char(char c);
+
+/* id (a UUID as the text writes it, with dashes) without its dashes: the
+ * first 32 characters in out; returns how many there are in all. */
+size_t lvm_uuid_plain(const char *id, char out[33]);
+
+/* The text: a tree of sections, values and arrays. */
+enum lvm_node_kind { LVM_N_SECTION, LVM_N_INT, LVM_N_STRING, LVM_N_ARRAY };
+
+struct lvm_node {
+	enum lvm_node_kind kind;
+	const char *name;       /* key or section name (points into the text) */
+	size_t name_len;
+	int64_t num;            /* LVM_N_INT */
+	uint32_t pos, len;      /* LVM_N_INT: where its digits are in the text;
+				 * LVM_N_SECTION: its name to its '}' */
+	const char *str;        /* LVM_N_STRING: unescaped, NUL-ended (in the text) */
+	uint32_t first, next;   /* children (sections, arrays) and siblings; 0: none */
+};
+
+struct lvm_tree {
+	struct lvm_node *nodes; /* nodes[1] is the root section; 0 means none */
+	uint32_t n, cap;
+	char *text;             /* owned: strings are unescaped in place */
+	size_t len, pos;
+	const char *err;        /* what is wrong, at byte pos */
+};
+
+/* The text (len bytes, malloc'ed, NUL after them; the tree owns it from
+ * here on) parsed into t.  Returns 0, or -EINVAL (t->err says what is
+ * wrong, at byte t->pos) or -ENOMEM; lvm_tree_free() in every case. */
+int lvm_tree_parse(struct lvm_tree *t, char *text, size_t len);
+void lvm_tree_free(struct lvm_tree *t);
+
+/* The entry name of section sec (NULL when none, or sec is no section). */
+const struct lvm_node *lvm_child(const struct lvm_tree *t, const struct lvm_node *sec,
+				 const char *name);
+/* An integer, a string entry of section sec: false, NULL when none. */
+bool lvm_get_int(const struct lvm_tree *t, const struct lvm_node *sec, const char *name,
+		 int64_t *v);
+const char *lvm_get_str(const struct lvm_tree *t, const struct lvm_node *sec, const char *name);
+/* The VG: the first top-level section with physical_volumes, or NULL. */
+const struct lvm_node *lvm_tree_vg(const struct lvm_tree *t);
+/* Is section seg a segment ("segment1" ...)? */
+bool lvm_is_segment(const struct lvm_node *seg);
+
+/* ---- shrinking a PV (imager/engine/lvm-pv.c) ---- */
 
 struct lvm_pv_lv {
 	uint64_t offset, size;       /* the LV's bytes, from the PV's start */
@@ -36,7 +128,8 @@ int lvm_pv_find_lv(int fd, uint64_t off, uint64_t size, const char *name, uint64
 int lvm_pv_shrink(int fd, uint64_t off, uint64_t size, const char *name, uint64_t new_size,
 		  char *why, size_t whylen);
 
-/* ---- a VG's text (vgcfgbackup's format: Clonezilla's lvm_VG.conf) ---- */
+/* ---- a VG's text (vgcfgbackup's format: Clonezilla's lvm_VG.conf;
+ *      imager/engine/lvm-text.c) ---- */
 
 #define LVM_MAP_PVS  16
 #define LVM_MAP_SEGS 64
@@ -69,7 +162,7 @@ struct lvm_vg_map {
 	struct lvm_map_lv *lvs;      /* malloc'ed */
 };
 
-/* The VG of text (hostile: parsed with the plugin's bounds): its PVs and
+/* The VG of text (hostile: parsed with the bounds above): its PVs and
  * where each LV's bytes lie on them.  Returns 0 or -EINVAL/-ENOTSUP with
  * why; lvm_vg_map_free() in every case. */
 int lvm_text_map(const char *text, size_t len, struct lvm_vg_map *m, char *why, size_t whylen);

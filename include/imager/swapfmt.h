@@ -3,7 +3,8 @@
  * The Linux swap header, version 1 ("SWAPSPACE2"), as mkswap writes it in
  * a swap area's first page: the version, the last page, the bad page list,
  * the UUID and the label after 1024 boot bytes, and the magic in the page's
- * last ten bytes.  fsplugins/swap.c reads it; swap_header_make() writes one.
+ * last ten bytes.  fsplugins/swap.c reads it; swap_header_make()
+ * (imager/engine/swapfmt.c) writes one.
  */
 #ifndef IMAGER_SWAPFMT_H
 #define IMAGER_SWAPFMT_H

@@ -7,6 +7,11 @@
 #   convert  no libvirt or libxml2, and nothing defined by the virt or CLI
 #            layers
 #   virt     nothing defined by the CLI (its objects, BUILD_DIR/obj/imager/cli)
+# and the plugin contract (include/imager/fsplugin.h): each plugin object
+# (BUILD_DIR/obj/fsplugins/*.o but the registry) defines no global symbol
+# but its descriptor, const data named fs_plugin_NAME (raw.o holds two:
+# raw and its named twin crypt); what a plugin needs beyond fs_* services
+# lives in the engine.
 # (The headers of a higher layer refuse to be included by a lower one at
 # compile time, IMAGER_LAYER; this checks what the linker would see.)
 # Prints each offending symbol; exits 1 when there is one.
@@ -45,4 +50,24 @@ check engine "libguestfs, hivex, libvirt, libxml2 or the layers above it" \
 	'^(guestfs_|hivex_|vir[A-Z]|xml[A-Z])' convert virt cli
 check convert "libvirt, libxml2 or the layers above it" '^(vir[A-Z]|xml[A-Z])' virt cli
 check virt "the CLI" "" cli
+plugins() {
+	n=0 pbad=0
+	for o in "$b"/obj/fsplugins/*.o; do
+		[ -f "$o" ] || { echo "layers: $b/obj/fsplugins/*.o are not built" >&2; exit 2; }
+		case $o in */registry.o) continue ;; esac
+		n=$((n + 1))
+		syms=$(nm -g --defined-only "$o" 2>/dev/null | awk 'NF == 3 { print $2, $3 }')
+		extra=$(printf '%s\n' "$syms" | awk 'NF == 2 && !($1 ~ /^[DR]$/ && $2 ~ /^fs_plugin_[a-z0-9_]+$/) { print $2 }')
+		if [ -n "$extra" ]; then
+			echo "layers: the plugin ${o##*/} exports more than its descriptor:"
+			printf '%s\n' "$extra" | sed 's/^/  /'
+			pbad=1
+		elif ! printf '%s\n' "$syms" | grep -q ' fs_plugin_'; then
+			echo "layers: the plugin ${o##*/} exports no descriptor (fs_plugin_NAME)"
+			pbad=1
+		fi
+	done
+	if [ "$pbad" = 1 ]; then bad=1; else echo "layers: each of the $n plugins exports only its descriptor"; fi
+}
+plugins
 exit $bad
