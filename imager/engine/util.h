@@ -87,6 +87,15 @@ int buf_is_zero(const void *buf, size_t len);
 /* Join dir and name into out.  Returns 0 or -ENAMETOOLONG. */
 int path_join(char *out, size_t outlen, const char *dir, const char *name);
 
+/* Temporary folders, chosen one way everywhere: under $TMPDIR when it is
+ * set and not empty, else /var/tmp (on disk where /tmp may be a small
+ * tmpfs: the shrink copy and extracted drivers can be large).
+ * tmp_base() is that folder; tmp_dir_make makes BASE/imager-PREFIX-XXXXXX
+ * (mkdtemp) into out, or fills err naming the folder (IM_EXIT_IO; a
+ * too-long $TMPDIR is IM_EXIT_USAGE). */
+const char *tmp_base(void);
+int tmp_dir_make(const char *prefix, char *out, size_t len, struct im_err *err);
+
 /* "1.5 GiB", "512 B": binary units, one decimal above bytes. */
 void human_size(uint64_t bytes, char *out, size_t len);
 /* Format into the first empty one of n strings of len bytes each (slots
