@@ -109,6 +109,21 @@ fastest_ms() {
 	echo "$best"
 }
 
+# filtered PATTERN CMD...: CMD run with its output (stdout and stderr
+# together) captured, then printed without the lines matching the extended
+# regex PATTERN (a tool's known chatter), and CMD's own exit status
+# returned: `CMD | grep -v PATTERN || true` would return grep's status (1
+# when every line was filtered) and, with the `|| true` it then needs, hide
+# CMD's failure.  CMD runs in a subshell (a shell function's fail or
+# on_exit there ends only the subshell): use it for programs.
+filtered() {
+	local pat=$1 out rc=0
+	shift
+	out=$("$@" 2>&1) || rc=$?
+	[ -z "$out" ] || printf '%s\n' "$out" | awk -v p="$pat" '$0 !~ p'
+	return "$rc"
+}
+
 need_cmd() {
 	local c
 	for c in "$@"; do
@@ -222,10 +237,11 @@ loop_detach() {
 	losetup -d "$1"
 }
 # loop_attach FILE [--partitions] [--read-only]: prints the device.  Used
-# as dev=$(loop_attach ...), it cannot register an on_exit (the
-# subshell's would be lost): the device is detached by loop_detach,
-# image_umount, or at the test's end by tests/run's release (every loop
-# device backed by a file under $T).
+# as dev=$(loop_attach ...) || fail "${dev#FAIL: }" (its own fail ends only
+# the subshell), it cannot register an on_exit (the subshell's would be
+# lost): the device is detached by loop_detach, image_umount, or at the
+# test's end by tests/run's release (every loop device backed by a file
+# under $T).
 # Never an unguarded `partx -d DEV` at exit: when the test freed DEV
 # earlier, the number may be another test's by then (fs/ntfs's exit removed
 # the partitions of fs/lvm's new PV that way: "device not found").
@@ -242,14 +258,20 @@ loop_attach() {
 	done
 	dev=$(losetup $ro -f --show "$file") || fail "losetup $file"
 	if [ -n "$parts" ]; then
-		# The host kernel does not scan tables on loop devices by itself;
-		# partitions a program left on this loop number when it detached
-		# it without partx -d go first (they would keep their old sizes).
-		partx -d "$dev" 2>/dev/null || true
-		partx -a "$dev" 2>/dev/null || true
-		udev_settle_parts "$dev"
+		loop_partitions "$dev" || { losetup -d "$dev"; fail "partx -a $file: its partitions were not added"; }
 	fi
 	echo "$dev"
+}
+# loop_partitions DEV: the partitions of the table on DEV (a loop device)
+# added as DEVpN; returns 1 when partx cannot add them (no table, or a
+# bad one).  The host kernel does not scan tables on loop devices by
+# itself; partitions a program left on this loop number when it detached
+# it without partx -d go first (they would keep their old sizes: removing
+# none is no error).
+loop_partitions() {
+	partx -d "$1" 2>/dev/null
+	partx -a "$1" || return 1
+	udev_settle_parts "$1"
 }
 # Wait briefly for partition nodes to appear (devtmpfs, no udev).
 udev_settle_parts() {
@@ -292,9 +314,9 @@ image_mount() {
 		--daemonize --pidfile "$pidf" || fail "qemu-storage-daemon could not serve $img"
 	on_exit "_image_stop $n"
 	if [ "$rw" = rw ]; then
-		dev=$(loop_attach "$exp" --partitions)
+		dev=$(loop_attach "$exp" --partitions) || fail "${dev#FAIL: }"
 	else
-		dev=$(loop_attach "$exp" --partitions --read-only)
+		dev=$(loop_attach "$exp" --partitions --read-only) || fail "${dev#FAIL: }"
 	fi
 	[ -b "${dev}p$part" ] || fail "$img has no partition $part"
 	mkdir -p "$dir"

@@ -93,8 +93,8 @@ mk_ext() {
 	local f=$1 mib=$2 type=$3 tree=$4 uuid=$5 label=$6
 	shift 6
 	rm -f "$f"
-	mke2fs -q -F -t "$type" -d "$tree" -U "$uuid" -L "$label" -E root_owner=0:0 "$@" \
-		"$f" "${mib}M" 2>&1 | grep -v '^Creating regular file' || true
+	filtered '^Creating regular file' mke2fs -q -F -t "$type" -d "$tree" -U "$uuid" -L "$label" \
+		-E root_owner=0:0 "$@" "$f" "${mib}M" || fail "mke2fs $f"
 	[ -s "$f" ] || fail "mke2fs $f"
 	e2fsck -fn "$f" >/dev/null 2>&1 || fail "the new $type in $f is not clean"
 }
