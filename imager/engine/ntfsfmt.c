@@ -33,17 +33,6 @@ static int64_t sle(const unsigned char *p, unsigned n)
 	return (int64_t)v;
 }
 
-static unsigned log2u(uint64_t v)
-{
-	unsigned n = 0;
-
-	while (v > 1) {
-		v >>= 1;
-		n++;
-	}
-	return n;
-}
-
 /* A clusters-per-record byte: a count of clusters, or below zero the
  * log2 of the size in bytes (libntfs-3g accepts -31..-9 and 1..64). */
 static bool valid_clusters_per(int8_t c)
@@ -92,7 +81,7 @@ int ntfs_parse_boot(const unsigned char *bs, uint64_t dev, struct ntfs_vol *v,
 			    (unsigned long long)nr_sectors, bps, (unsigned long long)dev);
 	v->bytes_per_sector = bps;
 	v->cluster_size = cs;
-	v->cluster_bits = log2u(cs);
+	v->cluster_bits = (unsigned)__builtin_ctz(cs);   /* cs: a power of two */
 	v->nr_sectors = nr_sectors;
 	v->nr_clusters = nr_sectors / spc;
 	if (v->nr_clusters < 2)

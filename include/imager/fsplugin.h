@@ -6,6 +6,10 @@
  * saving reads and stores only those.  It is one file in fsplugins/, with
  * everything static except one exported, const `struct fs_plugin`
  * descriptor, listed in the ordered registry (fsplugins/registry.c).
+ * Decoders of a format's structures that do no I/O (bytes in, checked
+ * fields out) may live in the engine instead, declared in a format header
+ * (include/imager/ntfsfmt.h, xfsfmt.h, btrfsfmt.h; their code in
+ * imager/engine: ntfsfmt.c, xfsfmt.c, btrfsfmt.c).
  *
  * The descriptor is data first: the engine checks `min_size` and the magics
  * before it runs any plugin code.  A plugin
