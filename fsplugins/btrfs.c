@@ -16,7 +16,9 @@
  *
  * The path to the extents: the superblock's system chunk array maps the
  * chunk tree, the chunk tree maps every logical address, the root tree
- * holds the extent tree's root item.  Layouts and constants are those of
+ * holds the extent tree's root item.  Layouts and constants (in
+ * include/imager/btrfsfmt.h, with the key and superblock decoders of
+ * imager/engine/btrfsfmt.c) are those of
  * the kernel's include/uapi/linux/btrfs_tree.h and btrfs-progs'
  * kernel-shared/ (uapi/btrfs_tree.h, uapi/btrfs.h, ctree.h, disk-io.h,
  * volumes.h); the read-time checks on tree blocks follow the kernel's
@@ -45,6 +47,7 @@
  */
 #include "imager/fsplugin.h"
 #include "imager/bytes.h"
+#include "imager/btrfsfmt.h"
 
 #include <errno.h>
 #include <stdarg.h>
@@ -52,139 +55,6 @@
 #include <stdlib.h>
 #include <string.h>
 #include <xxhash.h>
-
-#define SB_OFFSET             65536u
-#define SB_SIZE               4096u
-#define SB_MIRROR_BASE        16384u   /* copy i (1, 2) at 16 KiB << (12 * i) */
-#define SB_MIRRORS            3
-#define RESERVED_START        (1u << 20)
-#define BTRFS_MAGIC           "_BHRfS_M"
-#define CSUM_SIZE             32u
-#define MAX_LEVEL             8u
-#define STRIPE_LEN            65536u
-#define SYS_CHUNK_ARRAY_MAX   2048u
-
-/* Superblock field offsets (struct btrfs_super_block). */
-#define SB_CSUM               0
-#define SB_FSID               32
-#define SB_BYTENR             48
-#define SB_FLAGS              56
-#define SB_MAGIC              64
-#define SB_GENERATION         72
-#define SB_ROOT               80
-#define SB_CHUNK_ROOT         88
-#define SB_LOG_ROOT           96
-#define SB_TOTAL_BYTES        112
-#define SB_BYTES_USED         120
-#define SB_NUM_DEVICES        136
-#define SB_SECTORSIZE         144
-#define SB_NODESIZE           148
-#define SB_SYS_ARRAY_SIZE     160
-#define SB_CHUNK_ROOT_GEN     164
-#define SB_COMPAT_RO          180
-#define SB_INCOMPAT           188
-#define SB_CSUM_TYPE          196
-#define SB_ROOT_LEVEL         198
-#define SB_CHUNK_ROOT_LEVEL   199
-#define SB_DEV_ITEM           201
-#define SB_METADATA_UUID      571
-#define SB_SYS_ARRAY          811
-/* In struct btrfs_dev_item. */
-#define DEV_ITEM_DEVID        0
-#define DEV_ITEM_TOTAL_BYTES  8
-
-#define SUPER_FLAG_ERROR          (1ull << 2)
-#define SUPER_FLAG_CHANGING       ((1ull << 35) | (1ull << 36) | (1ull << 38) | \
-				   (1ull << 39) | (1ull << 40))
-
-#define CSUM_CRC32C           0
-#define CSUM_XXHASH           1
-#define CSUM_SHA256           2
-#define CSUM_BLAKE2           3
-
-#define INCOMPAT_MIXED_BACKREF    (1ull << 0)
-#define INCOMPAT_DEFAULT_SUBVOL   (1ull << 1)
-#define INCOMPAT_MIXED_GROUPS     (1ull << 2)
-#define INCOMPAT_COMPRESS_LZO     (1ull << 3)
-#define INCOMPAT_COMPRESS_ZSTD    (1ull << 4)
-#define INCOMPAT_BIG_METADATA     (1ull << 5)
-#define INCOMPAT_EXTENDED_IREF    (1ull << 6)
-#define INCOMPAT_RAID56           (1ull << 7)
-#define INCOMPAT_SKINNY_METADATA  (1ull << 8)
-#define INCOMPAT_NO_HOLES         (1ull << 9)
-#define INCOMPAT_METADATA_UUID    (1ull << 10)
-#define INCOMPAT_RAID1C34         (1ull << 11)
-#define INCOMPAT_ZONED            (1ull << 12)
-#define INCOMPAT_EXTENT_TREE_V2   (1ull << 13)
-#define INCOMPAT_RAID_STRIPE_TREE (1ull << 14)
-#define INCOMPAT_SIMPLE_QUOTA     (1ull << 16)
-#define INCOMPAT_REMAP_TREE       (1ull << 17)
-/* Features that leave the chunk tree the map of every address and the
- * extent tree the record of every allocated byte.  RAID56 and RAID1C34 only
- * allow such chunks, which are judged one by one. */
-#define INCOMPAT_UNDERSTOOD  (INCOMPAT_MIXED_BACKREF | INCOMPAT_DEFAULT_SUBVOL |   \
-			      INCOMPAT_MIXED_GROUPS | INCOMPAT_COMPRESS_LZO |      \
-			      INCOMPAT_COMPRESS_ZSTD | INCOMPAT_BIG_METADATA |     \
-			      INCOMPAT_EXTENDED_IREF | INCOMPAT_RAID56 |           \
-			      INCOMPAT_SKINNY_METADATA | INCOMPAT_NO_HOLES |       \
-			      INCOMPAT_METADATA_UUID | INCOMPAT_RAID1C34 |         \
-			      INCOMPAT_SIMPLE_QUOTA)
-#define COMPAT_RO_KNOWN      0xFull  /* free space tree (+valid), verity, block group tree */
-
-/* Tree block header (struct btrfs_header) and items. */
-#define HDR_FSID              32
-#define HDR_BYTENR            48
-#define HDR_GENERATION        80
-#define HDR_OWNER             88
-#define HDR_NRITEMS           96
-#define HDR_LEVEL             100
-#define HDR_SIZE              101u
-#define KEY_SIZE              17u
-#define ITEM_SIZE             25u   /* key, offset, size */
-#define KEY_PTR_SIZE          33u   /* key, blockptr, generation */
-
-/* Tree ids and key types. */
-#define ROOT_TREE_OBJECTID    1ull
-#define EXTENT_TREE_OBJECTID  2ull
-#define CHUNK_TREE_OBJECTID   3ull
-#define DEV_ITEMS_OBJECTID    1ull
-#define FIRST_CHUNK_TREE_OBJECTID 256ull
-#define KEY_ROOT_ITEM         132
-#define KEY_EXTENT_ITEM       168
-#define KEY_METADATA_ITEM     169
-#define KEY_DEV_ITEM          216
-#define KEY_CHUNK_ITEM        228
-
-/* struct btrfs_root_item: bytenr and level after the 160-byte inode item. */
-#define ROOT_ITEM_GENERATION  160
-#define ROOT_ITEM_BYTENR      176
-#define ROOT_ITEM_LEVEL       238
-#define ROOT_ITEM_MIN_SIZE    239u
-
-/* struct btrfs_chunk, then num_stripes struct btrfs_stripe. */
-#define CHUNK_LENGTH          0
-#define CHUNK_STRIPE_LEN      16
-#define CHUNK_TYPE            24
-#define CHUNK_NUM_STRIPES     44
-#define CHUNK_HEAD_SIZE       48u
-#define STRIPE_SIZE           32u
-#define STRIPE_DEVID          0
-#define STRIPE_OFFSET         8
-
-#define BG_DATA               (1ull << 0)
-#define BG_SYSTEM             (1ull << 1)
-#define BG_METADATA           (1ull << 2)
-#define BG_RAID0              (1ull << 3)
-#define BG_RAID1              (1ull << 4)
-#define BG_DUP                (1ull << 5)
-#define BG_RAID10             (1ull << 6)
-#define BG_RAID5              (1ull << 7)
-#define BG_RAID6              (1ull << 8)
-#define BG_RAID1C3            (1ull << 9)
-#define BG_RAID1C4            (1ull << 10)
-#define BG_TYPE_MASK          (BG_DATA | BG_SYSTEM | BG_METADATA)
-#define BG_PROFILE_MASK       (BG_RAID0 | BG_RAID1 | BG_DUP | BG_RAID10 | BG_RAID5 | \
-			       BG_RAID6 | BG_RAID1C3 | BG_RAID1C4)
 
 /* At most two copies of a chunk on one device (DUP); more chunks than
  * this would take over 100 MB to hold and no real filesystem has them
@@ -198,31 +68,16 @@ struct chunk {
 	uint32_t copies;
 };
 
-struct key {
-	uint64_t objectid, offset;
-	uint8_t type;
-};
-
 /* What to keep when the trees cannot be trusted (forced only). */
 enum fallback { KEEP_EXTENTS, KEEP_CHUNKS, KEEP_DEVICE };
 
 struct btrfs_priv {
-	uint32_t sectorsize, nodesize;
-	uint16_t csum_type;
-	uint64_t flags, incompat, compat_ro;
-	uint64_t generation, chunk_root_gen;
-	uint64_t root, chunk_root, log_root;
-	uint8_t root_level, chunk_root_level;
-	uint64_t bytes_used, num_devices;
-	uint64_t devid, dev_bytes;       /* this device, from the superblock */
-	unsigned char meta_fsid[16];     /* the fsid tree block headers carry */
-	uint32_t sys_array_size;
-	unsigned char sys_array[SYS_CHUNK_ARRAY_MAX];
+	struct btrfs_super s;            /* what the superblock says */
 	enum fallback fallback;          /* decided by open(), when forced */
 
 	struct chunk *chunks;            /* sorted by logical, disjoint */
 	size_t nchunks, cap;
-	unsigned char *level_buf[MAX_LEVEL];   /* one tree block per level */
+	unsigned char *level_buf[BTRFS_MAX_LEVEL];   /* one tree block per level */
 	uint64_t visits, visit_limit;
 	uint32_t dev_items;
 	uint64_t extent_root, extent_root_gen;
@@ -236,29 +91,6 @@ struct btrfs_priv {
 };
 
 /* ---- little helpers ---- */
-
-static bool is_pow2(uint64_t v)
-{
-	return v && !(v & (v - 1));
-}
-
-static void read_key(const unsigned char *p, struct key *k)
-{
-	k->objectid = le64(p);
-	k->type = p[8];
-	k->offset = le64(p + 9);
-}
-
-static int key_cmp(const struct key *a, const struct key *b)
-{
-	if (a->objectid != b->objectid)
-		return a->objectid < b->objectid ? -1 : 1;
-	if (a->type != b->type)
-		return a->type < b->type ? -1 : 1;
-	if (a->offset != b->offset)
-		return a->offset < b->offset ? -1 : 1;
-	return 0;
-}
 
 /* CRC-32C as btrfs stores it: reflected 0x82F63B78, start ~0, final ~. */
 static void crc_init(uint32_t table[256])
@@ -298,11 +130,11 @@ static bool csum_ok(const struct btrfs_priv *p, uint16_t type, const unsigned ch
 		    size_t len)
 {
 	switch (type) {
-	case CSUM_CRC32C:
-		return (p ? crc32c(p->crc_table, buf + CSUM_SIZE, len - CSUM_SIZE)
-			  : crc32c_slow(buf + CSUM_SIZE, len - CSUM_SIZE)) == le32(buf);
-	case CSUM_XXHASH:
-		return XXH64(buf + CSUM_SIZE, len - CSUM_SIZE, 0) == le64(buf);
+	case BTRFS_CSUM_CRC32C:
+		return (p ? crc32c(p->crc_table, buf + BTRFS_CSUM_SIZE, len - BTRFS_CSUM_SIZE)
+			  : crc32c_slow(buf + BTRFS_CSUM_SIZE, len - BTRFS_CSUM_SIZE)) == le32(buf);
+	case BTRFS_CSUM_XXHASH:
+		return XXH64(buf + BTRFS_CSUM_SIZE, len - BTRFS_CSUM_SIZE, 0) == le64(buf);
 	default:
 		return true;
 	}
@@ -353,83 +185,26 @@ static const unsigned char *map_superblock(struct fs_ctx *ctx, int *err)
 	const unsigned char *sb;
 
 	*err = 0;
-	if (fs_device_size(ctx) < SB_OFFSET + SB_SIZE) {
+	if (fs_device_size(ctx) < BTRFS_SB_OFFSET + BTRFS_SB_SIZE) {
 		*err = -EINVAL;
 		return NULL;
 	}
-	sb = fs_map(ctx, SB_OFFSET, SB_SIZE, err);
-	if (sb && memcmp(sb + SB_MAGIC, BTRFS_MAGIC, 8) != 0) {
+	sb = fs_map(ctx, BTRFS_SB_OFFSET, BTRFS_SB_SIZE, err);
+	if (sb && memcmp(sb + BTRFS_SB_MAGIC, BTRFS_MAGIC, 8) != 0) {
 		*err = -EINVAL;
 		return NULL;
 	}
 	return sb;
 }
 
-/* Fields and geometry of the superblock into p.  Returns 0, or -EINVAL
- * with the reason recorded. */
+/* The superblock's fields (btrfs_parse_super), or -EINVAL with the reason
+ * given. */
 static int parse_super(struct fs_ctx *ctx, const unsigned char *sb, struct btrfs_priv *p)
 {
-	const unsigned char *dev = sb + SB_DEV_ITEM;
-	uint64_t size = fs_device_size(ctx);
+	struct im_err err = { 0 };
+	int r = btrfs_parse_super(sb, fs_device_size(ctx), &p->s, &err);
 
-	if (le64(sb + SB_BYTENR) != SB_OFFSET)
-		return fs_error(ctx, -EINVAL, "the superblock says it lives at %llu, not %u",
-				(unsigned long long)le64(sb + SB_BYTENR), SB_OFFSET);
-	p->csum_type = le16(sb + SB_CSUM_TYPE);
-	if (p->csum_type > CSUM_BLAKE2)
-		return fs_error(ctx, -EINVAL, "checksum type %u is unknown", p->csum_type);
-	p->sectorsize = le32(sb + SB_SECTORSIZE);
-	p->nodesize = le32(sb + SB_NODESIZE);
-	if (!is_pow2(p->sectorsize) || p->sectorsize < 4096 || p->sectorsize > 65536)
-		return fs_error(ctx, -EINVAL, "sector size %u out of range", p->sectorsize);
-	if (!is_pow2(p->nodesize) || p->nodesize < p->sectorsize || p->nodesize > 65536)
-		return fs_error(ctx, -EINVAL, "node size %u out of range for %u-byte sectors",
-				p->nodesize, p->sectorsize);
-	p->flags = le64(sb + SB_FLAGS);
-	p->generation = le64(sb + SB_GENERATION);
-	p->root = le64(sb + SB_ROOT);
-	p->chunk_root = le64(sb + SB_CHUNK_ROOT);
-	p->log_root = le64(sb + SB_LOG_ROOT);
-	p->chunk_root_gen = le64(sb + SB_CHUNK_ROOT_GEN);
-	p->root_level = sb[SB_ROOT_LEVEL];
-	p->chunk_root_level = sb[SB_CHUNK_ROOT_LEVEL];
-	if (!p->root || !p->chunk_root || p->root % p->sectorsize ||
-	    p->chunk_root % p->sectorsize || (p->log_root % p->sectorsize))
-		return fs_error(ctx, -EINVAL, "tree roots %llu, %llu, %llu are not sector-aligned",
-				(unsigned long long)p->root, (unsigned long long)p->chunk_root,
-				(unsigned long long)p->log_root);
-	if (p->root_level >= MAX_LEVEL || p->chunk_root_level >= MAX_LEVEL)
-		return fs_error(ctx, -EINVAL, "tree root levels %u and %u out of range",
-				p->root_level, p->chunk_root_level);
-	if (!p->generation || p->chunk_root_gen > p->generation)
-		return fs_error(ctx, -EINVAL, "generation %llu, chunk root generation %llu",
-				(unsigned long long)p->generation,
-				(unsigned long long)p->chunk_root_gen);
-	p->num_devices = le64(sb + SB_NUM_DEVICES);
-	if (p->num_devices == 0)
-		return fs_error(ctx, -EINVAL, "no devices");
-	p->bytes_used = le64(sb + SB_BYTES_USED);
-	if (p->bytes_used > le64(sb + SB_TOTAL_BYTES))
-		return fs_error(ctx, -EINVAL, "%llu bytes used out of %llu",
-				(unsigned long long)p->bytes_used,
-				(unsigned long long)le64(sb + SB_TOTAL_BYTES));
-	p->devid = le64(dev + DEV_ITEM_DEVID);
-	p->dev_bytes = le64(dev + DEV_ITEM_TOTAL_BYTES);
-	if (p->dev_bytes < SB_OFFSET + SB_SIZE || p->dev_bytes > size)
-		return fs_error(ctx, -EINVAL,
-				"the filesystem's device is %llu bytes; the partition holds %llu",
-				(unsigned long long)p->dev_bytes, (unsigned long long)size);
-	p->dev_bytes -= p->dev_bytes % p->sectorsize;   /* what the bitmap covers */
-	p->sys_array_size = le32(sb + SB_SYS_ARRAY_SIZE);
-	if (p->sys_array_size > SYS_CHUNK_ARRAY_MAX ||
-	    p->sys_array_size < KEY_SIZE + CHUNK_HEAD_SIZE + STRIPE_SIZE)
-		return fs_error(ctx, -EINVAL, "system chunk array of %u bytes", p->sys_array_size);
-	memcpy(p->sys_array, sb + SB_SYS_ARRAY, p->sys_array_size);
-	p->incompat = le64(sb + SB_INCOMPAT);
-	p->compat_ro = le64(sb + SB_COMPAT_RO);
-	memcpy(p->meta_fsid, sb + ((p->incompat & INCOMPAT_METADATA_UUID) ? SB_METADATA_UUID
-									   : SB_FSID), 16);
-	return 0;
+	return r < 0 ? fs_error(ctx, r, "%s", err.msg) : 0;
 }
 
 static int btrfs_probe(struct fs_ctx *ctx)
@@ -441,8 +216,8 @@ static int btrfs_probe(struct fs_ctx *ctx)
 	sb = map_superblock(ctx, &err);
 	if (!sb)
 		return err == -EINVAL ? 1 : err;
-	if (le16(sb + SB_CSUM_TYPE) <= CSUM_BLAKE2 &&
-	    !csum_ok(NULL, le16(sb + SB_CSUM_TYPE), sb, SB_SIZE))
+	if (le16(sb + BTRFS_SB_CSUM_TYPE) <= BTRFS_CSUM_BLAKE2 &&
+	    !csum_ok(NULL, le16(sb + BTRFS_SB_CSUM_TYPE), sb, BTRFS_SB_SIZE))
 		return 1;
 	p = calloc(1, sizeof(*p));
 	if (!p)
@@ -488,16 +263,16 @@ static size_t chunk_slot(const struct btrfs_priv *p, uint64_t logical)
 
 static const char *profile_name(uint64_t type)
 {
-	switch (type & BG_PROFILE_MASK) {
+	switch (type & BTRFS_BG_PROFILE_MASK) {
 	case 0: return "single";
-	case BG_RAID0: return "RAID0";
-	case BG_RAID1: return "RAID1";
-	case BG_DUP: return "DUP";
-	case BG_RAID10: return "RAID10";
-	case BG_RAID5: return "RAID5";
-	case BG_RAID6: return "RAID6";
-	case BG_RAID1C3: return "RAID1C3";
-	case BG_RAID1C4: return "RAID1C4";
+	case BTRFS_BG_RAID0: return "RAID0";
+	case BTRFS_BG_RAID1: return "RAID1";
+	case BTRFS_BG_DUP: return "DUP";
+	case BTRFS_BG_RAID10: return "RAID10";
+	case BTRFS_BG_RAID5: return "RAID5";
+	case BTRFS_BG_RAID6: return "RAID6";
+	case BTRFS_BG_RAID1C3: return "RAID1C3";
+	case BTRFS_BG_RAID1C4: return "RAID1C4";
 	default: return "mixed";
 	}
 }
@@ -513,54 +288,54 @@ static int add_chunk(struct fs_ctx *ctx, struct btrfs_priv *p, uint64_t logical,
 	uint16_t stripes;
 	size_t at;
 
-	if (size < CHUNK_HEAD_SIZE + STRIPE_SIZE)
+	if (size < BTRFS_CHUNK_HEAD_SIZE + BTRFS_STRIPE_SIZE)
 		return bad(p, "chunk item at %llu is %zu bytes", (unsigned long long)logical, size);
-	stripes = le16(c + CHUNK_NUM_STRIPES);
-	if (stripes == 0 || size != CHUNK_HEAD_SIZE + (size_t)stripes * STRIPE_SIZE)
+	stripes = le16(c + BTRFS_CHUNK_NUM_STRIPES);
+	if (stripes == 0 || size != BTRFS_CHUNK_HEAD_SIZE + (size_t)stripes * BTRFS_STRIPE_SIZE)
 		return bad(p, "chunk item at %llu: %u stripes in %zu bytes",
 			   (unsigned long long)logical, stripes, size);
-	n.length = le64(c + CHUNK_LENGTH);
-	n.type = le64(c + CHUNK_TYPE);
-	if (!n.length || n.length % p->sectorsize || logical % p->sectorsize ||
+	n.length = le64(c + BTRFS_CHUNK_LENGTH);
+	n.type = le64(c + BTRFS_CHUNK_TYPE);
+	if (!n.length || n.length % p->s.sectorsize || logical % p->s.sectorsize ||
 	    logical + n.length < logical)
 		return bad(p, "chunk at %llu of %llu bytes is not sector-aligned",
 			   (unsigned long long)logical, (unsigned long long)n.length);
-	if (le64(c + CHUNK_STRIPE_LEN) != STRIPE_LEN)
+	if (le64(c + BTRFS_CHUNK_STRIPE_LEN) != BTRFS_STRIPE_LEN)
 		return bad(p, "chunk at %llu has a stripe length of %llu",
 			   (unsigned long long)logical,
-			   (unsigned long long)le64(c + CHUNK_STRIPE_LEN));
-	profile = n.type & BG_PROFILE_MASK;
-	if (!(n.type & BG_TYPE_MASK) || (profile & (profile - 1)))
+			   (unsigned long long)le64(c + BTRFS_CHUNK_STRIPE_LEN));
+	profile = n.type & BTRFS_BG_PROFILE_MASK;
+	if (!(n.type & BTRFS_BG_TYPE_MASK) || (profile & (profile - 1)))
 		return bad(p, "chunk at %llu has type 0x%llx", (unsigned long long)logical,
 			   (unsigned long long)n.type);
-	if (n.type & ~(BG_TYPE_MASK | BG_PROFILE_MASK))
+	if (n.type & ~(BTRFS_BG_TYPE_MASK | BTRFS_BG_PROFILE_MASK))
 		return fs_error(ctx, -ENOTSUP, "chunk at %llu has unknown type bits 0x%llx",
 				(unsigned long long)logical,
-				(unsigned long long)(n.type & ~(BG_TYPE_MASK | BG_PROFILE_MASK)));
-	if (profile & (BG_RAID5 | BG_RAID6))
+				(unsigned long long)(n.type & ~(BTRFS_BG_TYPE_MASK | BTRFS_BG_PROFILE_MASK)));
+	if (profile & (BTRFS_BG_RAID5 | BTRFS_BG_RAID6))
 		return fs_error(ctx, -ENOTSUP,
 				"a %s chunk at %llu: parity profiles are not supported (and need several devices)",
 				profile_name(n.type), (unsigned long long)logical);
-	if ((profile & (BG_RAID1 | BG_RAID1C3 | BG_RAID1C4 | BG_RAID10)) ||
-	    (profile == BG_RAID0 && stripes != 1))
+	if ((profile & (BTRFS_BG_RAID1 | BTRFS_BG_RAID1C3 | BTRFS_BG_RAID1C4 | BTRFS_BG_RAID10)) ||
+	    (profile == BTRFS_BG_RAID0 && stripes != 1))
 		return fs_error(ctx, -ENOTSUP,
 				"a %s chunk of %u stripes at %llu: its copies belong on other devices (a multi-device or degraded filesystem)",
 				profile_name(n.type), stripes, (unsigned long long)logical);
-	if (stripes != (profile == BG_DUP ? 2 : 1))
+	if (stripes != (profile == BTRFS_BG_DUP ? 2 : 1))
 		return bad(p, "%s chunk at %llu has %u stripes", profile_name(n.type),
 			   (unsigned long long)logical, stripes);
 	for (uint16_t i = 0; i < stripes; i++) {
-		const unsigned char *s = c + CHUNK_HEAD_SIZE + (size_t)i * STRIPE_SIZE;
-		uint64_t devid = le64(s + STRIPE_DEVID), off = le64(s + STRIPE_OFFSET);
+		const unsigned char *s = c + BTRFS_CHUNK_HEAD_SIZE + (size_t)i * BTRFS_STRIPE_SIZE;
+		uint64_t devid = le64(s + BTRFS_STRIPE_DEVID), off = le64(s + BTRFS_STRIPE_OFFSET);
 
-		if (devid != p->devid)
+		if (devid != p->s.devid)
 			return bad(p, "chunk at %llu has a copy on device %llu; this is device %llu of a one-device filesystem",
 				   (unsigned long long)logical, (unsigned long long)devid,
-				   (unsigned long long)p->devid);
-		if (off % p->sectorsize || off > p->dev_bytes || n.length > p->dev_bytes - off)
+				   (unsigned long long)p->s.devid);
+		if (off % p->s.sectorsize || off > p->s.dev_bytes || n.length > p->s.dev_bytes - off)
 			return bad(p, "chunk at %llu: copy at %llu of %llu bytes lies outside the %llu-byte device",
 				   (unsigned long long)logical, (unsigned long long)off,
-				   (unsigned long long)n.length, (unsigned long long)p->dev_bytes);
+				   (unsigned long long)n.length, (unsigned long long)p->s.dev_bytes);
 		n.phys[i] = off;
 	}
 	n.copies = stripes;
@@ -601,30 +376,30 @@ static int parse_sys_array(struct fs_ctx *ctx, struct btrfs_priv *p)
 {
 	uint32_t at = 0;
 
-	while (at < p->sys_array_size) {
+	while (at < p->s.sys_array_size) {
 		const unsigned char *c;
-		struct key k;
+		struct btrfs_key k;
 		size_t len;
 		int r;
 
-		if (p->sys_array_size - at < KEY_SIZE + CHUNK_HEAD_SIZE)
+		if (p->s.sys_array_size - at < BTRFS_KEY_SIZE + BTRFS_CHUNK_HEAD_SIZE)
 			return bad(p, "system chunk array: %u bytes left over",
-				   p->sys_array_size - at);
-		read_key(p->sys_array + at, &k);
-		if (k.type != KEY_CHUNK_ITEM || k.objectid != FIRST_CHUNK_TREE_OBJECTID)
+				   p->s.sys_array_size - at);
+		btrfs_read_key(p->s.sys_array + at, &k);
+		if (k.type != BTRFS_KEY_CHUNK_ITEM || k.objectid != BTRFS_FIRST_CHUNK_TREE_OBJECTID)
 			return bad(p, "system chunk array: key type %u at byte %u", k.type, at);
-		c = p->sys_array + at + KEY_SIZE;
-		len = CHUNK_HEAD_SIZE + (size_t)le16(c + CHUNK_NUM_STRIPES) * STRIPE_SIZE;
-		if (len > p->sys_array_size - at - KEY_SIZE)
+		c = p->s.sys_array + at + BTRFS_KEY_SIZE;
+		len = BTRFS_CHUNK_HEAD_SIZE + (size_t)le16(c + BTRFS_CHUNK_NUM_STRIPES) * BTRFS_STRIPE_SIZE;
+		if (len > p->s.sys_array_size - at - BTRFS_KEY_SIZE)
 			return bad(p, "system chunk array: chunk at %llu runs past its end",
 				   (unsigned long long)k.offset);
-		if (!(le64(c + CHUNK_TYPE) & BG_SYSTEM))
+		if (!(le64(c + BTRFS_CHUNK_TYPE) & BTRFS_BG_SYSTEM))
 			return bad(p, "system chunk array: chunk at %llu is not a system chunk",
 				   (unsigned long long)k.offset);
 		r = add_chunk(ctx, p, k.offset, c, len);
 		if (r < 0)
 			return r;
-		at += (uint32_t)(KEY_SIZE + len);
+		at += (uint32_t)(BTRFS_KEY_SIZE + len);
 	}
 	return 0;
 }
@@ -641,8 +416,8 @@ static int mark_logical(struct fs_ctx *ctx, struct btrfs_priv *p, uint64_t logic
 			   (unsigned long long)logical, (unsigned long long)len);
 	for (uint32_t i = 0; i < c->copies; i++) {
 		uint64_t phys = c->phys[i] + (logical - c->logical);
-		uint64_t first = phys / p->sectorsize;
-		uint64_t last = (phys + len - 1) / p->sectorsize;
+		uint64_t first = phys / p->s.sectorsize;
+		uint64_t last = (phys + len - 1) / p->s.sectorsize;
 		int r = fs_mark_used(ctx, first, last - first + 1);
 		if (r < 0)
 			return fs_error(ctx, r, "marking %s at %llu", what,
@@ -666,9 +441,9 @@ static int mark_all_chunks(struct fs_ctx *ctx, struct btrfs_priv *p)
 struct walk {
 	const char *name;              /* "chunk tree", for messages */
 	uint64_t owner;
-	struct key prev;               /* the last leaf key seen */
+	struct btrfs_key prev;               /* the last leaf key seen */
 	bool have_prev;
-	int (*item)(struct fs_ctx *ctx, struct btrfs_priv *p, const struct key *k,
+	int (*item)(struct fs_ctx *ctx, struct btrfs_priv *p, const struct btrfs_key *k,
 		    const unsigned char *data, uint32_t size);
 };
 
@@ -678,24 +453,24 @@ static const char *check_block(const struct btrfs_priv *p, const struct walk *w,
 			       const unsigned char *b, uint64_t logical, uint8_t level,
 			       uint64_t gen)
 {
-	uint32_t n = le32(b + HDR_NRITEMS);
-	uint32_t room = p->nodesize - HDR_SIZE;
+	uint32_t n = le32(b + BTRFS_HDR_NRITEMS);
+	uint32_t room = p->s.nodesize - BTRFS_HDR_SIZE;
 
-	if (!csum_ok(p, p->csum_type, b, p->nodesize))
+	if (!csum_ok(p, p->s.csum_type, b, p->s.nodesize))
 		return "fails its checksum";
-	if (le64(b + HDR_BYTENR) != logical)
+	if (le64(b + BTRFS_HDR_BYTENR) != logical)
 		return "holds another block (bytenr)";
-	if (memcmp(b + HDR_FSID, p->meta_fsid, 16) != 0)
+	if (memcmp(b + BTRFS_HDR_FSID, p->s.meta_fsid, 16) != 0)
 		return "belongs to another filesystem (fsid)";
-	if (b[HDR_LEVEL] != level)
+	if (b[BTRFS_HDR_LEVEL] != level)
 		return "has the wrong level";
-	if (gen && le64(b + HDR_GENERATION) != gen)
+	if (gen && le64(b + BTRFS_HDR_GENERATION) != gen)
 		return "has the wrong generation (a lost write?)";
-	if (le64(b + HDR_GENERATION) > p->generation)
+	if (le64(b + BTRFS_HDR_GENERATION) > p->s.generation)
 		return "is newer than the superblock";
-	if (le64(b + HDR_OWNER) != w->owner)
+	if (le64(b + BTRFS_HDR_OWNER) != w->owner)
 		return "belongs to another tree (owner)";
-	if ((uint64_t)n * (level ? KEY_PTR_SIZE : ITEM_SIZE) > room)
+	if ((uint64_t)n * (level ? BTRFS_KEY_PTR_SIZE : BTRFS_ITEM_SIZE) > room)
 		return "claims more items than fit";
 	return NULL;
 }
@@ -709,17 +484,17 @@ static int read_block(struct fs_ctx *ctx, struct btrfs_priv *p, const struct wal
 	unsigned char *b = p->level_buf[level];
 	const char *why = "has no copy";
 
-	if (!c || p->nodesize > c->length - (logical - c->logical))
+	if (!c || p->s.nodesize > c->length - (logical - c->logical))
 		return bad(p, "%s block at %llu is outside every chunk", w->name,
 			   (unsigned long long)logical);
-	if (!(c->type & (BG_METADATA | BG_SYSTEM)))
+	if (!(c->type & (BTRFS_BG_METADATA | BTRFS_BG_SYSTEM)))
 		return bad(p, "%s block at %llu lies in a data chunk", w->name,
 			   (unsigned long long)logical);
 	if (++p->visits > p->visit_limit)
 		return bad(p, "more tree blocks than bytes_used accounts for (a loop in the %s?)",
 			   w->name);
 	for (uint32_t i = 0; i < c->copies; i++) {
-		int r = fs_read(ctx, c->phys[i] + (logical - c->logical), b, p->nodesize);
+		int r = fs_read(ctx, c->phys[i] + (logical - c->logical), b, p->s.nodesize);
 		if (r < 0)
 			return fs_error(ctx, r, "reading the %s block at %llu", w->name,
 					(unsigned long long)logical);
@@ -729,7 +504,7 @@ static int read_block(struct fs_ctx *ctx, struct btrfs_priv *p, const struct wal
 				note(p, "the first copy of the %s block at %llu is damaged, the copy at %llu is good",
 				     w->name, (unsigned long long)logical,
 				     (unsigned long long)c->phys[i]);
-			return mark_logical(ctx, p, logical, p->nodesize, w->name);
+			return mark_logical(ctx, p, logical, p->s.nodesize, w->name);
 		}
 	}
 	return bad(p, "%s block at %llu %s", w->name, (unsigned long long)logical, why);
@@ -738,7 +513,7 @@ static int read_block(struct fs_ctx *ctx, struct btrfs_priv *p, const struct wal
 /* Walk the subtree at logical (level, generation gen; first key must be
  * *first when given), calling w->item on every leaf item in key order. */
 static int walk_block(struct fs_ctx *ctx, struct btrfs_priv *p, struct walk *w,
-		      uint64_t logical, uint8_t level, uint64_t gen, const struct key *first)
+		      uint64_t logical, uint8_t level, uint64_t gen, const struct btrfs_key *first)
 {
 	const unsigned char *b;
 	uint32_t n;
@@ -748,33 +523,33 @@ static int walk_block(struct fs_ctx *ctx, struct btrfs_priv *p, struct walk *w,
 	if (r < 0)
 		return r;
 	b = p->level_buf[level];
-	n = le32(b + HDR_NRITEMS);
+	n = le32(b + BTRFS_HDR_NRITEMS);
 	if (n == 0 && (first || level))
 		return bad(p, "%s block at %llu is empty", w->name, (unsigned long long)logical);
 	if (first && n) {
-		struct key k;
-		read_key(b + HDR_SIZE, &k);
-		if (key_cmp(&k, first) != 0)
+		struct btrfs_key k;
+		btrfs_read_key(b + BTRFS_HDR_SIZE, &k);
+		if (btrfs_key_cmp(&k, first) != 0)
 			return bad(p, "%s block at %llu does not start with its parent's key",
 				   w->name, (unsigned long long)logical);
 	}
 	if (level == 0) {
-		uint32_t room = p->nodesize - HDR_SIZE;
+		uint32_t room = p->s.nodesize - BTRFS_HDR_SIZE;
 		for (uint32_t i = 0; i < n; i++) {
-			const unsigned char *it = b + HDR_SIZE + (size_t)i * ITEM_SIZE;
-			uint32_t off = le32(it + KEY_SIZE), size = le32(it + KEY_SIZE + 4);
-			struct key k;
+			const unsigned char *it = b + BTRFS_HDR_SIZE + (size_t)i * BTRFS_ITEM_SIZE;
+			uint32_t off = le32(it + BTRFS_KEY_SIZE), size = le32(it + BTRFS_KEY_SIZE + 4);
+			struct btrfs_key k;
 
-			read_key(it, &k);
-			if (w->have_prev && key_cmp(&w->prev, &k) >= 0)
+			btrfs_read_key(it, &k);
+			if (w->have_prev && btrfs_key_cmp(&w->prev, &k) >= 0)
 				return bad(p, "%s: keys out of order in the leaf at %llu",
 					   w->name, (unsigned long long)logical);
 			w->prev = k;
 			w->have_prev = true;
-			if (off < n * ITEM_SIZE || off > room || size > room - off)
+			if (off < n * BTRFS_ITEM_SIZE || off > room || size > room - off)
 				return bad(p, "%s: item %u of the leaf at %llu lies outside it",
 					   w->name, i, (unsigned long long)logical);
-			r = w->item(ctx, p, &k, b + HDR_SIZE + off, size);
+			r = w->item(ctx, p, &k, b + BTRFS_HDR_SIZE + off, size);
 			if (r < 0)
 				return r;
 		}
@@ -783,19 +558,19 @@ static int walk_block(struct fs_ctx *ctx, struct btrfs_priv *p, struct walk *w,
 	for (uint32_t i = 0; i < n; i++) {
 		/* The parent's buffer is overwritten by nothing below it: each
 		 * level has its own. */
-		const unsigned char *kp = p->level_buf[level] + HDR_SIZE + (size_t)i * KEY_PTR_SIZE;
-		uint64_t child = le64(kp + KEY_SIZE), child_gen = le64(kp + KEY_SIZE + 8);
-		struct key k;
+		const unsigned char *kp = p->level_buf[level] + BTRFS_HDR_SIZE + (size_t)i * BTRFS_KEY_PTR_SIZE;
+		uint64_t child = le64(kp + BTRFS_KEY_SIZE), child_gen = le64(kp + BTRFS_KEY_SIZE + 8);
+		struct btrfs_key k;
 
-		read_key(kp, &k);
+		btrfs_read_key(kp, &k);
 		if (i > 0) {
-			struct key prev;
-			read_key(kp - KEY_PTR_SIZE, &prev);
-			if (key_cmp(&prev, &k) >= 0)
+			struct btrfs_key prev;
+			btrfs_read_key(kp - BTRFS_KEY_PTR_SIZE, &prev);
+			if (btrfs_key_cmp(&prev, &k) >= 0)
 				return bad(p, "%s: keys out of order in the node at %llu",
 					   w->name, (unsigned long long)logical);
 		}
-		if (child % p->sectorsize || !child_gen || child_gen > p->generation)
+		if (child % p->s.sectorsize || !child_gen || child_gen > p->s.generation)
 			return bad(p, "%s: node at %llu points to block %llu of generation %llu",
 				   w->name, (unsigned long long)logical,
 				   (unsigned long long)child, (unsigned long long)child_gen);
@@ -806,37 +581,37 @@ static int walk_block(struct fs_ctx *ctx, struct btrfs_priv *p, struct walk *w,
 	return 0;
 }
 
-static int chunk_tree_item(struct fs_ctx *ctx, struct btrfs_priv *p, const struct key *k,
+static int chunk_tree_item(struct fs_ctx *ctx, struct btrfs_priv *p, const struct btrfs_key *k,
 			   const unsigned char *data, uint32_t size)
 {
-	if (k->type == KEY_CHUNK_ITEM) {
-		if (k->objectid != FIRST_CHUNK_TREE_OBJECTID)
+	if (k->type == BTRFS_KEY_CHUNK_ITEM) {
+		if (k->objectid != BTRFS_FIRST_CHUNK_TREE_OBJECTID)
 			return bad(p, "chunk item with objectid %llu",
 				   (unsigned long long)k->objectid);
 		return add_chunk(ctx, p, k->offset, data, size);
 	}
-	if (k->type == KEY_DEV_ITEM && k->objectid == DEV_ITEMS_OBJECTID) {
-		if (++p->dev_items > 1 || k->offset != p->devid)
+	if (k->type == BTRFS_KEY_DEV_ITEM && k->objectid == BTRFS_DEV_ITEMS_OBJECTID) {
+		if (++p->dev_items > 1 || k->offset != p->s.devid)
 			return bad(p, "the chunk tree lists device %llu; the superblock says device %llu is the only one",
-				   (unsigned long long)k->offset, (unsigned long long)p->devid);
+				   (unsigned long long)k->offset, (unsigned long long)p->s.devid);
 	}
 	return 0;
 }
 
-static int root_tree_item(struct fs_ctx *ctx, struct btrfs_priv *p, const struct key *k,
+static int root_tree_item(struct fs_ctx *ctx, struct btrfs_priv *p, const struct btrfs_key *k,
 			  const unsigned char *data, uint32_t size)
 {
 	(void)ctx;
-	if (k->objectid != EXTENT_TREE_OBJECTID || k->type != KEY_ROOT_ITEM)
+	if (k->objectid != BTRFS_EXTENT_TREE_OBJECTID || k->type != BTRFS_KEY_ROOT_ITEM)
 		return 0;
-	if (size < ROOT_ITEM_MIN_SIZE)
+	if (size < BTRFS_ROOT_ITEM_MIN_SIZE)
 		return bad(p, "the extent tree's root item is %u bytes", size);
-	p->extent_root = le64(data + ROOT_ITEM_BYTENR);
-	p->extent_root_gen = le64(data + ROOT_ITEM_GENERATION);
-	p->extent_root_level = data[ROOT_ITEM_LEVEL];
-	if (p->extent_root % p->sectorsize || !p->extent_root ||
-	    p->extent_root_level >= MAX_LEVEL || !p->extent_root_gen ||
-	    p->extent_root_gen > p->generation)
+	p->extent_root = le64(data + BTRFS_ROOT_ITEM_BYTENR);
+	p->extent_root_gen = le64(data + BTRFS_ROOT_ITEM_GENERATION);
+	p->extent_root_level = data[BTRFS_ROOT_ITEM_LEVEL];
+	if (p->extent_root % p->s.sectorsize || !p->extent_root ||
+	    p->extent_root_level >= BTRFS_MAX_LEVEL || !p->extent_root_gen ||
+	    p->extent_root_gen > p->s.generation)
 		return bad(p, "the extent tree's root item points to %llu, level %u, generation %llu",
 			   (unsigned long long)p->extent_root, p->extent_root_level,
 			   (unsigned long long)p->extent_root_gen);
@@ -844,7 +619,7 @@ static int root_tree_item(struct fs_ctx *ctx, struct btrfs_priv *p, const struct
 	return 0;
 }
 
-static int extent_tree_item(struct fs_ctx *ctx, struct btrfs_priv *p, const struct key *k,
+static int extent_tree_item(struct fs_ctx *ctx, struct btrfs_priv *p, const struct btrfs_key *k,
 			    const unsigned char *data, uint32_t size)
 {
 	uint64_t start = k->objectid, len;
@@ -852,17 +627,17 @@ static int extent_tree_item(struct fs_ctx *ctx, struct btrfs_priv *p, const stru
 
 	(void)data;
 	(void)size;
-	if (k->type == KEY_EXTENT_ITEM) {
+	if (k->type == BTRFS_KEY_EXTENT_ITEM) {
 		len = k->offset;
-	} else if (k->type == KEY_METADATA_ITEM) {
-		if (k->offset >= MAX_LEVEL)
+	} else if (k->type == BTRFS_KEY_METADATA_ITEM) {
+		if (k->offset >= BTRFS_MAX_LEVEL)
 			return bad(p, "tree block at %llu has level %llu",
 				   (unsigned long long)start, (unsigned long long)k->offset);
-		len = p->nodesize;
+		len = p->s.nodesize;
 	} else {
 		return 0;
 	}
-	if (!len || start % p->sectorsize || len % p->sectorsize || start + len < start)
+	if (!len || start % p->s.sectorsize || len % p->s.sectorsize || start + len < start)
 		return bad(p, "extent at %llu of %llu bytes is not sector-aligned",
 			   (unsigned long long)start, (unsigned long long)len);
 	if (start < p->extent_end)
@@ -892,73 +667,73 @@ static int btrfs_open(struct fs_ctx *ctx, void *priv)
 	if (r < 0)
 		return r;
 	crc_init(p->crc_table);
-	if (!csum_ok(p, p->csum_type, sb, SB_SIZE)) {
+	if (!csum_ok(p, p->s.csum_type, sb, BTRFS_SB_SIZE)) {
 		if (!fs_forced(ctx))
 			return fs_error(ctx, -EUCLEAN, "superblock %s checksum mismatch",
-					csum_name(p->csum_type));
+					csum_name(p->s.csum_type));
 		note(p, "superblock checksum mismatch, going on as forced");
 	}
-	if (p->csum_type > CSUM_XXHASH)
+	if (p->s.csum_type > BTRFS_CSUM_XXHASH)
 		note(p, "%s checksums are not verified; the trees were checked by their structure only",
-		     csum_name(p->csum_type));
+		     csum_name(p->s.csum_type));
 
-	if (p->incompat & INCOMPAT_EXTENT_TREE_V2)
+	if (p->s.incompat & BTRFS_INCOMPAT_EXTENT_TREE_V2)
 		return fs_error(ctx, -ENOTSUP,
 				"the extent-tree-v2 feature (experimental: extents kept in per-block-group trees) is not supported");
-	if (p->incompat & INCOMPAT_RAID_STRIPE_TREE)
+	if (p->s.incompat & BTRFS_INCOMPAT_RAID_STRIPE_TREE)
 		return fs_error(ctx, -ENOTSUP,
 				"the raid-stripe-tree feature (a second map of data addresses) is not supported");
-	if (p->incompat & INCOMPAT_REMAP_TREE)
+	if (p->s.incompat & BTRFS_INCOMPAT_REMAP_TREE)
 		return fs_error(ctx, -ENOTSUP,
 				"the remap-tree feature (relocated addresses) is not supported");
-	if (p->incompat & INCOMPAT_ZONED)
+	if (p->s.incompat & BTRFS_INCOMPAT_ZONED)
 		return fs_error(ctx, -ENOTSUP,
 				"a zoned btrfs (superblocks in zones, sequential writes) is not supported");
-	unknown = p->incompat & ~INCOMPAT_UNDERSTOOD;
+	unknown = p->s.incompat & ~BTRFS_INCOMPAT_UNDERSTOOD;
 	if (unknown)
 		return fs_error(ctx, -ENOTSUP, "unknown incompatible features 0x%llx",
 				(unsigned long long)unknown);
-	if (p->num_devices != 1)
+	if (p->s.num_devices != 1)
 		return fs_error(ctx, -ENOTSUP,
 				"a btrfs over %llu devices (this is device %llu): a member cannot be saved or restored on its own; make it one device first (btrfs balance start -dconvert=single -mconvert=dup, then btrfs device remove)",
-				(unsigned long long)p->num_devices, (unsigned long long)p->devid);
-	if (p->compat_ro & ~COMPAT_RO_KNOWN)
+				(unsigned long long)p->s.num_devices, (unsigned long long)p->s.devid);
+	if (p->s.compat_ro & ~BTRFS_COMPAT_RO_KNOWN)
 		note(p, "unknown read-only-compatible features 0x%llx (they do not move blocks)",
-		     (unsigned long long)(p->compat_ro & ~COMPAT_RO_KNOWN));
+		     (unsigned long long)(p->s.compat_ro & ~BTRFS_COMPAT_RO_KNOWN));
 
 	/* Not clean: said now, or when forced, kept whole. */
-	if (p->log_root) {
+	if (p->s.log_root) {
 		if (!fs_forced(ctx))
 			return fs_error(ctx, -EUCLEAN,
 					"the filesystem was not unmounted cleanly (a log tree at %llu awaits replay): mount it once, or run btrfs rescue zero-log",
-					(unsigned long long)p->log_root);
+					(unsigned long long)p->s.log_root);
 		note(p, "a log tree awaits replay");
 		p->fallback = KEEP_CHUNKS;
 	}
-	if (p->flags & SUPER_FLAG_ERROR) {
+	if (p->s.flags & BTRFS_SUPER_FLAG_ERROR) {
 		if (!fs_forced(ctx))
 			return fs_error(ctx, -EUCLEAN, "the filesystem has errors recorded: run btrfs check");
 		note(p, "errors recorded");
 		p->fallback = KEEP_CHUNKS;
 	}
-	if (p->flags & SUPER_FLAG_CHANGING) {
+	if (p->s.flags & BTRFS_SUPER_FLAG_CHANGING) {
 		if (!fs_forced(ctx))
 			return fs_error(ctx, -EUCLEAN,
 					"a btrfstune change was interrupted (flags 0x%llx): run btrfstune again to finish it",
-					(unsigned long long)p->flags);
+					(unsigned long long)p->s.flags);
 		note(p, "an interrupted btrfstune change");
 		p->fallback = KEEP_CHUNKS;
 	}
 
 	/* Every tree block read is counted in bytes_used (chunk, root and
 	 * extent trees all are): more visits than that is a loop. */
-	p->visit_limit = p->bytes_used / p->nodesize + 64;
-	for (unsigned l = 0; l < MAX_LEVEL; l++) {
-		p->level_buf[l] = malloc(p->nodesize);
+	p->visit_limit = p->s.bytes_used / p->s.nodesize + 64;
+	for (unsigned l = 0; l < BTRFS_MAX_LEVEL; l++) {
+		p->level_buf[l] = malloc(p->s.nodesize);
 		if (!p->level_buf[l])
 			return fs_error(ctx, -ENOMEM, "out of memory");
 	}
-	return fs_set_geometry(ctx, p->sectorsize, p->dev_bytes / p->sectorsize);
+	return fs_set_geometry(ctx, p->s.sectorsize, p->s.dev_bytes / p->s.sectorsize);
 }
 
 static void btrfs_close(struct fs_ctx *ctx, void *priv)
@@ -966,7 +741,7 @@ static void btrfs_close(struct fs_ctx *ctx, void *priv)
 	struct btrfs_priv *p = priv;
 
 	(void)ctx;
-	for (unsigned l = 0; l < MAX_LEVEL; l++) {
+	for (unsigned l = 0; l < BTRFS_MAX_LEVEL; l++) {
 		free(p->level_buf[l]);
 		p->level_buf[l] = NULL;
 	}
@@ -978,16 +753,16 @@ static void btrfs_close(struct fs_ctx *ctx, void *priv)
 /* The first MiB and every superblock copy inside the device. */
 static int mark_reserved(struct fs_ctx *ctx, const struct btrfs_priv *p)
 {
-	uint64_t blocks = p->dev_bytes / p->sectorsize;
-	uint64_t head = RESERVED_START / p->sectorsize;
+	uint64_t blocks = p->s.dev_bytes / p->s.sectorsize;
+	uint64_t head = BTRFS_RESERVED_START / p->s.sectorsize;
 	int r;
 
 	r = fs_mark_used(ctx, 0, head < blocks ? head : blocks);
-	for (int i = 1; r == 0 && i < SB_MIRRORS; i++) {
-		uint64_t off = (uint64_t)SB_MIRROR_BASE << (12 * i);
-		if (off + SB_SIZE <= blocks * p->sectorsize)
-			r = fs_mark_used(ctx, off / p->sectorsize,
-					 (SB_SIZE + p->sectorsize - 1) / p->sectorsize);
+	for (int i = 1; r == 0 && i < BTRFS_SB_MIRRORS; i++) {
+		uint64_t off = (uint64_t)BTRFS_SB_MIRROR_BASE << (12 * i);
+		if (off + BTRFS_SB_SIZE <= blocks * p->s.sectorsize)
+			r = fs_mark_used(ctx, off / p->s.sectorsize,
+					 (BTRFS_SB_SIZE + p->s.sectorsize - 1) / p->s.sectorsize);
 	}
 	return r;
 }
@@ -995,30 +770,30 @@ static int mark_reserved(struct fs_ctx *ctx, const struct btrfs_priv *p)
 /* The chunk map: the system array, then the chunk tree. */
 static int read_chunks(struct fs_ctx *ctx, struct btrfs_priv *p)
 {
-	struct walk w = { .name = "chunk tree", .owner = CHUNK_TREE_OBJECTID,
+	struct walk w = { .name = "chunk tree", .owner = BTRFS_CHUNK_TREE_OBJECTID,
 			  .item = chunk_tree_item };
 	int r = parse_sys_array(ctx, p);
 
 	if (r < 0)
 		return r;
-	r = walk_block(ctx, p, &w, p->chunk_root, p->chunk_root_level, p->chunk_root_gen, NULL);
+	r = walk_block(ctx, p, &w, p->s.chunk_root, p->s.chunk_root_level, p->s.chunk_root_gen, NULL);
 	if (r < 0)
 		return r;
 	if (p->dev_items != 1)
 		return bad(p, "the chunk tree lists no device item for device %llu",
-			   (unsigned long long)p->devid);
+			   (unsigned long long)p->s.devid);
 	return 0;
 }
 
 static int read_extents(struct fs_ctx *ctx, struct btrfs_priv *p)
 {
-	struct walk roots = { .name = "root tree", .owner = ROOT_TREE_OBJECTID,
+	struct walk roots = { .name = "root tree", .owner = BTRFS_ROOT_TREE_OBJECTID,
 			      .item = root_tree_item };
-	struct walk extents = { .name = "extent tree", .owner = EXTENT_TREE_OBJECTID,
+	struct walk extents = { .name = "extent tree", .owner = BTRFS_EXTENT_TREE_OBJECTID,
 				.item = extent_tree_item };
 	int r;
 
-	r = walk_block(ctx, p, &roots, p->root, p->root_level, p->generation, NULL);
+	r = walk_block(ctx, p, &roots, p->s.root, p->s.root_level, p->s.generation, NULL);
 	if (r < 0)
 		return r;
 	if (!p->extent_root_found)
@@ -1027,9 +802,9 @@ static int read_extents(struct fs_ctx *ctx, struct btrfs_priv *p)
 		       p->extent_root_gen, NULL);
 	if (r < 0)
 		return r;
-	if (p->extent_sum != p->bytes_used)
+	if (p->extent_sum != p->s.bytes_used)
 		return bad(p, "the extent tree records %llu bytes, the superblock says %llu are used",
-			   (unsigned long long)p->extent_sum, (unsigned long long)p->bytes_used);
+			   (unsigned long long)p->extent_sum, (unsigned long long)p->s.bytes_used);
 	return 0;
 }
 
@@ -1067,7 +842,7 @@ static int btrfs_used_blocks(struct fs_ctx *ctx, void *priv)
 			return r;
 		note(p, "forced: every allocated chunk kept");
 	} else if (p->fallback == KEEP_DEVICE) {
-		r = fs_mark_used(ctx, 0, p->dev_bytes / p->sectorsize);
+		r = fs_mark_used(ctx, 0, p->s.dev_bytes / p->s.sectorsize);
 		if (r < 0)
 			return r;
 		note(p, "forced: the whole device kept");
@@ -1078,7 +853,7 @@ static int btrfs_used_blocks(struct fs_ctx *ctx, void *priv)
 }
 
 static const struct fs_magic btrfs_magics[] = {
-	{ .magic = BTRFS_MAGIC, .len = 8, .offset = SB_OFFSET + SB_MAGIC },
+	{ .magic = BTRFS_MAGIC, .len = 8, .offset = BTRFS_SB_OFFSET + BTRFS_SB_MAGIC },
 	{ .magic = NULL },
 };
 
@@ -1087,7 +862,7 @@ static const char *const btrfs_blkid_types[] = { "btrfs", NULL };
 const struct fs_plugin fs_plugin_btrfs = {
 	.name = "btrfs",
 	.blkid_types = btrfs_blkid_types,
-	.min_size = SB_OFFSET + SB_SIZE,
+	.min_size = BTRFS_SB_OFFSET + BTRFS_SB_SIZE,
 	.magics = btrfs_magics,
 	.priv_size = sizeof(struct btrfs_priv),
 	.probe = btrfs_probe,

@@ -11,8 +11,12 @@
  * PV rewriter and VG text mapper, a fresh swap header) lives in the engine
  * beside the format's header (lvmfmt.h, swapfmt.h), and a plugin may call
  * such engine helpers (fsplugins/lvm.c parses its metadata with lvmfmt.h's
- * parser).  `make layers` (tests/lib/layers.sh) checks with nm that each
- * plugin object defines no other global symbol.
+ * parser).  Decoders of a format's structures that do no I/O (bytes in,
+ * checked fields out) live in the engine too, declared in a format header
+ * (include/imager/ntfsfmt.h, xfsfmt.h, btrfsfmt.h; their code in
+ * imager/engine: ntfsfmt.c, xfsfmt.c, btrfsfmt.c).  `make layers`
+ * (tests/lib/layers.sh) checks with nm that each plugin object defines no
+ * other global symbol.
  *
  * The descriptor is data first: the engine checks `min_size` and the magics
  * before it runs any plugin code.  A plugin
