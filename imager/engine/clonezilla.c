@@ -23,7 +23,7 @@
 #include "imager/partclone.h"
 #include "imager/ptable.h"
 #include "imager/swapfmt.h"
-#include "source.h"
+#include "copyjob.h"
 #include "util.h"
 
 #define MiB (1ull << 20)
@@ -1807,89 +1807,110 @@ static int write_pvs(const char *dir, const struct cz_image *cz, struct cz_job *
 	return 0;
 }
 
+/* ---- the folder as the source of the copy job (copyjob.h) ---- */
+
+struct czsrc {
+	const char *dir;
+	struct cz_image *cz;
+	uint64_t used[CZ_MAX_PARTS], lv_used[CZ_MAX_LVS];
+	struct fs_volume *vols;    /* CZ_MAX_LVS: the PVs' LVs, for the shrink planner */
+	size_t nvols;
+	struct cz_job j;
+};
+
+static int czsrc_plan(void *ctx, struct disk_plan *pl, uint64_t *total, struct im_err *err)
+{
+	struct czsrc *c = ctx;
+	const struct cz_image *cz = c->cz;
+	int r = disk_plan_alloc(pl, cz->disk_size, cz->table, cz->lss, cz->nparts, 2 + cz->nparts,
+				err);
+
+	for (size_t i = 0; r == 0 && i < cz->nparts; i++) {
+		const struct cz_part *p = &cz->parts[i];
+		disk_plan_set_part(pl, i, p->number,
+				   !strcmp(cz->table, "gpt") ? "gpt" : p->logical ? "logical" : "primary",
+				   p->start, p->size);
+		grow_fs_set(&pl->fs[i], p->fs[0] ? p->fs : NULL, NULL, 0);
+	}
+	if (r == 0)
+		r = plan_areas(c->dir, cz, pl, err);
+	if (r == 0)
+		r = count_used(c->dir, cz, &c->j.total, c->used, c->lv_used, err);
+	*total = c->j.total;
+	return r;
+}
+
+static void czsrc_shrink_part(void *ctx, size_t i, struct shrink_part *sp)
+{
+	struct czsrc *c = ctx;
+
+	if (i == 0)
+		c->nvols = 0;
+	snprintf(sp->fs, sizeof(sp->fs), "%s", c->cz->parts[i].fs);
+	sp->used = c->used[i];
+	if (c->cz->parts[i].kind == CZ_PV) {
+		/* (an LV may shrink with its PV) */
+		strcpy(sp->fs, "LVM2_member");
+		sp->vols = c->vols + c->nvols;
+		sp->nvols = pv_volumes(c->cz, i, c->lv_used, c->vols + c->nvols);
+		c->nvols += sp->nvols;
+	}
+}
+
+/* Partition i's stream; the PVs made afresh before the first, the LVs
+ * written after the last. */
+static int czsrc_copy(void *ctx, struct copyjob *cj, size_t i, uint64_t from, struct im_err *err)
+{
+	struct czsrc *c = ctx;
+	const struct cz_image *cz = c->cz;
+	int r = 0;
+
+	(void)from;   /* (no journal: nothing to resume) */
+	if (i == 0) {
+		c->j.w = &cj->w;
+		c->j.done = 0;
+		r = write_pvs(c->dir, cz, &c->j, err);
+	}
+	if (r == 0)
+		r = restore_part(c->dir, &cz->parts[i], i, &c->j, err);
+	for (size_t l = 0; r == 0 && i + 1 == cz->nparts && l < cz->nlvs; l++) {
+		c->j.lv = &cz->lvs[l];
+		r = restore_part(c->dir, &cz->lvs[l].part, 0, &c->j, err);
+		c->j.lv = NULL;
+	}
+	cj->written = c->j.done;
+	return r;
+}
+
 int cz_restore(const struct disk_roots *roots, const char *dir, const char *target,
 	       const struct restore_opts *opts, struct restore_stats *stats, struct im_err *err)
 {
-	struct cz_image *cz = calloc(1, sizeof(*cz));
-	struct disk_plan pl = { 0 };
-	struct writer w = { 0 };
-	struct cz_job j = { .w = &w, .opts = opts };
-	uint64_t used[CZ_MAX_PARTS], lv_used[CZ_MAX_LVS];
-	struct fs_volume *vols = calloc(CZ_MAX_LVS, sizeof(*vols));
+	struct czsrc *c = calloc(1, sizeof(*c));
+	const struct cj_source src = {
+		.ctx = c, .what = "restore", .name = dir, .kind = TJNL_RESTORE,
+		.plan = czsrc_plan, .shrink_part = czsrc_shrink_part, .copy = czsrc_copy,
+	};
+	const struct cj_opts o = cj_restore_opts(roots, target, opts);
+	struct cj_stats st = CJ_STATS(stats);
 	int r;
 
 	memset(stats, 0, sizeof(*stats));
-	if (!vols) {
-		free(cz);
-		return im_errf(err, IM_EXIT_INTERNAL, -ENOMEM, "out of memory");
+	if (c) {
+		c->dir = dir;
+		c->j.opts = opts;
+		c->cz = calloc(1, sizeof(*c->cz));
+		c->vols = calloc(CZ_MAX_LVS, sizeof(*c->vols));
 	}
-	if (!cz)
-		return im_errf(err, IM_EXIT_INTERNAL, -ENOMEM, "out of memory");
-	r = cz_read(dir, cz, err);
+	if (!c || !c->cz || !c->vols)
+		r = im_errf(err, IM_EXIT_INTERNAL, -ENOMEM, "out of memory");
+	else
+		r = cz_read(dir, c->cz, err);
 	if (r == 0)
-		r = disk_plan_alloc(&pl, cz->disk_size, cz->table, cz->lss, cz->nparts,
-				    2 + cz->nparts, err);
-	for (size_t i = 0; r == 0 && i < cz->nparts; i++) {
-		const struct cz_part *p = &cz->parts[i];
-		disk_plan_set_part(&pl, i, p->number,
-				   !strcmp(cz->table, "gpt") ? "gpt" : p->logical ? "logical" : "primary",
-				   p->start, p->size);
-		grow_fs_set(&pl.fs[i], p->fs[0] ? p->fs : NULL, NULL, 0);
+		r = cj_run(&src, &o, &st, err);
+	if (c) {
+		free(c->vols);
+		free(c->cz);
 	}
-	if (r == 0)
-		r = plan_areas(dir, cz, &pl, err);
-	if (r == 0)
-		r = count_used(dir, cz, &j.total, used, lv_used, err);
-	if (r == 0 && cz->nparts <= PT_MAX_PARTS) {
-		/* A smaller target: refused, or shrunk onto with --shrink. */
-		struct shrink_part sp[PT_MAX_PARTS];
-		struct shrink_job job = {
-			.source = dir, .image = true, .roots = roots, .table = cz->table, .lss = cz->lss,
-			.parts = sp, .nparts = cz->nparts, .target_spec = target,
-			.target = &opts->target, .threads = opts->threads,
-			.progress = &opts->progress,
-		};
-		size_t nv = 0;
-		for (size_t i = 0; i < cz->nparts; i++) {
-			sp[i].lp = pl.parts[i];
-			snprintf(sp[i].fs, sizeof(sp[i].fs), "%s", cz->parts[i].fs);
-			sp[i].used = used[i];
-			sp[i].vols = NULL;
-			sp[i].nvols = 0;
-			if (cz->parts[i].kind == CZ_PV) {
-				/* (an LV may shrink with its PV) */
-				strcpy(sp[i].fs, "LVM2_member");
-				sp[i].vols = vols + nv;
-				sp[i].nvols = pv_volumes(cz, i, lv_used, vols + nv);
-				nv += sp[i].nvols;
-			}
-		}
-		r = shrink_if_smaller(&job, cz->disk_size, &stats->grow, &stats->target,
-				      &stats->bytes_written, err);
-		if (r <= 0)
-			goto out;
-		r = 0;
-	}
-	if (r == 0)
-		r = writer_start(&w, roots, target, &pl, &opts->target, &stats->grow, err);
-	if (r == 0)
-		r = writer_check_room(&w, j.total, err);
-	if (r == 0)
-		r = write_pvs(dir, cz, &j, err);
-	for (size_t i = 0; r == 0 && i < cz->nparts; i++)
-		r = restore_part(dir, &cz->parts[i], i, &j, err);
-	for (size_t l = 0; r == 0 && l < cz->nlvs; l++) {
-		j.lv = &cz->lvs[l];
-		r = restore_part(dir, &cz->lvs[l].part, 0, &j, err);
-		j.lv = NULL;
-	}
-	stats->bytes_written = j.done;
-	if (r == 0)
-		r = writer_finish(&w, &pl, err);
-	r = writer_end(&w, r, &opts->target, pl.fs, &stats->grow, &stats->target, err);
-out:
-	disk_plan_free(&pl);
-	free(vols);
-	free(cz);
+	free(c);
 	return r;
 }
