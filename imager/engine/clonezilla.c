@@ -7,7 +7,6 @@
 #include "imager/clonezilla.h"
 
 #include <archive.h>
-#include <pthread.h>
 #include <ctype.h>
 #include <dirent.h>
 #include <errno.h>
@@ -21,6 +20,7 @@
 
 #include "imager/lvmfmt.h"
 #include "imager/partclone.h"
+#include "imager/pipeline.h"
 #include "imager/ptable.h"
 #include "imager/swapfmt.h"
 #include "copyjob.h"
@@ -1058,111 +1058,117 @@ struct cz_job {
 static int cz_put(struct cz_job *j, size_t i, uint64_t off, uint64_t len, const void *buf,
 		  struct im_err *err);
 
-/* restore_ptcl's ring: a reader thread decompresses runs into the slots
- * in turn, a checker thread compares their checksums, and the caller's
- * thread writes them; the three overlap (decompression is the longest:
- * the checksums took a fifth of the time inside it, and direct writes
- * wait on the disk).  A slot goes EMPTY -> READ -> CHECKED -> EMPTY.  A
- * slot with n <= 0 ends the stream (0: its end, checked; < 0: the
- * reader's error in q->err); a failed check ends it with check_rc < 0
- * and q->cerr. */
-#define RING 4
-enum { SLOT_EMPTY, SLOT_READ, SLOT_CHECKED };
-struct ring_slot {
-	unsigned char *buf;
-	struct pcl_marks marks;   /* its checksums, for the checker */
+/* restore_ptcl's pipeline (pipeline.h): the producer decompresses runs
+ * into the slots, one worker compares their checksums in order (the
+ * running checksum is the stream's), and the caller's thread writes them;
+ * the three overlap (decompression is the longest: the checksums took a
+ * fifth of the time inside it, and direct writes wait on the disk).  The
+ * run of 0 blocks at the end is a slot too (its check closes the stream);
+ * a read that fails is a slot that carries the failure, so that the runs
+ * before it are written first. */
+struct ptcl_meta {
 	uint64_t first;
-	ssize_t n;
-	int check_rc;
-	int state;
+	ssize_t n;                /* blocks; < 0: the read's failure */
+	struct pcl_marks marks;   /* its checksums, for the check */
+	struct pcl_mark m[];
 };
-struct ring {
+
+struct ptcl_job {
 	struct pcl_reader *r;
-	size_t max;
-	struct ring_slot slot[RING];
-	pthread_mutex_t lock;
-	pthread_cond_t cond;
-	bool stop;
-	struct im_err err, cerr;
+	size_t max;               /* blocks a slot holds */
+	const struct cz_part *p;
+	size_t i;
+	struct cz_job *j;
+	unsigned char boot[512];
+	bool ended;
+	bool read_failed;         /* the failure came from the stream */
+	struct im_err rerr;
 };
 
-/* Wait until slot k is in state st (false: the ring was stopped). */
-static bool ring_wait(struct ring *q, unsigned k, int st)
+static int ptcl_produce(void *ctx, struct pipe_slot *s, struct im_err *err)
 {
-	pthread_mutex_lock(&q->lock);
-	while (q->slot[k].state != st && !q->stop)
-		pthread_cond_wait(&q->cond, &q->lock);
-	bool go = !q->stop;
-	pthread_mutex_unlock(&q->lock);
-	return go;
+	struct ptcl_job *q = ctx;
+	struct ptcl_meta *m = s->meta;
+
+	(void)err;
+	if (q->ended)
+		return 0;
+	m->marks.m = m->m;
+	m->marks.cap = q->max + 1;
+	m->n = pcl_read_run_marked(q->r, &m->first, s->a, q->max, &m->marks, &q->rerr);
+	q->ended = m->n <= 0;
+	return 1;
 }
 
-static void ring_set(struct ring *q, unsigned k, int st)
+static int ptcl_work(void *ctx, void *ws, struct pipe_slot *s)
 {
-	pthread_mutex_lock(&q->lock);
-	q->slot[k].state = st;
-	pthread_cond_broadcast(&q->cond);
-	pthread_mutex_unlock(&q->lock);
+	struct ptcl_job *q = ctx;
+	struct ptcl_meta *m = s->meta;
+
+	(void)ws;
+	return m->n >= 0 ? pcl_check_run(q->r, s->a, (size_t)m->n, &m->marks, &s->err) : 0;
 }
 
-/* The threads end at their next wait. */
-static void ring_stop(struct ring *q)
+static int ptcl_consume(void *ctx, struct pipe_slot *s, struct im_err *err)
 {
-	pthread_mutex_lock(&q->lock);
-	q->stop = true;
-	pthread_cond_broadcast(&q->cond);
-	pthread_mutex_unlock(&q->lock);
-}
+	struct ptcl_job *q = ctx;
+	struct ptcl_meta *m = s->meta;
+	struct cz_job *j = q->j;
+	uint64_t off, len;
+	int rc;
 
-static void *ring_reader(void *arg)
-{
-	struct ring *q = arg;
-	for (unsigned k = 0;; k = (k + 1) % RING) {
-		struct ring_slot *sl = &q->slot[k];
-
-		ssize_t n;
-
-		if (!ring_wait(q, k, SLOT_EMPTY))
-			return NULL;
-		n = sl->n = pcl_read_run_marked(q->r, &sl->first, sl->buf, q->max, &sl->marks, &q->err);
-		/* (the slot is the others' from here: n is read from the copy) */
-		ring_set(q, k, SLOT_READ);
-		if (n <= 0)
-			return NULL;
+	if (s->status < 0) {
+		*err = s->err;
+		return s->status;
 	}
+	if (m->n < 0) {
+		q->read_failed = true;
+		*err = q->rerr;
+		return (int)m->n;
+	}
+	if (m->n == 0)
+		return 0;
+	off = m->first * q->r->h.block_size;
+	len = (uint64_t)m->n * q->r->h.block_size;
+	if (off + len > q->p->size)  /* a partial last block */
+		len = q->p->size - off;
+	if (m->first == 0 && len >= 512)
+		memcpy(q->boot, s->a, 512);
+	rc = cz_put(j, q->i, off, len, s->a, err);
+	if (rc == 0 && j->opts->progress.cancel && *j->opts->progress.cancel)
+		rc = im_errf(err, IM_EXIT_INTERRUPTED, -EINTR, "interrupted");
+	j->done += len;
+	if (j->opts->progress.fn)
+		j->opts->progress.fn(j->opts->progress.opaque, "restore", j->done, j->total);
+	return rc;
 }
 
-static void *ring_checker(void *arg)
+/* NTFS keeps a copy of its boot sector in the volume's last sector, past
+ * the last cluster, which partclone.ntfs does not save: written from the
+ * primary, as ntfsfix would. */
+static int ntfs_backup_boot(struct ptcl_job *q, struct im_err *err)
 {
-	struct ring *q = arg;
-	for (unsigned k = 0;; k = (k + 1) % RING) {
-		struct ring_slot *sl = &q->slot[k];
+	const unsigned char *boot = q->boot;
+	uint64_t bps = le16(boot + 11), sectors = le64(boot + 0x28);
 
-		ssize_t n;
-		int rc;
-
-		if (!ring_wait(q, k, SLOT_READ))
-			return NULL;
-		n = sl->n;
-		rc = sl->check_rc = n >= 0 ? pcl_check_run(q->r, sl->buf, (size_t)n, &sl->marks, &q->cerr) : 0;
-		/* Once CHECKED the slot may be written and read again at once:
-		 * what ends this thread is taken from the copies, never from
-		 * the slot (a later lap's end would stop it a run early). */
-		ring_set(q, k, SLOT_CHECKED);
-		if (n <= 0 || rc < 0)
-			return NULL;
-	}
+	if (strcmp(q->p->fs, "ntfs") || memcmp(boot + 3, "NTFS    ", 8) || boot[510] != 0x55 ||
+	    boot[511] != 0xAA)
+		return 0;
+	if ((bps == 512 || bps == 1024 || bps == 2048 || bps == 4096) &&
+	    sectors < q->p->size / bps &&
+	    sectors * bps >= q->r->h.total_blocks * q->r->h.block_size)
+		return cz_put(q->j, q->i, sectors * bps, 512, boot, err);
+	return 0;
 }
 
 static int restore_ptcl(const char *dir, const struct cz_part *p, size_t i, struct cz_job *j,
 			struct im_err *err)
 {
+	const struct pipe_ops ops = { .produce = ptcl_produce, .work = ptcl_work,
+				      .consume = ptcl_consume };
 	struct czs s;
 	struct pcl_reader r;
-	struct ring q = { 0 };
-	pthread_t reader, checker;
-	unsigned char *buf = NULL, boot[512] = { 0 };
-	ssize_t n = 0;
+	struct ptcl_job q = { .r = &r, .p = p, .i = i, .j = j };
 	int rc;
 
 	rc = ptcl_open(&s, &r, dir, p, err);
@@ -1175,92 +1181,20 @@ static int restore_ptcl(const char *dir, const struct cz_part *p, size_t i, stru
 			     (unsigned long long)p->size);
 		goto out;
 	}
-	q.r = &r;
 	q.max = (4u << 20) / r.h.block_size;
 	if (q.max == 0)
 		q.max = 1;
-	buf = dio_alloc(RING * q.max * r.h.block_size);  /* (writes go direct) */
-	if (!buf) {
-		rc = im_errf(err, IM_EXIT_INTERNAL, -ENOMEM, "out of memory");
-		goto out;
+	/* (one worker: the checksums run in the stream's order) */
+	rc = pipeline_run(&ops, &q, 1, q.max * r.h.block_size, 0,
+			  sizeof(struct ptcl_meta) + (q.max + 1) * sizeof(struct pcl_mark), err);
+	if (rc < 0 && q.read_failed) {
+		rc = stream_failed(&s, p, rc, err);
+		if (!strstr(err->msg, p->name))
+			im_err_prefix(err, "partition %s: ", p->name);
 	}
-	for (int k = 0; k < RING; k++) {
-		q.slot[k].buf = buf + (size_t)k * q.max * r.h.block_size;
-		q.slot[k].marks.cap = q.max + 1;
-		q.slot[k].marks.m = calloc(q.max + 1, sizeof(struct pcl_mark));
-		if (!q.slot[k].marks.m) {
-			rc = im_errf(err, IM_EXIT_INTERNAL, -ENOMEM, "out of memory");
-			goto out;
-		}
-	}
-	pthread_mutex_init(&q.lock, NULL);
-	pthread_cond_init(&q.cond, NULL);
-	if (pthread_create(&reader, NULL, ring_reader, &q) != 0) {
-		rc = im_errf(err, IM_EXIT_INTERNAL, -EAGAIN, "cannot start a thread");
-		goto out_ring;
-	}
-	if (pthread_create(&checker, NULL, ring_checker, &q) != 0) {
-		ring_stop(&q);
-		pthread_join(reader, NULL);
-		rc = im_errf(err, IM_EXIT_INTERNAL, -EAGAIN, "cannot start a thread");
-		goto out_ring;
-	}
-	for (unsigned k = 0;; k = (k + 1) % RING) {
-		struct ring_slot *sl = &q.slot[k];
-		uint64_t off, len;
-
-		ring_wait(&q, k, SLOT_CHECKED);  /* (only this thread stops the ring) */
-		n = sl->n;
-		if (sl->check_rc < 0) {
-			rc = sl->check_rc;
-			*err = q.cerr;
-			break;
-		}
-		if (n <= 0)
-			break;
-		off = sl->first * r.h.block_size;
-		len = (uint64_t)n * r.h.block_size;
-		if (off + len > p->size)  /* a partial last block */
-			len = p->size - off;
-		if (sl->first == 0 && len >= 512)
-			memcpy(boot, sl->buf, 512);
-		rc = cz_put(j, i, off, len, sl->buf, err);
-		if (rc == 0 && j->opts->progress.cancel && *j->opts->progress.cancel)
-			rc = im_errf(err, IM_EXIT_INTERRUPTED, -EINTR, "interrupted");
-		j->done += len;
-		if (j->opts->progress.fn)
-			j->opts->progress.fn(j->opts->progress.opaque, "restore", j->done, j->total);
-		if (rc < 0)
-			break;
-		ring_set(&q, k, SLOT_EMPTY);
-	}
-	ring_stop(&q);  /* (the threads may be waiting on slots) */
-	pthread_join(reader, NULL);
-	pthread_join(checker, NULL);
-	if (rc < 0)
-		goto out_ring;
-	if (n < 0)
-		*err = q.err;
-	rc = n < 0 ? stream_failed(&s, p, (int)n, err) : 0;
-	if (rc < 0 && !strstr(err->msg, p->name))
-		im_err_prefix(err, "partition %s: ", p->name);
-out_ring:
-	pthread_cond_destroy(&q.cond);
-	pthread_mutex_destroy(&q.lock);
-	/* NTFS keeps a copy of its boot sector in the volume's last sector,
-	 * past the last cluster, which partclone.ntfs does not save: written
-	 * from the primary, as ntfsfix would. */
-	if (rc == 0 && !strcmp(p->fs, "ntfs") && !memcmp(boot + 3, "NTFS    ", 8) &&
-	    boot[510] == 0x55 && boot[511] == 0xAA) {
-		uint64_t bps = le16(boot + 11), sectors = le64(boot + 0x28);
-		if ((bps == 512 || bps == 1024 || bps == 2048 || bps == 4096) &&
-		    sectors < p->size / bps && sectors * bps >= r.h.total_blocks * r.h.block_size)
-			rc = cz_put(j, i, sectors * bps, 512, boot, err);
-	}
+	if (rc == 0)
+		rc = ntfs_backup_boot(&q, err);
 out:
-	for (int k = 0; k < RING; k++)
-		free(q.slot[k].marks.m);
-	free(buf);
 	pcl_close(&r);
 	czs_close(&s);
 	return rc;
