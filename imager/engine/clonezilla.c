@@ -7,7 +7,6 @@
 #include "imager/clonezilla.h"
 
 #include <archive.h>
-#include <pthread.h>
 #include <ctype.h>
 #include <dirent.h>
 #include <errno.h>
@@ -21,9 +20,10 @@
 
 #include "imager/lvmfmt.h"
 #include "imager/partclone.h"
+#include "imager/pipeline.h"
 #include "imager/ptable.h"
 #include "imager/swapfmt.h"
-#include "source.h"
+#include "copyjob.h"
 #include "util.h"
 
 #define MiB (1ull << 20)
@@ -1058,111 +1058,117 @@ struct cz_job {
 static int cz_put(struct cz_job *j, size_t i, uint64_t off, uint64_t len, const void *buf,
 		  struct im_err *err);
 
-/* restore_ptcl's ring: a reader thread decompresses runs into the slots
- * in turn, a checker thread compares their checksums, and the caller's
- * thread writes them; the three overlap (decompression is the longest:
- * the checksums took a fifth of the time inside it, and direct writes
- * wait on the disk).  A slot goes EMPTY -> READ -> CHECKED -> EMPTY.  A
- * slot with n <= 0 ends the stream (0: its end, checked; < 0: the
- * reader's error in q->err); a failed check ends it with check_rc < 0
- * and q->cerr. */
-#define RING 4
-enum { SLOT_EMPTY, SLOT_READ, SLOT_CHECKED };
-struct ring_slot {
-	unsigned char *buf;
-	struct pcl_marks marks;   /* its checksums, for the checker */
+/* restore_ptcl's pipeline (pipeline.h): the producer decompresses runs
+ * into the slots, one worker compares their checksums in order (the
+ * running checksum is the stream's), and the caller's thread writes them;
+ * the three overlap (decompression is the longest: the checksums took a
+ * fifth of the time inside it, and direct writes wait on the disk).  The
+ * run of 0 blocks at the end is a slot too (its check closes the stream);
+ * a read that fails is a slot that carries the failure, so that the runs
+ * before it are written first. */
+struct ptcl_meta {
 	uint64_t first;
-	ssize_t n;
-	int check_rc;
-	int state;
+	ssize_t n;                /* blocks; < 0: the read's failure */
+	struct pcl_marks marks;   /* its checksums, for the check */
+	struct pcl_mark m[];
 };
-struct ring {
+
+struct ptcl_job {
 	struct pcl_reader *r;
-	size_t max;
-	struct ring_slot slot[RING];
-	pthread_mutex_t lock;
-	pthread_cond_t cond;
-	bool stop;
-	struct im_err err, cerr;
+	size_t max;               /* blocks a slot holds */
+	const struct cz_part *p;
+	size_t i;
+	struct cz_job *j;
+	unsigned char boot[512];
+	bool ended;
+	bool read_failed;         /* the failure came from the stream */
+	struct im_err rerr;
 };
 
-/* Wait until slot k is in state st (false: the ring was stopped). */
-static bool ring_wait(struct ring *q, unsigned k, int st)
+static int ptcl_produce(void *ctx, struct pipe_slot *s, struct im_err *err)
 {
-	pthread_mutex_lock(&q->lock);
-	while (q->slot[k].state != st && !q->stop)
-		pthread_cond_wait(&q->cond, &q->lock);
-	bool go = !q->stop;
-	pthread_mutex_unlock(&q->lock);
-	return go;
+	struct ptcl_job *q = ctx;
+	struct ptcl_meta *m = s->meta;
+
+	(void)err;
+	if (q->ended)
+		return 0;
+	m->marks.m = m->m;
+	m->marks.cap = q->max + 1;
+	m->n = pcl_read_run_marked(q->r, &m->first, s->a, q->max, &m->marks, &q->rerr);
+	q->ended = m->n <= 0;
+	return 1;
 }
 
-static void ring_set(struct ring *q, unsigned k, int st)
+static int ptcl_work(void *ctx, void *ws, struct pipe_slot *s)
 {
-	pthread_mutex_lock(&q->lock);
-	q->slot[k].state = st;
-	pthread_cond_broadcast(&q->cond);
-	pthread_mutex_unlock(&q->lock);
+	struct ptcl_job *q = ctx;
+	struct ptcl_meta *m = s->meta;
+
+	(void)ws;
+	return m->n >= 0 ? pcl_check_run(q->r, s->a, (size_t)m->n, &m->marks, &s->err) : 0;
 }
 
-/* The threads end at their next wait. */
-static void ring_stop(struct ring *q)
+static int ptcl_consume(void *ctx, struct pipe_slot *s, struct im_err *err)
 {
-	pthread_mutex_lock(&q->lock);
-	q->stop = true;
-	pthread_cond_broadcast(&q->cond);
-	pthread_mutex_unlock(&q->lock);
-}
+	struct ptcl_job *q = ctx;
+	struct ptcl_meta *m = s->meta;
+	struct cz_job *j = q->j;
+	uint64_t off, len;
+	int rc;
 
-static void *ring_reader(void *arg)
-{
-	struct ring *q = arg;
-	for (unsigned k = 0;; k = (k + 1) % RING) {
-		struct ring_slot *sl = &q->slot[k];
-
-		ssize_t n;
-
-		if (!ring_wait(q, k, SLOT_EMPTY))
-			return NULL;
-		n = sl->n = pcl_read_run_marked(q->r, &sl->first, sl->buf, q->max, &sl->marks, &q->err);
-		/* (the slot is the others' from here: n is read from the copy) */
-		ring_set(q, k, SLOT_READ);
-		if (n <= 0)
-			return NULL;
+	if (s->status < 0) {
+		*err = s->err;
+		return s->status;
 	}
+	if (m->n < 0) {
+		q->read_failed = true;
+		*err = q->rerr;
+		return (int)m->n;
+	}
+	if (m->n == 0)
+		return 0;
+	off = m->first * q->r->h.block_size;
+	len = (uint64_t)m->n * q->r->h.block_size;
+	if (off + len > q->p->size)  /* a partial last block */
+		len = q->p->size - off;
+	if (m->first == 0 && len >= 512)
+		memcpy(q->boot, s->a, 512);
+	rc = cz_put(j, q->i, off, len, s->a, err);
+	if (rc == 0 && j->opts->progress.cancel && *j->opts->progress.cancel)
+		rc = im_errf(err, IM_EXIT_INTERRUPTED, -EINTR, "interrupted");
+	j->done += len;
+	if (j->opts->progress.fn)
+		j->opts->progress.fn(j->opts->progress.opaque, "restore", j->done, j->total);
+	return rc;
 }
 
-static void *ring_checker(void *arg)
+/* NTFS keeps a copy of its boot sector in the volume's last sector, past
+ * the last cluster, which partclone.ntfs does not save: written from the
+ * primary, as ntfsfix would. */
+static int ntfs_backup_boot(struct ptcl_job *q, struct im_err *err)
 {
-	struct ring *q = arg;
-	for (unsigned k = 0;; k = (k + 1) % RING) {
-		struct ring_slot *sl = &q->slot[k];
+	const unsigned char *boot = q->boot;
+	uint64_t bps = le16(boot + 11), sectors = le64(boot + 0x28);
 
-		ssize_t n;
-		int rc;
-
-		if (!ring_wait(q, k, SLOT_READ))
-			return NULL;
-		n = sl->n;
-		rc = sl->check_rc = n >= 0 ? pcl_check_run(q->r, sl->buf, (size_t)n, &sl->marks, &q->cerr) : 0;
-		/* Once CHECKED the slot may be written and read again at once:
-		 * what ends this thread is taken from the copies, never from
-		 * the slot (a later lap's end would stop it a run early). */
-		ring_set(q, k, SLOT_CHECKED);
-		if (n <= 0 || rc < 0)
-			return NULL;
-	}
+	if (strcmp(q->p->fs, "ntfs") || memcmp(boot + 3, "NTFS    ", 8) || boot[510] != 0x55 ||
+	    boot[511] != 0xAA)
+		return 0;
+	if ((bps == 512 || bps == 1024 || bps == 2048 || bps == 4096) &&
+	    sectors < q->p->size / bps &&
+	    sectors * bps >= q->r->h.total_blocks * q->r->h.block_size)
+		return cz_put(q->j, q->i, sectors * bps, 512, boot, err);
+	return 0;
 }
 
 static int restore_ptcl(const char *dir, const struct cz_part *p, size_t i, struct cz_job *j,
 			struct im_err *err)
 {
+	const struct pipe_ops ops = { .produce = ptcl_produce, .work = ptcl_work,
+				      .consume = ptcl_consume };
 	struct czs s;
 	struct pcl_reader r;
-	struct ring q = { 0 };
-	pthread_t reader, checker;
-	unsigned char *buf = NULL, boot[512] = { 0 };
-	ssize_t n = 0;
+	struct ptcl_job q = { .r = &r, .p = p, .i = i, .j = j };
 	int rc;
 
 	rc = ptcl_open(&s, &r, dir, p, err);
@@ -1175,92 +1181,20 @@ static int restore_ptcl(const char *dir, const struct cz_part *p, size_t i, stru
 			     (unsigned long long)p->size);
 		goto out;
 	}
-	q.r = &r;
 	q.max = (4u << 20) / r.h.block_size;
 	if (q.max == 0)
 		q.max = 1;
-	buf = dio_alloc(RING * q.max * r.h.block_size);  /* (writes go direct) */
-	if (!buf) {
-		rc = im_errf(err, IM_EXIT_INTERNAL, -ENOMEM, "out of memory");
-		goto out;
+	/* (one worker: the checksums run in the stream's order) */
+	rc = pipeline_run(&ops, &q, 1, q.max * r.h.block_size, 0,
+			  sizeof(struct ptcl_meta) + (q.max + 1) * sizeof(struct pcl_mark), err);
+	if (rc < 0 && q.read_failed) {
+		rc = stream_failed(&s, p, rc, err);
+		if (!strstr(err->msg, p->name))
+			im_err_prefix(err, "partition %s: ", p->name);
 	}
-	for (int k = 0; k < RING; k++) {
-		q.slot[k].buf = buf + (size_t)k * q.max * r.h.block_size;
-		q.slot[k].marks.cap = q.max + 1;
-		q.slot[k].marks.m = calloc(q.max + 1, sizeof(struct pcl_mark));
-		if (!q.slot[k].marks.m) {
-			rc = im_errf(err, IM_EXIT_INTERNAL, -ENOMEM, "out of memory");
-			goto out;
-		}
-	}
-	pthread_mutex_init(&q.lock, NULL);
-	pthread_cond_init(&q.cond, NULL);
-	if (pthread_create(&reader, NULL, ring_reader, &q) != 0) {
-		rc = im_errf(err, IM_EXIT_INTERNAL, -EAGAIN, "cannot start a thread");
-		goto out_ring;
-	}
-	if (pthread_create(&checker, NULL, ring_checker, &q) != 0) {
-		ring_stop(&q);
-		pthread_join(reader, NULL);
-		rc = im_errf(err, IM_EXIT_INTERNAL, -EAGAIN, "cannot start a thread");
-		goto out_ring;
-	}
-	for (unsigned k = 0;; k = (k + 1) % RING) {
-		struct ring_slot *sl = &q.slot[k];
-		uint64_t off, len;
-
-		ring_wait(&q, k, SLOT_CHECKED);  /* (only this thread stops the ring) */
-		n = sl->n;
-		if (sl->check_rc < 0) {
-			rc = sl->check_rc;
-			*err = q.cerr;
-			break;
-		}
-		if (n <= 0)
-			break;
-		off = sl->first * r.h.block_size;
-		len = (uint64_t)n * r.h.block_size;
-		if (off + len > p->size)  /* a partial last block */
-			len = p->size - off;
-		if (sl->first == 0 && len >= 512)
-			memcpy(boot, sl->buf, 512);
-		rc = cz_put(j, i, off, len, sl->buf, err);
-		if (rc == 0 && j->opts->progress.cancel && *j->opts->progress.cancel)
-			rc = im_errf(err, IM_EXIT_INTERRUPTED, -EINTR, "interrupted");
-		j->done += len;
-		if (j->opts->progress.fn)
-			j->opts->progress.fn(j->opts->progress.opaque, "restore", j->done, j->total);
-		if (rc < 0)
-			break;
-		ring_set(&q, k, SLOT_EMPTY);
-	}
-	ring_stop(&q);  /* (the threads may be waiting on slots) */
-	pthread_join(reader, NULL);
-	pthread_join(checker, NULL);
-	if (rc < 0)
-		goto out_ring;
-	if (n < 0)
-		*err = q.err;
-	rc = n < 0 ? stream_failed(&s, p, (int)n, err) : 0;
-	if (rc < 0 && !strstr(err->msg, p->name))
-		im_err_prefix(err, "partition %s: ", p->name);
-out_ring:
-	pthread_cond_destroy(&q.cond);
-	pthread_mutex_destroy(&q.lock);
-	/* NTFS keeps a copy of its boot sector in the volume's last sector,
-	 * past the last cluster, which partclone.ntfs does not save: written
-	 * from the primary, as ntfsfix would. */
-	if (rc == 0 && !strcmp(p->fs, "ntfs") && !memcmp(boot + 3, "NTFS    ", 8) &&
-	    boot[510] == 0x55 && boot[511] == 0xAA) {
-		uint64_t bps = le16(boot + 11), sectors = le64(boot + 0x28);
-		if ((bps == 512 || bps == 1024 || bps == 2048 || bps == 4096) &&
-		    sectors < p->size / bps && sectors * bps >= r.h.total_blocks * r.h.block_size)
-			rc = cz_put(j, i, sectors * bps, 512, boot, err);
-	}
+	if (rc == 0)
+		rc = ntfs_backup_boot(&q, err);
 out:
-	for (int k = 0; k < RING; k++)
-		free(q.slot[k].marks.m);
-	free(buf);
 	pcl_close(&r);
 	czs_close(&s);
 	return rc;
@@ -1807,89 +1741,110 @@ static int write_pvs(const char *dir, const struct cz_image *cz, struct cz_job *
 	return 0;
 }
 
+/* ---- the folder as the source of the copy job (copyjob.h) ---- */
+
+struct czsrc {
+	const char *dir;
+	struct cz_image *cz;
+	uint64_t used[CZ_MAX_PARTS], lv_used[CZ_MAX_LVS];
+	struct fs_volume *vols;    /* CZ_MAX_LVS: the PVs' LVs, for the shrink planner */
+	size_t nvols;
+	struct cz_job j;
+};
+
+static int czsrc_plan(void *ctx, struct disk_plan *pl, uint64_t *total, struct im_err *err)
+{
+	struct czsrc *c = ctx;
+	const struct cz_image *cz = c->cz;
+	int r = disk_plan_alloc(pl, cz->disk_size, cz->table, cz->lss, cz->nparts, 2 + cz->nparts,
+				err);
+
+	for (size_t i = 0; r == 0 && i < cz->nparts; i++) {
+		const struct cz_part *p = &cz->parts[i];
+		disk_plan_set_part(pl, i, p->number,
+				   !strcmp(cz->table, "gpt") ? "gpt" : p->logical ? "logical" : "primary",
+				   p->start, p->size);
+		grow_fs_set(&pl->fs[i], p->fs[0] ? p->fs : NULL, NULL, 0);
+	}
+	if (r == 0)
+		r = plan_areas(c->dir, cz, pl, err);
+	if (r == 0)
+		r = count_used(c->dir, cz, &c->j.total, c->used, c->lv_used, err);
+	*total = c->j.total;
+	return r;
+}
+
+static void czsrc_shrink_part(void *ctx, size_t i, struct shrink_part *sp)
+{
+	struct czsrc *c = ctx;
+
+	if (i == 0)
+		c->nvols = 0;
+	snprintf(sp->fs, sizeof(sp->fs), "%s", c->cz->parts[i].fs);
+	sp->used = c->used[i];
+	if (c->cz->parts[i].kind == CZ_PV) {
+		/* (an LV may shrink with its PV) */
+		strcpy(sp->fs, "LVM2_member");
+		sp->vols = c->vols + c->nvols;
+		sp->nvols = pv_volumes(c->cz, i, c->lv_used, c->vols + c->nvols);
+		c->nvols += sp->nvols;
+	}
+}
+
+/* Partition i's stream; the PVs made afresh before the first, the LVs
+ * written after the last. */
+static int czsrc_copy(void *ctx, struct copyjob *cj, size_t i, uint64_t from, struct im_err *err)
+{
+	struct czsrc *c = ctx;
+	const struct cz_image *cz = c->cz;
+	int r = 0;
+
+	(void)from;   /* (no journal: nothing to resume) */
+	if (i == 0) {
+		c->j.w = &cj->w;
+		c->j.done = 0;
+		r = write_pvs(c->dir, cz, &c->j, err);
+	}
+	if (r == 0)
+		r = restore_part(c->dir, &cz->parts[i], i, &c->j, err);
+	for (size_t l = 0; r == 0 && i + 1 == cz->nparts && l < cz->nlvs; l++) {
+		c->j.lv = &cz->lvs[l];
+		r = restore_part(c->dir, &cz->lvs[l].part, 0, &c->j, err);
+		c->j.lv = NULL;
+	}
+	cj->written = c->j.done;
+	return r;
+}
+
 int cz_restore(const struct disk_roots *roots, const char *dir, const char *target,
 	       const struct restore_opts *opts, struct restore_stats *stats, struct im_err *err)
 {
-	struct cz_image *cz = calloc(1, sizeof(*cz));
-	struct disk_plan pl = { 0 };
-	struct writer w = { 0 };
-	struct cz_job j = { .w = &w, .opts = opts };
-	uint64_t used[CZ_MAX_PARTS], lv_used[CZ_MAX_LVS];
-	struct fs_volume *vols = calloc(CZ_MAX_LVS, sizeof(*vols));
+	struct czsrc *c = calloc(1, sizeof(*c));
+	const struct cj_source src = {
+		.ctx = c, .what = "restore", .name = dir, .kind = TJNL_RESTORE,
+		.plan = czsrc_plan, .shrink_part = czsrc_shrink_part, .copy = czsrc_copy,
+	};
+	const struct cj_opts o = cj_restore_opts(roots, target, opts);
+	struct cj_stats st = CJ_STATS(stats);
 	int r;
 
 	memset(stats, 0, sizeof(*stats));
-	if (!vols) {
-		free(cz);
-		return im_errf(err, IM_EXIT_INTERNAL, -ENOMEM, "out of memory");
+	if (c) {
+		c->dir = dir;
+		c->j.opts = opts;
+		c->cz = calloc(1, sizeof(*c->cz));
+		c->vols = calloc(CZ_MAX_LVS, sizeof(*c->vols));
 	}
-	if (!cz)
-		return im_errf(err, IM_EXIT_INTERNAL, -ENOMEM, "out of memory");
-	r = cz_read(dir, cz, err);
+	if (!c || !c->cz || !c->vols)
+		r = im_errf(err, IM_EXIT_INTERNAL, -ENOMEM, "out of memory");
+	else
+		r = cz_read(dir, c->cz, err);
 	if (r == 0)
-		r = disk_plan_alloc(&pl, cz->disk_size, cz->table, cz->lss, cz->nparts,
-				    2 + cz->nparts, err);
-	for (size_t i = 0; r == 0 && i < cz->nparts; i++) {
-		const struct cz_part *p = &cz->parts[i];
-		disk_plan_set_part(&pl, i, p->number,
-				   !strcmp(cz->table, "gpt") ? "gpt" : p->logical ? "logical" : "primary",
-				   p->start, p->size);
-		grow_fs_set(&pl.fs[i], p->fs[0] ? p->fs : NULL, NULL, 0);
+		r = cj_run(&src, &o, &st, err);
+	if (c) {
+		free(c->vols);
+		free(c->cz);
 	}
-	if (r == 0)
-		r = plan_areas(dir, cz, &pl, err);
-	if (r == 0)
-		r = count_used(dir, cz, &j.total, used, lv_used, err);
-	if (r == 0 && cz->nparts <= PT_MAX_PARTS) {
-		/* A smaller target: refused, or shrunk onto with --shrink. */
-		struct shrink_part sp[PT_MAX_PARTS];
-		struct shrink_job job = {
-			.source = dir, .image = true, .roots = roots, .table = cz->table, .lss = cz->lss,
-			.parts = sp, .nparts = cz->nparts, .target_spec = target,
-			.target = &opts->target, .threads = opts->threads,
-			.progress = &opts->progress,
-		};
-		size_t nv = 0;
-		for (size_t i = 0; i < cz->nparts; i++) {
-			sp[i].lp = pl.parts[i];
-			snprintf(sp[i].fs, sizeof(sp[i].fs), "%s", cz->parts[i].fs);
-			sp[i].used = used[i];
-			sp[i].vols = NULL;
-			sp[i].nvols = 0;
-			if (cz->parts[i].kind == CZ_PV) {
-				/* (an LV may shrink with its PV) */
-				strcpy(sp[i].fs, "LVM2_member");
-				sp[i].vols = vols + nv;
-				sp[i].nvols = pv_volumes(cz, i, lv_used, vols + nv);
-				nv += sp[i].nvols;
-			}
-		}
-		r = shrink_if_smaller(&job, cz->disk_size, &stats->grow, &stats->target,
-				      &stats->bytes_written, err);
-		if (r <= 0)
-			goto out;
-		r = 0;
-	}
-	if (r == 0)
-		r = writer_start(&w, roots, target, &pl, &opts->target, &stats->grow, err);
-	if (r == 0)
-		r = writer_check_room(&w, j.total, err);
-	if (r == 0)
-		r = write_pvs(dir, cz, &j, err);
-	for (size_t i = 0; r == 0 && i < cz->nparts; i++)
-		r = restore_part(dir, &cz->parts[i], i, &j, err);
-	for (size_t l = 0; r == 0 && l < cz->nlvs; l++) {
-		j.lv = &cz->lvs[l];
-		r = restore_part(dir, &cz->lvs[l].part, 0, &j, err);
-		j.lv = NULL;
-	}
-	stats->bytes_written = j.done;
-	if (r == 0)
-		r = writer_finish(&w, &pl, err);
-	r = writer_end(&w, r, &opts->target, pl.fs, &stats->grow, &stats->target, err);
-out:
-	disk_plan_free(&pl);
-	free(vols);
-	free(cz);
+	free(c);
 	return r;
 }

@@ -20,22 +20,24 @@
 #include "imager/backend.h"
 #include "imager/clonezilla.h"
 #include "imager/pipeline.h"
-#include "source.h"
-#include "tjournal.h"
+#include "copyjob.h"
 #include "util.h"
+
+/* An image folder as the source of the copy job (copyjob.h). */
+struct imgsrc {
+	const char *dir;
+	struct img_manifest m;
+	struct img_index *ix;      /* one per partition, checked by the plan */
+};
 
 struct rpart_job {
 	const struct img_part *p;
 	const struct img_index *ix;
 	size_t part_index;
 	uint64_t skip_below;       /* --resume: frames already on the target */
-	struct tjournal *jn;
-	unsigned checkpoint_ms;    /* the least time between two checkpoints */
 	struct frame_reader fr;
 	XXH3_state_t *stream_hash;
-	struct writer *w;
-	uint64_t *bytes_done, bytes_total, *bytes_written;
-	const struct im_progress *progress;
+	struct copyjob *cj;
 };
 
 static int restore_produce(void *ctx, struct pipe_slot *s, struct im_err *err)
@@ -54,7 +56,7 @@ static int restore_produce(void *ctx, struct pipe_slot *s, struct im_err *err)
 		 * which the writer writes last */
 		m->skipped = !f->nextents ||
 			     j->ix->extents[f->first_extent].start * j->ix->block_size >=
-				     j->w->part_head[j->part_index];
+				     j->cj->w.part_head[j->part_index];
 	}
 	return r;
 }
@@ -68,28 +70,10 @@ static int restore_work(void *ctx, void *ws, struct pipe_slot *s)
 	return ((struct frame_meta *)s->meta)->damaged ? -EBADMSG : 0;
 }
 
-/* The target flushed, then the journal says so (restore_opts.checkpoint_ms:
- * how often). */
-static int checkpoint(struct rpart_job *j, uint64_t frames_done, struct im_err *err)
-{
-	int r;
-
-	if (!j->jn->on)
-		return 0;
-	r = bk_flush(j->w->tgt, err);
-	/* A journal that cannot be written (its folder read-only or full)
-	 * costs the resume, not the restore. */
-	if (r == 0 && tjournal_write(j->jn, (uint32_t)j->part_index, frames_done,
-				     *j->bytes_done) < 0) {
-		j->jn->on = false;
-		unlink(j->jn->path);
-	}
-	return r;
-}
-
 static int restore_consume(void *ctx, struct pipe_slot *s, struct im_err *err)
 {
 	struct rpart_job *j = ctx;
+	struct copyjob *cj = j->cj;
 	struct frame_meta *m = s->meta;
 	const struct img_frame *f = &j->ix->frames[m->frame];
 	const unsigned char *data = s->b;
@@ -106,7 +90,7 @@ static int restore_consume(void *ctx, struct pipe_slot *s, struct im_err *err)
 	XXH3_64bits_update(j->stream_hash, s->a, s->a_len);
 	if (m->skipped) {   /* --resume: on the target, and not in the head */
 		for (uint32_t i = 0; i < f->nextents; i++)
-			*j->bytes_done += (uint64_t)j->ix->extents[f->first_extent + i].count * bs;
+			cj->done += (uint64_t)j->ix->extents[f->first_extent + i].count * bs;
 		return 0;
 	}
 	bool before = m->frame < j->skip_below;   /* (only its head: the rest is there) */
@@ -114,23 +98,22 @@ static int restore_consume(void *ctx, struct pipe_slot *s, struct im_err *err)
 		const struct img_extent *e = &j->ix->extents[f->first_extent + i];
 		uint64_t len = (uint64_t)e->count * bs;
 		bool zero = e->flags & IMG_EXT_ZERO;
-		int r = (before ? writer_put_head : writer_put)(j->w, j->part_index, e->start * bs, len,
+		int r = (before ? writer_put_head : writer_put)(&cj->w, j->part_index, e->start * bs, len,
 								zero ? NULL : data, err);
 		if (r < 0)
 			return r;
 		if (!zero)
 			data += len;
-		*j->bytes_done += len;
-		if (!before && (!zero || !j->w->fresh))   /* (zeros on a fresh target: not written) */
-			*j->bytes_written += len;
+		cj->done += len;
+		if (!before && (!zero || !cj->w.fresh))   /* (zeros on a fresh target: not written) */
+			cj->written += len;
 	}
-	if (!before && j->jn->on && mono_ms() - j->jn->written_ms >= j->checkpoint_ms) {
-		int r = checkpoint(j, m->frame + 1, err);
+	if (!before) {
+		int r = cj_tick(cj, j->part_index, m->frame + 1, err);
 		if (r < 0)
 			return r;
 	}
-	if (j->progress->fn)
-		j->progress->fn(j->progress->opaque, "restore", *j->bytes_done, j->bytes_total);
+	cj_progress(cj);
 	return 0;
 }
 
@@ -165,12 +148,12 @@ static int check_image(const char *dir, const struct img_manifest *m, struct img
 
 /* The frames of one partition's stream through the pipeline onto the
  * target, the stream's checksum taken on the way. */
-static int restore_stream(struct rpart_job *j, unsigned threads, struct im_err *err)
+static int restore_stream(struct rpart_job *j, struct im_err *err)
 {
 	const struct pipe_ops ops = {
 		.produce = restore_produce, .work = restore_work, .consume = restore_consume,
 		.worker_init = frame_dctx_new, .worker_fini = frame_dctx_free,
-		.cancel = j->progress->cancel,
+		.cancel = j->cj->o->progress->cancel,
 	};
 	uint32_t bs = j->p->block_size;
 	size_t raw_cap = IMG_FRAME_BLOCKS_BYTES > bs ? IMG_FRAME_BLOCKS_BYTES : bs;
@@ -180,7 +163,7 @@ static int restore_stream(struct rpart_job *j, unsigned threads, struct im_err *
 	if (!j->stream_hash)
 		return im_errf(err, IM_EXIT_INTERNAL, -ENOMEM, "out of memory");
 	XXH3_64bits_reset(j->stream_hash);
-	r = pipeline_run(&ops, j, threads, ZSTD_compressBound(raw_cap), raw_cap,
+	r = pipeline_run(&ops, j, j->cj->threads, ZSTD_compressBound(raw_cap), raw_cap,
 			 sizeof(struct frame_meta), err);
 	/* The table is still held back: a mismatch leaves no complete-looking
 	 * disk. */
@@ -192,8 +175,7 @@ static int restore_stream(struct rpart_job *j, unsigned threads, struct im_err *
 	return r;
 }
 
-static int restore_partition(const char *dir, struct rpart_job *j, unsigned threads,
-			     struct im_err *err)
+static int restore_partition(const char *dir, struct rpart_job *j, struct im_err *err)
 {
 	char path[4200];
 	int r;
@@ -204,22 +186,66 @@ static int restore_partition(const char *dir, struct rpart_job *j, unsigned thre
 	if (j->fr.fd < 0)
 		return im_errf(err, IM_EXIT_DAMAGED, -errno, "%s: %s", path, strerror(errno));
 	posix_fadvise(j->fr.fd, 0, 0, POSIX_FADV_SEQUENTIAL);
-	r = restore_stream(j, threads, err);
+	r = restore_stream(j, err);
 	close(j->fr.fd);
 	return r;
+}
+
+/* ---- the source's description ---- */
+
+static int is_plan(void *ctx, struct disk_plan *pl, uint64_t *total, struct im_err *err)
+{
+	struct imgsrc *is = ctx;
+	const struct img_manifest *m = &is->m;
+	int r;
+
+	is->ix = calloc(m->nparts + 1, sizeof(*is->ix));
+	r = disk_plan_alloc(pl, m->disk_size, m->table, m->logical_sector_size, m->nparts, m->nareas,
+			    err);
+	if (r == 0 && !is->ix)
+		r = im_errf(err, IM_EXIT_INTERNAL, -ENOMEM, "out of memory");
+	return r < 0 ? r : check_image(is->dir, m, is->ix, pl, total, err);
+}
+
+static void is_shrink_part(void *ctx, size_t i, struct shrink_part *sp)
+{
+	const struct img_part *p = &((struct imgsrc *)ctx)->m.parts[i];
+
+	shrink_part_set(sp, p->filesystem, p->used_blocks * p->block_size, p->volumes, p->nvolumes);
+}
+
+/* A restore's journal names the image by its manifest's checksum. */
+static int is_identity(void *ctx, const struct target_opts *t, uint64_t *id)
+{
+	struct imgsrc *is = ctx;
+	char mpath[4200];
+	uint64_t msize;
+
+	(void)t;
+	snprintf(mpath, sizeof(mpath), "%s/%s", is->dir, IMG_MANIFEST);
+	return img_hash_file(mpath, &msize, id) == 0 ? 0 : -EIO;
+}
+
+static int is_copy(void *ctx, struct copyjob *cj, size_t i, uint64_t from, struct im_err *err)
+{
+	struct imgsrc *is = ctx;
+	struct rpart_job j = { .p = &is->m.parts[i], .ix = &is->ix[i], .part_index = i,
+			       .skip_below = from, .cj = cj };
+
+	return restore_partition(is->dir, &j, err);
 }
 
 int im_restore(const struct disk_roots *roots, const char *dir, const char *target,
 	       const struct restore_opts *opts, struct restore_stats *stats, struct im_err *err)
 {
-	unsigned threads = opts->threads ? opts->threads : pipeline_default_threads();
-	struct img_manifest m;
-	struct img_index *ix;
-	struct disk_plan pl = { 0 };
-	struct writer w = { 0 };
-	struct tjournal jn = { .kind = TJNL_RESTORE };
-	uint64_t total = 0, done = 0, msize;
-	char mpath[4200];
+	struct imgsrc is = { .dir = dir };
+	const struct cj_source src = {
+		.ctx = &is, .what = "restore", .name = dir, .kind = TJNL_RESTORE,
+		.plan = is_plan, .shrink_part = is_shrink_part, .identity = is_identity,
+		.copy = is_copy,
+	};
+	const struct cj_opts o = cj_restore_opts(roots, target, opts);
+	struct cj_stats st = CJ_STATS(stats);
 	int r;
 
 	memset(stats, 0, sizeof(*stats));
@@ -229,99 +255,15 @@ int im_restore(const struct disk_roots *roots, const char *dir, const char *targ
 				       "%s: a Clonezilla image cannot be resumed; restore it anew", dir);
 		return cz_restore(roots, dir, target, opts, stats, err);
 	}
-	r = img_manifest_read(&m, dir, err);
+	r = img_manifest_read(&is.m, dir, err);
 	if (r < 0)
 		return r;
-	snprintf(mpath, sizeof(mpath), "%s/%s", dir, IMG_MANIFEST);
-	jn.on = (opts->journal || opts->resume) && !opts->target.shrink &&
-		img_hash_file(mpath, &msize, &jn.identity) == 0 &&
-		tjournal_path(target, jn.path, sizeof(jn.path));
-	ix = calloc(m.nparts + 1, sizeof(*ix));
-	r = disk_plan_alloc(&pl, m.disk_size, m.table, m.logical_sector_size, m.nparts, m.nareas, err);
-	if (r == 0 && !ix)
-		r = im_errf(err, IM_EXIT_INTERNAL, -ENOMEM, "out of memory");
+	r = cj_refuse(target, &opts->target, opts->resume, false, err);
 	if (r == 0)
-		r = check_image(dir, &m, ix, &pl, &total, err);
-	if (r == 0 && m.nparts <= PT_MAX_PARTS) {
-		/* A smaller target: refused, or shrunk onto with --shrink. */
-		struct shrink_part sp[PT_MAX_PARTS];
-		struct shrink_job job = {
-			.source = dir, .image = true, .roots = roots, .table = m.table, .lss = m.logical_sector_size,
-			.parts = sp, .nparts = m.nparts, .target_spec = target,
-			.target = &opts->target, .threads = opts->threads,
-			.progress = &opts->progress,
-		};
-		for (size_t i = 0; i < m.nparts; i++) {
-			sp[i].lp = pl.parts[i];
-			snprintf(sp[i].fs, sizeof(sp[i].fs), "%s", m.parts[i].filesystem);
-			sp[i].used = m.parts[i].used_blocks * m.parts[i].block_size;
-			sp[i].vols = m.parts[i].volumes;
-			sp[i].nvols = m.parts[i].nvolumes;
-		}
-		if (opts->resume && opts->target.shrink)
-			r = im_errf(err, IM_EXIT_USAGE, -EINVAL, "--resume does not shrink");
-		else
-			r = shrink_if_smaller(&job, m.disk_size, &stats->grow, &stats->target,
-					      &stats->bytes_written, err);
-		if (r <= 0)
-			goto out;
-		r = 0;
-	}
-	if (r == 0 && opts->resume && !jn.on)
-		r = im_errf(err, IM_EXIT_TARGET, -ENOTSUP,
-			    "%s: only a file or a device can be resumed (an NBD export cannot)", target);
-	if (r == 0 && opts->resume) {
-		const char *fmt = opts->target.format ? opts->target.format : bk_format_from_name(target);
-		if (fmt && strcmp(fmt, "raw"))
-			r = im_errf(err, IM_EXIT_TARGET, -ENOTSUP,
-				    "%s: a %s target cannot be resumed, only a raw one (a qcow2's "
-				    "tables are written when it closes)", target, fmt);
-	}
-	if (r == 0 && opts->resume)
-		r = tjournal_read(&jn, (uint32_t)m.nparts, err);
-	if (r == 0)
-		r = writer_start(&w, roots, target, &pl, &opts->target, &stats->grow, err);
-	if (r == 0)
-		r = tjournal_start(&jn, opts->resume, target, w.info.format, w.tgt->size, err);
-	if (r == 0)
-		r = writer_check_room(&w, total, err);
-	if (r == 0 && opts->resume) {   /* (every check passed: the journal is this run's) */
-		stats->resumed_bytes = jn.bytes;
-		jn.mine = true;
-	}
-	for (size_t i = 0; i < m.nparts && r == 0; i++) {
-		struct rpart_job j = {
-			.p = &m.parts[i], .ix = &ix[i], .part_index = i, .w = &w,
-			.bytes_done = &done, .bytes_total = total, .jn = &jn,
-			.checkpoint_ms = opts->checkpoint_ms,
-			.bytes_written = &stats->bytes_written, .progress = &opts->progress,
-		};
-		if (opts->resume)
-			j.skip_below = i < jn.part ? UINT64_MAX : i == jn.part ? jn.pos : 0;
-		r = restore_partition(dir, &j, threads, err);
-		if (r == 0 && jn.on && (i >= jn.part || !opts->resume)) {
-			j.part_index = i + 1;
-			r = checkpoint(&j, 0, err);
-		}
-	}
-	if (r == 0)
-		r = writer_finish(&w, &pl, err);
-	if (r < 0 && jn.on && err->exit_class == IM_EXIT_INTERRUPTED) {
-		/* Kept for --resume: the target has no table yet, so it does not
-		 * look complete. */
-		w.keep = true;
-		snprintf(err->msg, sizeof(err->msg),
-			 "interrupted: %s is left without its partition table; imager restore "
-			 "--resume %s %s carries on", target, dir, target);
-	}
-	r = writer_end(&w, r, &opts->target, pl.fs, &stats->grow, &stats->target, err);
-	if (jn.on && jn.mine && !w.keep)
-		unlink(jn.path);
-out:
-	for (size_t i = 0; ix && i < m.nparts; i++)
-		img_index_free(&ix[i]);
-	free(ix);
-	disk_plan_free(&pl);
-	img_manifest_free(&m);
+		r = cj_run(&src, &o, &st, err);
+	for (size_t i = 0; is.ix && i < is.m.nparts; i++)
+		img_index_free(&is.ix[i]);
+	free(is.ix);
+	img_manifest_free(&is.m);
 	return r;
 }

@@ -7,9 +7,10 @@
  * shrink needs its used bytes plus a margin (10% of them, at least
  * 256 MiB), any other keeps its size, and the partitions after a shrunk one
  * move down (layout_plan_shrink()).  Nothing is written before the plan
- * fits.  Then:
+ * fits.  Then the copy job (copyjob.c) runs three legs; this file does the
+ * planning and the second (shrink_filesystems()):
  *
- *   1. the source is restored (or cloned) as it is into a sparse raw file
+ *   1. the source is copied as it is into a sparse raw file
  *      under $TMPDIR (default /var/tmp): it costs only the used data, and
  *      its free space is checked first;
  *   2. each filesystem that must shrink is shrunk there by its own tool,
@@ -182,6 +183,15 @@ static void describe(const struct shrink_part *in, const struct layout_part *lp,
 			snprintf(note[i], sizeof(note[i]), "partition %u %s: %s%s", lp[i].number,
 				 in[i].fs[0] ? in[i].fs : "(unknown)", o, moved);
 	}
+}
+
+void shrink_part_set(struct shrink_part *sp, const char *fs, uint64_t used,
+		     const struct fs_volume *vols, size_t nvols)
+{
+	snprintf(sp->fs, sizeof(sp->fs), "%s", fs);
+	sp->used = used;
+	sp->vols = vols;
+	sp->nvols = nvols;
 }
 
 int shrink_plan(const char *table, unsigned lss, uint64_t new_disk, const struct shrink_part *in,
@@ -590,7 +600,7 @@ static int shrink_one(int fd, const char *tmpdir, const struct shrink_part *in,
 }
 
 /* A temporary folder with room for the used data. */
-static int make_tmpdir(char *dir, size_t len, uint64_t need, struct im_err *err)
+int shrink_tmpdir(char *dir, size_t len, uint64_t need, struct im_err *err)
 {
 	const char *base = getenv("TMPDIR");
 	struct statvfs sv;
@@ -611,106 +621,25 @@ static int make_tmpdir(char *dir, size_t len, uint64_t need, struct im_err *err)
 	return 0;
 }
 
-int shrink_job(struct shrink_job *job, struct grow_report *rep, struct target_info *info,
-	       uint64_t *bytes_written, struct im_err *err)
+int shrink_filesystems(const char *path, const char *tmpdir, const struct shrink_part *in,
+		       const struct layout_part *lp, size_t n, unsigned lss,
+		       const struct im_progress *progress, struct im_err *err)
 {
-	struct layout_part lp[PT_MAX_PARTS];
-	char note[PT_MAX_PARTS][160], tmpdir[4096], tmp[4200];
-	uint64_t used = 0;
-	int r, fd = -1;
+	int r = 0, fd = open(path, O_RDWR | O_CLOEXEC);
 
-	r = shrink_plan(job->table, job->lss, job->new_disk, job->parts, job->nparts, lp, note, err);
-	if (r < 0)
-		return r;
-	for (size_t i = 0; i < job->nparts && job->progress->note; i++)
-		if (note[i][0])
-			job->progress->note(job->progress->opaque, note[i]);
-	for (size_t i = 0; i < job->nparts; i++)
-		used += job->parts[i].used;
-	r = make_tmpdir(tmpdir, sizeof(tmpdir), used + used / 10 + 64 * MIB, err);
-	if (r < 0)
-		return r;
-	snprintf(tmp, sizeof(tmp), "%s/disk.raw", tmpdir);
-
-	/* 1. The source as it is, into the sparse copy. */
-	if (job->image) {
-		struct restore_opts o = { .target = { .format = "raw" }, .threads = job->threads,
-					  .progress = *job->progress };
-		struct restore_stats st;
-		r = im_restore(job->roots, job->source, tmp, &o, &st, err);
-	} else {
-		struct clone_opts o = { .source_format = job->source_format,
-					.target = { .format = "raw" }, .force_fs = job->force_fs,
-					.threads = job->threads, .progress = *job->progress };
-		struct clone_stats st;
-		r = im_clone(job->roots, job->source, tmp, &o, &st, err);
-		job->bytes_read = st.bytes_read;
-	}
-	/* 2. Its filesystems shrunk. */
-	if (r == 0 && (fd = open(tmp, O_RDWR | O_CLOEXEC)) < 0)
-		r = im_errf(err, IM_EXIT_IO, -errno, "%s: %s", tmp, strerror(errno));
-	for (size_t i = 0; r == 0 && i < job->nparts; i++) {
-		if (job->progress->note && (lp[i].new_size != lp[i].old_size)) {
+	if (fd < 0)
+		return im_errf(err, IM_EXIT_IO, -errno, "%s: %s", path, strerror(errno));
+	for (size_t i = 0; r == 0 && i < n; i++) {
+		if (progress->note && (lp[i].new_size != lp[i].old_size)) {
 			char line[200];
 			snprintf(line, sizeof(line), "shrinking partition %u (%s)", lp[i].number,
-				 job->parts[i].fs);
-			job->progress->note(job->progress->opaque, line);
+				 in[i].fs);
+			progress->note(progress->opaque, line);
 		}
-		r = shrink_one(fd, tmpdir, &job->parts[i], &lp[i], job->lss, err);
+		r = shrink_one(fd, tmpdir, &in[i], &lp[i], lss, err);
 	}
-	if (fd >= 0 && fsync(fd) < 0 && r == 0)
-		r = im_errf(err, IM_EXIT_IO, -errno, "%s: %s", tmp, strerror(errno));
-	if (fd >= 0)
-		close(fd);
-	/* 3. The copy onto the target, laid out anew. */
-	if (r == 0) {
-		/* (The source's filesystems were checked by the copy; ntfsresize
-		 * marks the volume dirty on purpose, so that Windows runs chkdsk
-		 * once at its next boot, and that is kept.) */
-		struct clone_opts co = { .target = *job->target, .threads = job->threads,
-					 .progress = *job->progress, .force_fs = true };
-		struct clone_stats cs;
-		co.target.layout = lp;
-		co.target.nlayout = job->nparts;
-		co.target.layout_disk = job->new_disk;
-		co.target.shrink = false;
-		r = im_clone(job->roots, tmp, job->target_spec, &co, &cs, err);
-		*rep = cs.grow;
-		*info = cs.target;
-		*bytes_written = cs.bytes_written;
-		for (size_t i = 0; r == 0 && i < job->nparts && i < PT_MAX_PARTS; i++) {
-			char u[32];
-			human_size(job->parts[i].used, u, sizeof(u));
-			rep->grown_fs[i][0] = '\0';
-			if (lp[i].new_size < lp[i].old_size)
-				snprintf(rep->note[i], sizeof(rep->note[i]), "%s shrunk (%s used)%s",
-					 job->parts[i].fs, u,
-					 strcmp(job->parts[i].fs, "ntfs") ? ""
-					 : "; Windows runs chkdsk once at its next boot");
-			else if (lp[i].new_start != lp[i].old_start)
-				snprintf(rep->note[i], sizeof(rep->note[i]), "moved");
-		}
-	}
-	unlink(tmp);
-	rmdir(tmpdir);
+	if (fsync(fd) < 0 && r == 0)
+		r = im_errf(err, IM_EXIT_IO, -errno, "%s: %s", path, strerror(errno));
+	close(fd);
 	return r;
-}
-
-int shrink_if_smaller(struct shrink_job *job, uint64_t source_size, struct grow_report *rep,
-		      struct target_info *info, uint64_t *bytes_written, struct im_err *err)
-{
-	int r;
-
-	if (job->target->layout || job->nparts > PT_MAX_PARTS)
-		return 1;
-	r = writer_target_size(job->roots, job->target_spec, job->target, source_size,
-			       &job->new_disk, err);
-	if (r < 0)
-		return r;
-	if (job->new_disk >= source_size)
-		return 1;
-	if (!job->target->shrink)
-		return shrink_refuse(job->target_spec, job->new_disk, source_size, job->table,
-				     job->lss, job->parts, job->nparts, err);
-	return shrink_job(job, rep, info, bytes_written, err);
 }

@@ -205,6 +205,10 @@ struct shrink_part {
 	size_t nvols;
 };
 
+/* Fill sp's filesystem, used bytes and volumes (its place is the plan's). */
+void shrink_part_set(struct shrink_part *sp, const char *fs, uint64_t used,
+		     const struct fs_volume *vols, size_t nvols);
+
 /* The new layout (out[], by layout_plan_shrink()) for a target of new_disk
  * bytes, and a line for each partition that shrinks, moves or keeps its
  * size for a reason (note[i], "" when none; note may be NULL).  Returns 0
@@ -213,38 +217,18 @@ struct shrink_part {
 int shrink_plan(const char *table, unsigned lss, uint64_t new_disk, const struct shrink_part *in,
 		size_t n, struct layout_part *out, char (*note)[160], struct im_err *err);
 
-/* A shrink: the source (an image folder, imager's or Clonezilla's, with
- * image set; else a disk or image file, with source_format and force_fs as
- * clone takes them) copied as it is into a temporary raw file, its
- * filesystems shrunk there, then that file cloned onto target_spec with the
- * new layout. */
-struct shrink_job {
-	const char *source;
-	bool image;
-	const char *source_format;
-	bool force_fs;
-	const struct disk_roots *roots;
-	const char *table;
-	unsigned lss;
-	uint64_t new_disk;
-	const struct shrink_part *parts;
-	size_t nparts;
-	const char *target_spec;
-	const struct target_opts *target;
-	unsigned threads;
-	const struct im_progress *progress;
-	uint64_t bytes_read;        /* out: what the copy read from the source */
-};
-int shrink_job(struct shrink_job *job, struct grow_report *rep, struct target_info *info,
-	       uint64_t *bytes_written, struct im_err *err);
+/* A temporary folder (under $TMPDIR, else /var/tmp) for a shrink's copy,
+ * refused when its filesystem has less than need bytes free.  dir (len
+ * bytes) gets its path.  0 or negative errno. */
+int shrink_tmpdir(char *dir, size_t len, uint64_t need, struct im_err *err);
 
-/* Before writing: when the target (job->target_spec, job->target) is
- * smaller than source_size, refuse it without --shrink (saying whether
- * --shrink would fit it), or run the shrink (job->new_disk is set here).
- * Returns 1 when the target is not smaller (write as usual), 0 when the
- * shrink was done, or negative errno. */
-int shrink_if_smaller(struct shrink_job *job, uint64_t source_size, struct grow_report *rep,
-		      struct target_info *info, uint64_t *bytes_written, struct im_err *err);
+/* The filesystems of the raw disk file PATH (the source copied as it is)
+ * shrunk to the layout lp (by shrink_plan(); n partitions, in[] as planned)
+ * in place, each by its own tool on a copy of its partition in tmpdir; a
+ * progress note for each.  0 or negative errno. */
+int shrink_filesystems(const char *path, const char *tmpdir, const struct shrink_part *in,
+		       const struct layout_part *lp, size_t n, unsigned lss,
+		       const struct im_progress *progress, struct im_err *err);
 
 /* The size the target will have (an existing device or image file's,
  * --size for a new file, else the source's): 0, or negative errno. */

@@ -197,12 +197,12 @@ static int write_disk(struct p2v *j, size_t i)
 		struct restore_opts o = { .target = t, .progress = j->o->progress };
 		struct restore_stats st;
 
-		r = im_restore(j->o->roots, d->source, path, &o, &st, j->err);
+		r = conv_restore(j->o->roots, d->source, path, &o, &st, NULL, j->err);
 	} else {
 		struct clone_opts o = { .target = t, .net = j->o->net, .progress = j->o->progress };
 		struct clone_stats st;
 
-		r = im_clone(j->o->roots, d->source, path, &o, &st, j->err);
+		r = conv_clone(j->o->roots, d->source, path, &o, &st, NULL, j->err);
 	}
 	if (r < 0)
 		return r;
