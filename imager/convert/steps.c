@@ -13,6 +13,7 @@
 #include <unistd.h>
 
 #include "imager/guest.h"
+#include "util.h"
 
 static int grow_in_image(void *opaque, const char *path, const char *format,
 			 const unsigned *numbers, const char *const *last_lvs, size_t n,
@@ -70,13 +71,8 @@ int conv_folder(const struct disk_roots *roots, const char *dir, const char *out
 		return im_errf(err, IM_EXIT_USAGE, -EINVAL,
 			       "an image folder needs --output DISK (or --dry-run)");
 	if (!output) {
-		const char *td = getenv("TMPDIR");
-		int fd;
-		snprintf(tmp, sizeof(tmp), "%s/imager-convert-XXXXXX", td && *td ? td : "/tmp");
-		if ((fd = mkstemp(tmp)) < 0)
-			return im_errf(err, IM_EXIT_IO, -errno, "%s", tmp);
-		close(fd);
-		unlink(tmp);   /* the restore creates it, as qcow2 */
+		if ((r = tmp_file_name("convert", tmp, sizeof(tmp), err)) < 0)
+			return r;   /* (the restore creates it, as qcow2) */
 		o.target.format = "qcow2";
 	}
 	snprintf(target, tlen, "%s", output ? output : tmp);

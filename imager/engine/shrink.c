@@ -602,12 +602,9 @@ static int shrink_one(int fd, const char *tmpdir, const struct shrink_part *in,
 /* A temporary folder with room for the used data. */
 int shrink_tmpdir(char *dir, size_t len, uint64_t need, struct im_err *err)
 {
-	const char *base = getenv("TMPDIR");
+	const char *base = tmp_base();
 	struct statvfs sv;
 
-	if (!base || !base[0])
-		base = "/var/tmp";
-	snprintf(dir, len, "%s/imager-shrink-XXXXXX", base);
 	if (statvfs(base, &sv) == 0 && (uint64_t)sv.f_bavail * sv.f_frsize < need) {
 		char n[32], h[32];
 		human_size(need, n, sizeof(n));
@@ -616,9 +613,7 @@ int shrink_tmpdir(char *dir, size_t len, uint64_t need, struct im_err *err)
 			       "shrinking needs %s of temporary space in %s (set TMPDIR), and it has %s",
 			       n, base, h);
 	}
-	if (!mkdtemp(dir))
-		return im_errf(err, IM_EXIT_IO, -errno, "%s: %s", dir, strerror(errno));
-	return 0;
+	return tmp_dir_make("shrink", dir, len, err);
 }
 
 int shrink_filesystems(const char *path, const char *tmpdir, const struct shrink_part *in,

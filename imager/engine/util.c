@@ -193,6 +193,24 @@ int tmp_dir_make(const char *prefix, char *out, size_t len, struct im_err *err)
 	return 0;
 }
 
+int tmp_file_name(const char *prefix, char *out, size_t len, struct im_err *err)
+{
+	const char *base = tmp_base();
+	int n = snprintf(out, len, "%s/imager-%s-XXXXXX", base, prefix), fd;
+
+	if (n < 0 || (size_t)n >= len)
+		return im_errf(err, IM_EXIT_USAGE, -ENAMETOOLONG,
+			       "TMPDIR %s: too long for a temporary file's name", base);
+	if ((fd = mkstemp(out)) < 0) {
+		int r = -errno;
+		return im_errf(err, IM_EXIT_IO, r, "a temporary file in %s (TMPDIR): %s", base,
+			       strerror(-r));
+	}
+	close(fd);
+	unlink(out);
+	return 0;
+}
+
 int write_file_atomic(const char *path, const void *buf, size_t len)
 {
 	char tmp[4096], dir[4096];

@@ -95,6 +95,9 @@ int path_join(char *out, size_t outlen, const char *dir, const char *name);
  * too-long $TMPDIR is IM_EXIT_USAGE). */
 const char *tmp_base(void);
 int tmp_dir_make(const char *prefix, char *out, size_t len, struct im_err *err);
+/* A name for a new temporary file there (BASE/imager-PREFIX-XXXXXX, made by
+ * mkstemp and removed again: the job that writes it creates it). */
+int tmp_file_name(const char *prefix, char *out, size_t len, struct im_err *err);
 
 /* "1.5 GiB", "512 B": binary units, one decimal above bytes. */
 void human_size(uint64_t bytes, char *out, size_t len);

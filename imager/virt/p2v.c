@@ -475,19 +475,11 @@ static int check_target(struct p2v *j)
  * converted, then uploaded. */
 static int make_tmp(struct p2v *j, struct dst *t)
 {
-	const char *td = getenv("TMPDIR");
-	int fd, e;
+	int r = tmp_file_name("p2v", t->tmp, sizeof(t->tmp), j->err);
 
-	snprintf(t->tmp, sizeof(t->tmp), "%s/imager-p2v-XXXXXX", td && *td ? td : "/var/tmp");
-	if ((fd = mkstemp(t->tmp)) < 0) {
-		e = errno;
-		im_errf(j->err, IM_EXIT_IO, -e, "%s: %s", t->tmp, strerror(e));
-		t->tmp[0] = '\0';
-		return -e;
-	}
-	close(fd);
-	unlink(t->tmp);       /* restore and clone create it */
-	return 0;
+	if (r < 0)
+		t->tmp[0] = '\0';   /* (restore and clone create it) */
+	return r;
 }
 
 static int create_volume(struct p2v *j, size_t i)
