@@ -118,7 +118,7 @@ struct target_info {
 	char path[600];            /* the file or device (resolved), or the NBD URI */
 	char format[16];           /* the container it holds: raw, qcow2, nbd */
 	bool block_device;         /* a whole-disk block device */
-	char disk_name[64];        /* its kernel name ("vdb"), for partition nodes */
+	char disk_name[256];       /* its kernel name ("vdb"), for partition nodes */
 	bool created;              /* a new file: removed if the job failed */
 	uint64_t size;
 };
