@@ -13,6 +13,7 @@
 #include <zlib.h>
 
 #include "convert-int.h"
+#include "util.h"
 
 /* What every converted initramfs gets, block driver first. */
 static const char *const virtio_modules[] = {
@@ -145,10 +146,10 @@ static int find_kernels(struct lx *l)
 		snprintf(k.version, sizeof(k.version), "%s", vers[i]);
 		for (size_t j = 0; j < sizeof(initrds) / sizeof(initrds[0]); j++) {
 			snprintf(path, sizeof(path), initrds[j], vers[i]);
-			if (gx_is_file(g, path)) {
-				snprintf(k.initrd, sizeof(k.initrd), "%s", path);
+			/* (a name that does not fit k.initrd is not taken) */
+			if (gx_is_file(g, path) && str_copy(k.initrd, sizeof(k.initrd), path) == 0)
 				break;
-			}
+			k.initrd[0] = '\0';
 		}
 		snprintf(path, sizeof(path), "%s/%s/modules.dep", l->moddir, vers[i]);
 		k.dep = read_opt(g, path, &k.deplen);
@@ -648,14 +649,15 @@ static int plan_appendix(struct lx *l, struct lkernel *k, const char *initrd, st
 {
 	struct conv_ctx *c = l->c;
 	struct sbuf gz = { 0 };
-	char orig[600], detail[512];
+	char orig[600], detail[1400];
 	size_t cpio_len = a->ar.len;
 	int r;
 
+	if (str_printf(orig, sizeof(orig), "%s.imager-orig", initrd) < 0)
+		return im_errf(c->err, IM_EXIT_UNSUPP, -ENAMETOOLONG, "%s: path too long", initrd);
 	r = gzip_buffer(a->ar.p, a->ar.len, &gz);
 	if (r < 0)
 		return oom(c);
-	snprintf(orig, sizeof(orig), "%s.imager-orig", initrd);
 	snprintf(detail, sizeof(detail),
 		 "kernel %s: appended %zu modules (a gzip archive of %zu KiB, %zu KiB unpacked, %s) "
 		 "to %s; the original is kept as %s", k->version, nmodules, gz.len / 1024,
@@ -706,7 +708,7 @@ static int plan_append(struct lx *l, struct lkernel *k, const char *initrd)
 static int plan_rebuild(struct lx *l, struct lkernel *k)
 {
 	struct conv_ctx *c = l->c;
-	char tmp[300], kimg[300], drivers[200] = "", detail[512];
+	char tmp[300], kimg[300], drivers[200] = "", detail[1024];
 	char *v[12] = { 0 };
 	size_t n = 0;
 

@@ -666,10 +666,10 @@ static void describe_disk(const struct disk_roots *roots, const struct source *s
 	m->logical_sector_size = pt->sector_size;
 	m->physical_sector_size = pt->sector_size;
 	if (src->ref.kind == DISK_KIND_BLOCK) {
-		char attr[700], buf[32];
+		char attr[sizeof(roots->sysfs) + sizeof(src->ref.name) + 40], buf[32];
 		FILE *f;
 		snprintf(attr, sizeof(attr), "%s/block/%s/queue/physical_block_size", roots->sysfs,
-			 src->ref.name);
+			 src->ref.name);   /* (it fits: sized for both) */
 		if ((f = fopen(attr, "re"))) {
 			if (fgets(buf, sizeof(buf), f) && atoi(buf) >= 512)
 				m->physical_sector_size = (unsigned)atoi(buf);

@@ -235,7 +235,7 @@ struct disk_part_info {
 	char fstype[32], uuid[64], label[256], plugin[16];
 	uint32_t block_size;
 	uint64_t used_blocks;
-	char error[300];
+	char error[sizeof(((struct im_err *)0)->msg)];   /* the examination's message */
 	char container[128];       /* an LVM PV: its VG */
 	size_t nvolumes;
 	struct fs_volume *volumes; /* owned; im_disk_info_free() */
