@@ -611,12 +611,13 @@ static int mounted_or_parts(const struct disk_roots *roots, const char *path, bo
 			int n;
 			if (de->d_name[0] == '.')
 				continue;
-			snprintf(attr, sizeof(attr), "%s/%s", real, de->d_name);
-			if (read_attr(attr, "partition", buf, sizeof(buf)) < 0 ||
+			if (path_join(attr, sizeof(attr), real, de->d_name) < 0 ||
+			    read_attr(attr, "partition", buf, sizeof(buf)) < 0 ||
 			    read_attr(attr, "dev", buf, sizeof(buf)) < 0 ||
 			    sscanf(buf, "%u:%u", &ma, &mi) != 2)
 				continue;
-			snprintf(attr, sizeof(attr), "%s/%s", roots->dev, de->d_name);
+			if (path_join(attr, sizeof(attr), roots->dev, de->d_name) < 0)
+				continue;   /* (no node of ours: /dev's names are short) */
 			n = mounted_devnum(makedev(ma, mi), attr, rw_only, what, whatlen);
 			if (n) {
 				char part[400];

@@ -185,6 +185,16 @@ int path_join(char *out, size_t outlen, const char *dir, const char *name)
 	return str_printf(out, outlen, "%s/%s", dir, name);
 }
 
+int path_join_err(char *out, size_t outlen, const char *dir, const char *name,
+		  struct im_err *err)
+{
+	if (path_join(out, outlen, dir, name) < 0)
+		return im_errf(err, IM_EXIT_USAGE, -ENAMETOOLONG,
+			       "%s/%s: path too long (imager takes up to %zu bytes)", dir, name,
+			       outlen - 1);
+	return 0;
+}
+
 int write_file_atomic(const char *path, const void *buf, size_t len)
 {
 	char tmp[4096], dir[4096];

@@ -92,6 +92,10 @@ int str_printf(char *out, size_t outlen, const char *fmt, ...)
 int str_copy(char *out, size_t outlen, const char *s);
 /* Join dir and name into out.  Returns 0 or -ENAMETOOLONG. */
 int path_join(char *out, size_t outlen, const char *dir, const char *name);
+/* The same, with the error recorded (a path too long: exit 1, the path
+ * named). */
+int path_join_err(char *out, size_t outlen, const char *dir, const char *name,
+		  struct im_err *err);
 
 /* "1.5 GiB", "512 B": binary units, one decimal above bytes. */
 void human_size(uint64_t bytes, char *out, size_t len);
