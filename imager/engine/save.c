@@ -737,9 +737,8 @@ static int record_unreadable(struct source *src, const struct save_opts *opts, s
 		r = extfiles_lookup(src->bk->raw_path, m, warning, sizeof(warning));
 		if (r < 0)
 			return im_errf(err, IM_EXIT_INTERNAL, r, "out of memory");
-		if (warning[0] && stats->nwarnings < 4)
-			snprintf(stats->warnings[stats->nwarnings++], sizeof(stats->warnings[0]), "%s",
-				 warning);
+		if (warning[0] && stats->nwarnings < IM_MAX_WARNINGS)
+			memcpy(stats->warnings[stats->nwarnings++], warning, sizeof(warning));
 	}
 	return 0;
 }
@@ -762,9 +761,9 @@ int im_save(const struct disk_roots *roots, const char *source, const char *dir,
 	if (r < 0)
 		return r;
 	pt = src.pt;
-	for (size_t i = 0; i < src.nwarnings; i++)
-		snprintf(stats->warnings[stats->nwarnings++], sizeof(stats->warnings[0]), "%s",
-			 src.warnings[i]);
+	/* (the source's, one per partition, fit: IM_MAX_WARNINGS has room) */
+	for (size_t i = 0; i < src.nwarnings && stats->nwarnings < IM_MAX_WARNINGS; i++)
+		memcpy(stats->warnings[stats->nwarnings++], src.warnings[i], sizeof(src.warnings[i]));
 	m->parts = calloc(pt->nparts + 1, sizeof(*m->parts));
 	m->areas = calloc(pt->nareas + 1, sizeof(*m->areas));
 	if (!m->parts || !m->areas) {

@@ -59,10 +59,14 @@ struct save_opts {
 	struct im_progress progress;
 };
 
+/* Warnings a job's report holds: one per partition a table can have (its
+ * plugin's), and a few of the job's own. */
+#define IM_MAX_WARNINGS (PT_MAX_PARTS + 4)
+
 struct save_stats {
 	uint64_t bytes_read;       /* from the source */
 	uint64_t image_bytes;      /* written into the folder */
-	char warnings[4][600];     /* plugin warnings worth telling */
+	char warnings[IM_MAX_WARNINGS][600];   /* plugin warnings worth telling */
 	size_t nwarnings;
 	struct rescue_report rescue;  /* also in the manifest ("unreadable") */
 	uint64_t resumed_bytes;       /* --resume: used bytes kept from before */
@@ -194,12 +198,12 @@ struct clone_stats {
 	uint64_t resumed_bytes;     /* --resume: used bytes already on the target */
 	struct target_info target;
 	struct grow_report grow;
-	char warnings[4][600];
+	char warnings[IM_MAX_WARNINGS][600];
 	size_t nwarnings;
 	struct rescue_report rescue;
-	/* per source partition (at most 64): its number and unreadable bytes */
+	/* per source partition: its number and unreadable bytes */
 	size_t nrescued;
-	struct { unsigned number; char filesystem[32]; uint64_t bytes; } rescued[64];
+	struct { unsigned number; char filesystem[32]; uint64_t bytes; } rescued[PT_MAX_PARTS];
 };
 
 /* Copy SOURCE (disk, partition, image file, NBD export) onto TARGET in one
