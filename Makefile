@@ -59,7 +59,7 @@ DEB_TEST  += systemd-boot-efi
 CC        ?= gcc
 OPT       ?= -O2 -g
 WARN      := -Wall -Wextra -Werror -Wno-format-truncation
-# The layers (README "Design"): each a static library that uses only the
+# The layers (doc/design.md "The layers"): each a static library that uses only the
 # ones below it.  A layer's sources see the private headers of their own
 # folder and of the layers below, are compiled with IMAGER_LAYER set (the
 # headers of a higher layer refuse to be included: #error), and with the
@@ -69,8 +69,8 @@ WARN      := -Wall -Wextra -Werror -Wno-format-truncation
 #   2 convert  imager/convert             libguestfs, hivex, virtio-win
 #   3 virt     imager/virt                libvirt: domains, pools, volumes
 #   4 cli      imager/cli                 the imager command
-PKGS_ENGINE  := libparted blkid libzstd json-c libxxhash zlib libnbd
-PKGS_CONVERT := $(PKGS_ENGINE) libguestfs hivex libarchive liblzma
+PKGS_ENGINE  := libparted blkid libzstd json-c libxxhash zlib libnbd libarchive
+PKGS_CONVERT := $(PKGS_ENGINE) libguestfs hivex liblzma
 PKGS_VIRT    := $(PKGS_CONVERT) libvirt libxml-2.0
 BASE_CFLAGS = -std=gnu11 $(OPT) $(WARN) -Iinclude -D_GNU_SOURCE \
               -D_FILE_OFFSET_BITS=64 -DIMAGER_VERSION='"$(VERSION)"' -pthread
@@ -107,7 +107,7 @@ CLI_FLAGS     = $(call layer_flags,4,$(PKGS),-Iimager/cli -Iimager/virt -Iimager
 # Unit tests look inside every layer.
 UNIT_FLAGS    = $(shell pkg-config --cflags $(PKGS) 2>/dev/null) -Itests/unit -Iimager/engine -Iimager/convert -Iimager/virt
 
-# Fuzzing (tests/fuzz, README "Fuzzing"): each harness a libFuzzer binary,
+# Fuzzing (tests/fuzz, doc/tests.md "Fuzzing"): each harness a libFuzzer binary,
 # built by clang with the engine (and convert's text editors) compiled again
 # with the fuzzer's coverage and ASan/UBSan.  `make fuzz` runs each for
 # FUZZ_SECONDS (default 60) from its seed corpus; `make check` runs each
@@ -183,8 +183,8 @@ $(BUILD)/unit-san/%: $(BUILD)/unit-san/%.o $(SAN_LIBS) $(BUILD)/libimager-boot-s
 .SECONDARY: $(UNITS:%=%.o) $(SAN_UNITS:%=%.o) $(FUZZERS:%=%.o)
 
 # The layer rule, from the built libraries: no layer refers to a symbol of
-# a library it may not use (engine: no libguestfs, hivex, libarchive,
-# libvirt or libxml2; convert: no libvirt or libxml2, nothing of virt).
+# a library it may not use (engine: no libguestfs, hivex, libvirt or
+# libxml2; convert: no libvirt or libxml2, nothing of virt).
 layers: $(LIBS) $(BUILD)/imager
 	@sh tests/lib/layers.sh $(BUILD)
 
@@ -218,7 +218,7 @@ suites: $(BUILD)/imager
 
 # Everything, with one closing "N passed, N failed, N skipped" line.
 # TESTS=... selects (the fixtures they need come along); REPEAT=N runs each
-# selected test N times in a row (the flaky-test guard: README "Tests").
+# selected test N times in a row (the flaky-test guard: doc/tests.md "Flaky tests").
 # The build goes through ccache (DEB_TEST) when it is there: a fresh clone
 # of a tree this machine built before compiles its three builds (plain,
 # sanitized, fuzzing) in about 20 s instead of 100 on two cores.

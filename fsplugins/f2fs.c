@@ -51,6 +51,7 @@
  */
 #include "imager/fsplugin.h"
 #include "imager/bytes.h"
+#include "imager/error.h"
 
 #include <errno.h>
 #include <stdio.h>
@@ -205,11 +206,11 @@ struct sb_layout {
 	uint32_t segs_per_sec, secs_per_zone, sections, segment0;
 };
 
-#define BAD(...) do { snprintf(why, whylen, __VA_ARGS__); return -EINVAL; } while (0)
+#define BAD(...) return im_errf(why, IM_EXIT_SOURCE, -EINVAL, __VA_ARGS__)
 
 /* The magic, the CRC (sb_checksum feature), and the block, segment and
  * sector sizes: the only ones this plugin reads. */
-static int check_format(const unsigned char *sb, char *why, size_t whylen)
+static int check_format(const unsigned char *sb, struct im_err *why)
 {
 	uint32_t log_ss, log_spb;
 
@@ -254,7 +255,7 @@ static void read_sb_fields(const unsigned char *sb, struct f2fs_priv *fp, struct
 /* The counts: segments, sections and zones agreeing, the blocks inside the
  * device, the reserved inodes, the extension lists and cp_payload. */
 static int check_counts(struct fs_ctx *ctx, const unsigned char *sb, const struct f2fs_priv *fp,
-			const struct sb_layout *lay, char *why, size_t whylen)
+			const struct sb_layout *lay, struct im_err *why)
 {
 	uint64_t device_blocks = fs_device_size(ctx) >> F2FS_BLOCK_SHIFT;
 
@@ -290,7 +291,7 @@ static int check_counts(struct fs_ctx *ctx, const unsigned char *sb, const struc
  * and the blocks; the SIT and the SSA are large enough for the main area.
  * Sets fp->sit_blocks. */
 static int check_areas(const unsigned char *sb, struct f2fs_priv *fp,
-		       const struct sb_layout *lay, char *why, size_t whylen)
+		       const struct sb_layout *lay, struct im_err *why)
 {
 	uint32_t sit = fp->segs_sit, nat = fp->segs_nat, ssa = fp->segs_ssa;
 	uint64_t seg_end, main_end, sit_capacity;
@@ -332,50 +333,44 @@ static int check_areas(const unsigned char *sb, struct f2fs_priv *fp,
 #undef BAD
 
 /* A valid superblock of what this plugin does not handle: -ENOTSUP. */
-static int check_supported(const unsigned char *sb, uint32_t feature, char *why, size_t whylen)
+static int check_supported(const unsigned char *sb, uint32_t feature, struct im_err *why)
 {
-	if (feature & FEATURE_BLKZONED) {
-		snprintf(why, whylen, "zoned block device F2FS (blkzoned feature) is not supported");
-		return -ENOTSUP;
-	}
-	if (feature & FEATURE_RO) {
-		snprintf(why, whylen, "read-only image F2FS (ro feature) is not supported");
-		return -ENOTSUP;
-	}
-	if (sb[SB_DEVS] != 0) {
-		snprintf(why, whylen, "F2FS spanning several devices is not supported");
-		return -ENOTSUP;
-	}
+	if (feature & FEATURE_BLKZONED) 
+		return im_errf(why, IM_EXIT_UNSUPP, -ENOTSUP, "zoned block device F2FS (blkzoned feature) is not supported");
+	if (feature & FEATURE_RO) 
+		return im_errf(why, IM_EXIT_UNSUPP, -ENOTSUP, "read-only image F2FS (ro feature) is not supported");
+	if (sb[SB_DEVS] != 0) 
+		return im_errf(why, IM_EXIT_UNSUPP, -ENOTSUP, "F2FS spanning several devices is not supported");
 	return 0;
 }
 
 /*
  * Check one superblock copy, every field as hostile (the kernel's
  * sanity_check_raw_super and sanity_check_area_boundary).  Fills fp and
- * returns 0, or -EINVAL / -ENOTSUP with why in `why`.
+ * returns 0, or -EINVAL / -ENOTSUP with the reason in why.
  */
 static int check_superblock(struct fs_ctx *ctx, const unsigned char *sb,
-			    struct f2fs_priv *fp, char *why, size_t whylen)
+			    struct f2fs_priv *fp, struct im_err *why)
 {
 	struct sb_layout lay = { 0 };
 	int r;
 
-	r = check_format(sb, why, whylen);
+	r = check_format(sb, why);
 	if (r < 0)
 		return r;
 	read_sb_fields(sb, fp, &lay);
-	r = check_counts(ctx, sb, fp, &lay, why, whylen);
+	r = check_counts(ctx, sb, fp, &lay, why);
 	if (r == 0)
-		r = check_areas(sb, fp, &lay, why, whylen);
+		r = check_areas(sb, fp, &lay, why);
 	if (r == 0)
-		r = check_supported(sb, fp->feature, why, whylen);
+		r = check_supported(sb, fp->feature, why);
 	return r;
 }
 
 /* The first superblock copy that passes; fs_error() when none does. */
 static int read_superblock(struct fs_ctx *ctx, struct f2fs_priv *fp, bool opening)
 {
-	char why[2][160] = { "", "" };
+	struct im_err why[2] = { { 0 }, { 0 } };
 	int r[2] = { -EINVAL, -EINVAL };
 
 	for (unsigned copy = 0; copy < 2; copy++) {
@@ -386,22 +381,22 @@ static int read_superblock(struct fs_ctx *ctx, struct f2fs_priv *fp, bool openin
 		if (!sb) {
 			if (err == -EIO || err == -ENOMEM)
 				return fs_error(ctx, err, "cannot read superblock %u", copy);
-			snprintf(why[copy], sizeof(why[copy]), "beyond the device");
+			im_errf(&why[copy], IM_EXIT_SOURCE, -EINVAL, "beyond the device");
 			continue;
 		}
-		r[copy] = check_superblock(ctx, sb, fp, why[copy], sizeof(why[copy]));
+		r[copy] = check_superblock(ctx, sb, fp, &why[copy]);
 		if (r[copy] == 0 || r[copy] == -ENOTSUP) {
 			if (r[copy] == -ENOTSUP)
-				return fs_error(ctx, -ENOTSUP, "%s", why[copy]);
+				return fs_error(ctx, -ENOTSUP, "%s", why[copy].msg);
 			fp->sb_copy = copy;
 			if (copy == 1 && opening)
 				fs_warn(ctx, "the first superblock is invalid (%s); the second is used, as the kernel does (fsck.f2fs rewrites the first)",
-					why[0]);
+					why[0].msg);
 			return 0;
 		}
 	}
 	return fs_error(ctx, -EINVAL, "no valid superblock (first: %s; second: %s)",
-			why[0], why[1]);
+			why[0].msg, why[1].msg);
 }
 
 /* f2fs_checkpoint_chksum: the CRC of [0, offset), continued over the rest

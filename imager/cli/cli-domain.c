@@ -18,7 +18,7 @@ int cli_domain_option(const char *cmd, int c, const char *arg, struct cli_domain
 	unsigned n;
 
 	switch (c) {
-	case DO_NAME: d->o.name = arg; return 1;
+	case DO_NAME: d->o.name = arg; return IM_EXIT_OK;
 	case DO_MEMORY:
 		/* A bare number is MiB, as in virt-install; else a size. */
 		if (arg[strspn(arg, "0123456789")] == '\0') {
@@ -28,47 +28,43 @@ int cli_domain_option(const char *cmd, int c, const char *arg, struct cli_domain
 		} else if (cli_parse_size(arg, &size) < 0) {
 			goto bad;
 		}
-		if (size < (UINT64_C(64) << 20)) {
-			cli_usage(cmd, "--memory %s: at least 64 MiB", arg);
-			return -1;
-		}
+		if (size < (UINT64_C(64) << 20))
+			return cli_usage(cmd, "--memory %s: at least 64 MiB", arg);
 		d->o.memory_mib = size >> 20;
-		return 1;
+		return IM_EXIT_OK;
 	case DO_VCPUS:
 		if (cli_parse_uint(arg, 1, 255, &n) < 0)
 			goto bad;
 		d->o.vcpus = n;
-		return 1;
-	case DO_CPU: d->o.cpu = arg; return 1;
-	case DO_MACHINE: d->o.machine = arg; return 1;
-	case DO_BUS: d->o.bus = arg; return 1;
-	case DO_NIC: d->o.nic = arg; return 1;
-	case DO_MAC: d->o.mac = arg; return 1;
-	case DO_FIRMWARE: d->o.firmware = arg; return 1;
-	case DO_TYPE: d->o.type = arg; return 1;
-	case DO_IO: d->o.io = arg; return 1;
-	case DO_SERIAL_LOG: d->o.serial_log = arg; return 1;
+		return IM_EXIT_OK;
+	case DO_CPU: d->o.cpu = arg; return IM_EXIT_OK;
+	case DO_MACHINE: d->o.machine = arg; return IM_EXIT_OK;
+	case DO_BUS: d->o.bus = arg; return IM_EXIT_OK;
+	case DO_NIC: d->o.nic = arg; return IM_EXIT_OK;
+	case DO_MAC: d->o.mac = arg; return IM_EXIT_OK;
+	case DO_FIRMWARE: d->o.firmware = arg; return IM_EXIT_OK;
+	case DO_TYPE: d->o.type = arg; return IM_EXIT_OK;
+	case DO_IO: d->o.io = arg; return IM_EXIT_OK;
+	case DO_SERIAL_LOG: d->o.serial_log = arg; return IM_EXIT_OK;
 	case DO_NETWORK:
 	case DO_BRIDGE:
 		if (d->o.net)
 			goto twice;
 		snprintf(d->net, sizeof(d->net), "%s:%s", c == DO_NETWORK ? "network" : "bridge", arg);
 		d->o.net = d->net;
-		return 1;
+		return IM_EXIT_OK;
 	case DO_USER_NET:
 		if (d->o.net)
 			goto twice;
 		d->o.net = "user";
-		return 1;
+		return IM_EXIT_OK;
 	default:
-		return 0;
+		return CLI_NOT_MINE;
 	}
 bad:
-	cli_usage(cmd, "bad value '%s' for --%s", arg, c == DO_MEMORY ? "memory" : "vcpus");
-	return -1;
+	return cli_usage(cmd, "bad value '%s' for --%s", arg, c == DO_MEMORY ? "memory" : "vcpus");
 twice:
-	cli_usage(cmd, "give one of --network, --bridge, --user-net");
-	return -1;
+	return cli_usage(cmd, "give one of --network, --bridge, --user-net");
 }
 
 void cli_domain_print_plan(const char *cmd, const struct dom_plan *plan, const struct cli *cli)

@@ -250,12 +250,9 @@ int cli_job_option(const char *cmd, int c, char *arg, struct cli_job *j,
 	case 'P': j->progress = false; return IM_EXIT_OK;
 	}
 	r = cli_net_option(cmd, c, arg);
-	if (r)
-		return r < 0 ? IM_EXIT_USAGE : IM_EXIT_OK;
-	r = t ? cli_target_option(cmd, c, arg, t) : 0;
-	if (r < 0)
-		return IM_EXIT_USAGE;
-	return r ? IM_EXIT_OK : cli_usage(cmd, "unknown option");
+	if (r == CLI_NOT_MINE && t)
+		r = cli_target_option(cmd, c, arg, t);
+	return r != CLI_NOT_MINE ? r : cli_usage(cmd, "unknown option");
 }
 
 static unsigned net_retries = 3;
@@ -464,18 +461,18 @@ int cli_net_option(const char *cmd, int c, const char *arg)
 
 	if (c == CLI_OPT_TIMEOUT) {
 		if (cli_parse_uint(arg, 1, 86400, &timeout) < 0)
-			return cli_usage(cmd, "--timeout takes seconds, 1..86400"), -1;
+			return cli_usage(cmd, "--timeout takes seconds, 1..86400");
 	} else if (c == CLI_OPT_RETRIES) {
 		if (cli_parse_uint(arg, 0, 100, &retries) < 0)
-			return cli_usage(cmd, "--retries takes 0..100"), -1;
+			return cli_usage(cmd, "--retries takes 0..100");
 		net_retries = retries;
 	} else {
-		return 0;
+		return CLI_NOT_MINE;
 	}
 	bk_nbd_set_policy(timeout, retries);
 	host_set_timeout(timeout);   /* libvirt connections too (p2v uploads) */
 	host_set_retries(retries);
-	return 1;
+	return IM_EXIT_OK;
 }
 
 /* "/dev/sda2", a UUID (hex digits and dashes) or "all". */
@@ -528,15 +525,15 @@ int cli_key_option(const char *cmd, int c, char *arg, struct cli_keys *k)
 	char *colon, *id, *pass;
 
 	if (c != CLI_OPT_KEY && c != CLI_OPT_KEY_FILE)
-		return 0;
+		return CLI_NOT_MINE;
 	colon = strchr(arg, ':');
 	if (!colon || !key_id_ok(arg, (size_t)(colon - arg)) || !colon[1])
 		return cli_usage(cmd, "%s takes %s, where ID is the volume (/dev/sda2), its UUID or all",
-				 opt, c == CLI_OPT_KEY ? "ID:PASSPHRASE" : "ID:FILE"), -1;
+				 opt, c == CLI_OPT_KEY ? "ID:PASSPHRASE" : "ID:FILE");
 	if (k->n == CONV_MAX_KEYS)
-		return cli_usage(cmd, "at most %d keys", CONV_MAX_KEYS), -1;
+		return cli_usage(cmd, "at most %d keys", CONV_MAX_KEYS);
 	if (!(id = strndup(arg, (size_t)(colon - arg))))
-		return cli_error(cmd, "out of memory"), -1;
+		return cli_error(cmd, "out of memory"), IM_EXIT_INTERNAL;
 	if (c == CLI_OPT_KEY) {
 		pass = strdup(colon + 1);
 		if (pass)   /* (what ps shows from now on) */
@@ -544,16 +541,16 @@ int cli_key_option(const char *cmd, int c, char *arg, struct cli_keys *k)
 	} else if (!(pass = first_line(colon + 1))) {
 		cli_error(cmd, "--key-file %s: %s", colon + 1, strerror(errno));
 		free(id);
-		return -1;
+		return IM_EXIT_USAGE;
 	}
 	if (!pass) {
 		free(id);
-		return cli_error(cmd, "out of memory"), -1;
+		return cli_error(cmd, "out of memory"), IM_EXIT_INTERNAL;
 	}
 	k->owned[k->nowned++] = id;
 	k->owned[k->nowned++] = pass;
 	k->k[k->n++] = (struct conv_key){ .id = id, .passphrase = pass };
-	return 1;
+	return IM_EXIT_OK;
 }
 
 void cli_keys_free(struct cli_keys *k)
@@ -570,51 +567,51 @@ int cli_target_option(const char *cmd, int c, char *arg, struct cli_target *t)
 	uint64_t v;
 	int r;
 
-	if ((r = cli_key_option(cmd, c, arg, &t->keys)) != 0)
+	if ((r = cli_key_option(cmd, c, arg, &t->keys)) != CLI_NOT_MINE)
 		return r;
 	switch (c) {
 	case 'F':
 		if (strcmp(arg, "raw") && strcmp(arg, "qcow2"))
-			return cli_usage(cmd, "--format takes raw or qcow2"), -1;
+			return cli_usage(cmd, "--format takes raw or qcow2");
 		t->o.format = arg;
-		return 1;
+		return IM_EXIT_OK;
 	case 'p':
 		if (bk_prealloc_parse(arg, &t->o.prealloc) < 0)
-			return cli_usage(cmd, "--preallocation takes off, metadata, falloc or full"), -1;
-		return 1;
+			return cli_usage(cmd, "--preallocation takes off, metadata, falloc or full");
+		return IM_EXIT_OK;
 	case 'c':
 		if (cli_parse_size(arg, &v) < 0 || v < 512 || v > (2u << 20) || (v & (v - 1)))
-			return cli_usage(cmd, "--cluster-size takes a power of two from 512 to 2M"), -1;
+			return cli_usage(cmd, "--cluster-size takes a power of two from 512 to 2M");
 		t->o.cluster_size = (uint32_t)v;
-		return 1;
+		return IM_EXIT_OK;
 	case 's':
 		if (cli_parse_size(arg, &t->o.size) < 0 || !t->o.size)
-			return cli_usage(cmd, "--size takes a size such as 20G or 512MiB"), -1;
-		return 1;
+			return cli_usage(cmd, "--size takes a size such as 20G or 512MiB");
+		return IM_EXIT_OK;
 	case 'G':
 	case 'R':
 		if (t->o.grow != GROW_NONE)
-			return cli_usage(cmd, "--grow-last and --proportional exclude each other"), -1;
+			return cli_usage(cmd, "--grow-last and --proportional exclude each other");
 		t->o.grow = c == 'G' ? GROW_LAST : GROW_PROPORTIONAL;
-		return 1;
+		return IM_EXIT_OK;
 	case 'H':
 		t->o.shrink = true;
-		return 1;
+		return IM_EXIT_OK;
 	case 'C':
 		t->convert = true;
-		return 1;
+		return IM_EXIT_OK;
 	case 'b':
 		if (!(t->block = conv_block_parse(arg)))
-			return cli_usage(cmd, "--block takes virtio-blk or virtio-scsi"), -1;
-		return 1;
+			return cli_usage(cmd, "--block takes virtio-blk or virtio-scsi");
+		return IM_EXIT_OK;
 	case 'I':
 		t->rebuild_initramfs = true;
-		return 1;
+		return IM_EXIT_OK;
 	case 'W':
 		t->virtio_win = arg;
-		return 1;
+		return IM_EXIT_OK;
 	}
-	return 0;
+	return CLI_NOT_MINE;
 }
 
 static void phase_msg(void *opaque, const char *what)

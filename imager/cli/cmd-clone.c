@@ -26,6 +26,72 @@ static int clone_rescue_report(const struct clone_opts *o, const struct clone_st
 	return cli_rescue_report("clone", &st->rescue, num, fs, bytes, st->nrescued, json, quiet);
 }
 
+/* --rescue's checks, and where its map goes (map, else TARGET.map). */
+static int clone_rescue_setup(struct clone_opts *o, const struct cli_target *t, const char *map,
+			      char *map_path, size_t len, int argc, char **argv)
+{
+	struct stat sb;
+	const char *tg = argv[optind + 1];
+
+	if (t->o.shrink)
+		return cli_usage("clone", "--rescue does not shrink: save --rescue into a folder, "
+			       "then restore --shrink");
+	if (!map && (strstr(tg, "://") || (stat(tg, &sb) == 0 && !S_ISREG(sb.st_mode))))
+		return cli_usage("clone", "--rescue onto a device or an NBD export needs --map FILE "
+			       "(where the map of unreadable sectors goes)");
+	if (!map) {
+		if (snprintf(map_path, len, "%s.map", tg) >= (int)len)
+			return cli_usage("clone", "the target's name is too long for its map's (give --map FILE)");
+		map = map_path;
+	}
+	cli_rescue_opts(&o->rescue, argc, argv);
+	o->rescue.map = map;
+	return 0;
+}
+
+/* The clone's summary (text or JSON) and exit code; args: SOURCE, TARGET. */
+static int clone_report(const struct clone_opts *o, const struct clone_stats *st,
+			struct conv_step *step, const struct cli_job *job, struct cli *cli,
+			char **args, double seconds)
+{
+	json_object *conv = NULL, *root;
+	int crc, rc;
+
+	for (size_t i = 0; i < st->nwarnings && cli->verbose >= 0; i++)
+		cli_error("clone", "warning: %s", st->warnings[i]);
+	crc = cli_target_done("clone", args[1], &st->grow, step, job->json, cli, &conv);
+	root = job->json ? json_object_new_object() : NULL;
+	rc = clone_rescue_report(o, st, root, cli->verbose < 0);
+	if (job->json) {
+		if (conv)
+			json_object_object_add(root, "convert", conv);
+		json_object_object_add(root, "source", json_object_new_string(args[0]));
+		json_object_object_add(root, "target", json_object_new_string(args[1]));
+		json_object_object_add(root, "target_format", json_object_new_string(st->target.format));
+		json_object_object_add(root, "target_size", json_object_new_uint64(st->target.size));
+		json_object_object_add(root, "created", json_object_new_boolean(st->target.created));
+		json_object_object_add(root, "bytes_read", json_object_new_uint64(st->bytes_read));
+		json_object_object_add(root, "bytes_written", json_object_new_uint64(st->bytes_written));
+		json_object_object_add(root, "verified_bytes", json_object_new_uint64(st->verified_bytes));
+		if (o->resume)
+			json_object_object_add(root, "resumed_bytes", json_object_new_uint64(st->resumed_bytes));
+		json_object_object_add(root, "partitions", cli_grow_json(&st->grow));
+		json_object_object_add(root, "seconds", json_object_new_double(seconds));
+		cli_print_json(root);
+	} else if (cli->verbose >= 0) {
+		char a[32], b[32];
+		cli_human(st->bytes_read, a, sizeof(a));
+		cli_human(st->bytes_written, b, sizeof(b));
+		printf("cloned %s to %s (%s): read %s, wrote %s%s, %.1f s\n", args[0], args[1],
+		       st->target.format, a, b, o->verify ? ", verified" : "", seconds);
+		if (o->resume) {
+			cli_human(st->resumed_bytes, a, sizeof(a));
+			printf("resumed: %s of used data was on the target already\n", a);
+		}
+	}
+	return cli_finish_stdout("clone", crc ? crc : rc);
+}
+
 int cmd_clone(int argc, char **argv, struct cli *cli)
 {
 	static const struct option opts[] = {
@@ -51,7 +117,7 @@ int cmd_clone(int argc, char **argv, struct cli *cli)
 	const char *map = NULL;
 	char map_path[4200];
 	double t0;
-	int c, r, rc;
+	int c, r;
 
 	while ((c = getopt_long(argc, argv, "", opts, NULL)) != -1) {
 		switch (c) {
@@ -88,22 +154,8 @@ int cmd_clone(int argc, char **argv, struct cli *cli)
 			       "what the first run met): clone --rescue anew");
 	if (o.resume && t.o.shrink)
 		return cli_usage("clone", "--resume does not shrink");
-	if (rescue) {
-		struct stat sb;
-		const char *tg = argv[optind + 1];
-		if (t.o.shrink)
-			return cli_usage("clone", "--rescue does not shrink: save --rescue into a folder, "
-				       "then restore --shrink");
-		if (!map && (strstr(tg, "://") || (stat(tg, &sb) == 0 && !S_ISREG(sb.st_mode))))
-			return cli_usage("clone", "--rescue onto a device or an NBD export needs --map FILE "
-				       "(where the map of unreadable sectors goes)");
-		if (!map) {
-			snprintf(map_path, sizeof(map_path), "%s.map", tg);
-			map = map_path;
-		}
-		cli_rescue_opts(&o.rescue, argc, argv);
-		o.rescue.map = map;
-	}
+	if (rescue && (r = clone_rescue_setup(&o, &t, map, map_path, sizeof(map_path), argc, argv)))
+		return r;
 	cli_progress_job(&prog, job.progress, cli, &o.progress);
 	t0 = cli_now();
 	o.target = t.o;
@@ -115,37 +167,5 @@ int cmd_clone(int argc, char **argv, struct cli *cli)
 		return cli_fail("clone", &err);
 	for (size_t i = 0; i < st.nwarnings && cli->verbose >= 0; i++)
 		cli_error("clone", "warning: %s", st.warnings[i]);
-	json_object *conv = NULL;
-	int crc = cli_target_done("clone", argv[optind + 1], &st.grow, &step, job.json, cli, &conv);
-	json_object *root = job.json ? json_object_new_object() : NULL;
-	rc = clone_rescue_report(&o, &st, root, cli->verbose < 0);
-	if (job.json) {
-		if (conv)
-			json_object_object_add(root, "convert", conv);
-		json_object_object_add(root, "source", json_object_new_string(argv[optind]));
-		json_object_object_add(root, "target", json_object_new_string(argv[optind + 1]));
-		json_object_object_add(root, "target_format", json_object_new_string(st.target.format));
-		json_object_object_add(root, "target_size", json_object_new_uint64(st.target.size));
-		json_object_object_add(root, "created", json_object_new_boolean(st.target.created));
-		json_object_object_add(root, "bytes_read", json_object_new_uint64(st.bytes_read));
-		json_object_object_add(root, "bytes_written", json_object_new_uint64(st.bytes_written));
-		json_object_object_add(root, "verified_bytes", json_object_new_uint64(st.verified_bytes));
-		if (o.resume)
-			json_object_object_add(root, "resumed_bytes", json_object_new_uint64(st.resumed_bytes));
-		json_object_object_add(root, "partitions", cli_grow_json(&st.grow));
-		json_object_object_add(root, "seconds", json_object_new_double(cli_now() - t0));
-		cli_print_json(root);
-	} else if (cli->verbose >= 0) {
-		char a[32], b[32];
-		cli_human(st.bytes_read, a, sizeof(a));
-		cli_human(st.bytes_written, b, sizeof(b));
-		printf("cloned %s to %s (%s): read %s, wrote %s%s, %.1f s\n", argv[optind],
-		       argv[optind + 1], st.target.format, a, b, o.verify ? ", verified" : "",
-		       cli_now() - t0);
-		if (o.resume) {
-			cli_human(st.resumed_bytes, a, sizeof(a));
-			printf("resumed: %s of used data was on the target already\n", a);
-		}
-	}
-	return cli_finish_stdout("clone", crc ? crc : rc);
+	return clone_report(&o, &st, &step, &job, cli, argv + optind, cli_now() - t0);
 }

@@ -251,10 +251,11 @@ int cmd_convert(int argc, char **argv, struct cli *cli)
 	int c, rc;
 
 	while ((c = getopt_long(argc, argv, "", opts, NULL)) != -1) {
-		if ((rc = cli_key_option("convert", c, optarg, &keys)) < 0)
-			return IM_EXIT_USAGE;
-		if (rc)
+		if ((rc = cli_key_option("convert", c, optarg, &keys)) != CLI_NOT_MINE) {
+			if (rc != IM_EXIT_OK)
+				return rc;
 			continue;
+		}
 		switch (c) {
 		case 'n': o.dry_run = true; break;
 		case 'j': json = true; break;

@@ -51,10 +51,11 @@ static int parse_args(int argc, char **argv, struct define_args *a)
 
 	while ((c = getopt_long(argc, argv, "", opts, NULL)) != -1) {
 		int t = cli_domain_option("define", c, optarg, &a->d);
-		if (t < 0)
-			return IM_EXIT_USAGE;
-		if (t > 0)
+		if (t != CLI_NOT_MINE) {
+			if (t != IM_EXIT_OK)
+				return t;
 			continue;
+		}
 		switch (c) {
 		case OPT_INSPECTION: a->inspection = optarg; break;
 		case OPT_NO_INSPECT: a->no_inspect = true; break;

@@ -252,18 +252,18 @@ static int parse(int argc, char **argv, struct cmdline *l)
 		{ "retries", required_argument, NULL, CLI_OPT_RETRIES },
 		{ NULL, 0, NULL, 0 },
 	};
-	int c, rc;
+	int c;
 
 	while ((c = getopt_long(argc, argv, "", opts, NULL)) != -1) {
 		int t = cli_domain_option("p2v", c, optarg, &l->d);
-		if (t == 0)
+		if (t == CLI_NOT_MINE)
 			t = cli_net_option("p2v", c, optarg);
-		if (t == 0)
+		if (t == CLI_NOT_MINE)
 			t = cli_key_option("p2v", c, optarg, &l->keys);
-		if (t < 0)
-			return IM_EXIT_USAGE;
-		if (t == 0 && (rc = parse_option(c, optarg, l)) != 0)
-			return rc;
+		if (t == CLI_NOT_MINE)
+			t = parse_option(c, optarg, l);
+		if (t != IM_EXIT_OK)
+			return t;
 	}
 	l->o.sources = (const char *const *)(argv + optind);
 	l->o.nsources = (size_t)(argc - optind);

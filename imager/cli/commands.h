@@ -76,6 +76,11 @@ int cmd_verify(int argc, char **argv, struct cli *cli);
 void cli_error(const char *cmd, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 /* Report an engine error and return its exit code. */
 int cli_fail(const char *cmd, const struct im_err *err);
+/* Every CLI helper that can fail returns an exit code (enum im_exit):
+ * IM_EXIT_OK, or the code of the failure after saying why on stderr.  The
+ * option takers (cli_*_option) return CLI_NOT_MINE besides, for an option
+ * that is not one of theirs (nothing said). */
+#define CLI_NOT_MINE (-1)
 /* Usage error: message, a hint, and IM_EXIT_USAGE. */
 int cli_usage(const char *cmd, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 /* Print the command's help from its table row. */
@@ -106,9 +111,8 @@ struct cli_keys {
 #define CLI_KEY_OPTIONS \
 	{ "key", required_argument, NULL, CLI_OPT_KEY }, \
 	{ "key-file", required_argument, NULL, CLI_OPT_KEY_FILE }
-/* Take --key or --key-file (arg is writable: argv's).  Returns 1 when c
- * was one of them, 0 when not, -1 after reporting a bad value or a file
- * that cannot be read (exit with IM_EXIT_USAGE). */
+/* Take --key or --key-file (arg is writable: argv's); a file that cannot
+ * be read is a bad value (IM_EXIT_USAGE).  CLI_NOT_MINE convention. */
 int cli_key_option(const char *cmd, int c, char *arg, struct cli_keys *k);
 /* Wipe and free the passphrases. */
 void cli_keys_free(struct cli_keys *k);
@@ -135,8 +139,7 @@ struct cli_target {
 	{ "grow-last", no_argument, NULL, 'G' }, \
 	{ "proportional", no_argument, NULL, 'R' }, \
 	{ "shrink", no_argument, NULL, 'H' }
-/* Take one of CLI_TARGET_OPTIONS.  Returns 1 when c was one of them, 0
- * when not, and -1 after reporting a bad value (exit with IM_EXIT_USAGE). */
+/* Take one of CLI_TARGET_OPTIONS (CLI_NOT_MINE convention). */
 int cli_target_option(const char *cmd, int c, char *arg, struct cli_target *t);
 
 /* The options of every imaging job (save, restore, clone): --threads N,
@@ -170,8 +173,8 @@ int cli_checkpoint_option(const char *cmd, const char *arg, unsigned *ms);
  * of a bad command line (said). */
 int cli_job_option(const char *cmd, int c, char *arg, struct cli_job *j,
 		   struct cli_target *t);
-/* --timeout SECONDS (1..86400) and --retries N (0..100): 1 when c is one of
- * them and was taken, 0 when it is not, -1 on a bad value (said). */
+/* --timeout SECONDS (1..86400) and --retries N (0..100) (CLI_NOT_MINE
+ * convention). */
 int cli_net_option(const char *cmd, int c, const char *arg);
 /* The --retries value given (3 when none). */
 unsigned cli_net_retries(void);
@@ -274,8 +277,7 @@ struct cli_domain {
 	struct dom_opts o;          /* disks are filled in by the command */
 	char net[80], mac[18];
 };
-/* Take one of CLI_DOMAIN_OPTIONS: 1 taken, 0 not one of them, -1 bad value
- * (reported; exit with IM_EXIT_USAGE). */
+/* Take one of CLI_DOMAIN_OPTIONS (CLI_NOT_MINE convention). */
 int cli_domain_option(const char *cmd, int c, const char *arg, struct cli_domain *d);
 /* The choices (unless -q) and every warning of a plan, on stderr. */
 void cli_domain_print_plan(const char *cmd, const struct dom_plan *plan, const struct cli *cli);

@@ -30,7 +30,8 @@ static void usage(FILE *out)
 	fprintf(out,
 		"\nExit codes: 0 ok, 1 usage, 2 source unusable, 3 image damaged or unfinished,\n"
 		"4 target refused, 5 filesystem needs fsck, 6 I/O error, 7 unsupported, 8 internal,\n"
-		"9 interrupted, 10 libguestfs's appliance cannot start here.\n"
+		"9 interrupted, 10 libguestfs's appliance cannot start here,\n"
+		"11 complete but with unreadable sectors (--rescue).\n"
 		"See imager(1).\n");
 }
 

@@ -87,11 +87,12 @@ bool gx_is_link(guestfs_h *g, const char *path);
 bool gx_exists(guestfs_h *g, const char *path);
 /* A regular file's content (following links) with a NUL after it, in
  * pread chunks (far faster than guestfs_read_file under TCG); NULL when it
- * cannot be read or is over 256 MiB (gx_error says why). */
-char *gx_read(guestfs_h *g, const char *path, size_t *len);
+ * cannot be read or is over 256 MiB; then *why (when why is not NULL) says
+ * which: libguestfs's message, or the size. */
+char *gx_read(guestfs_h *g, const char *path, size_t *len, const char **why);
 /* Free a NULL-terminated list libguestfs returned (NULL is fine). */
 void gx_strings_free(char **v);
-/* The last libguestfs error message (or gx_read's), or "unknown error". */
+/* The last libguestfs error message, or "unknown error". */
 const char *gx_error(guestfs_h *g);
 
 /* The quick inspection (inspect.c): 1 with the Linux root's device in

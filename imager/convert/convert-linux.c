@@ -88,7 +88,7 @@ static char *read_opt(guestfs_h *g, const char *path, size_t *len)
 	*len = 0;
 	if (!gx_is_file(g, path))
 		return NULL;
-	return gx_read(g, path, len);
+	return gx_read(g, path, len, NULL);
 }
 
 /* ---- kernels ---- */
@@ -264,7 +264,7 @@ static int find_initramfs_tool(struct lx *l, const struct lkernel *def)
 			k = &l->k[i];
 	if (k) {
 		size_t len;
-		char *img = gx_read(g, k->initrd, &len);
+		char *img = gx_read(g, k->initrd, &len, NULL);
 		struct initrd_scan s = { 0 };
 		int m = img ? initrd_maker(img, len, &s) : -EIO;
 		free(img);
@@ -284,7 +284,7 @@ static int find_initramfs_tool(struct lx *l, const struct lkernel *def)
 	}
 	if (!*t && gx_is_file(g, "/var/lib/dpkg/status")) {
 		size_t len;
-		char *st = gx_read(g, "/var/lib/dpkg/status", &len);
+		char *st = gx_read(g, "/var/lib/dpkg/status", &len, NULL);
 		if (st && (dpkg_installed(st, len, "dracut") || dpkg_installed(st, len, "dracut-core")))
 			t = "dracut", from = "packages";
 		else if (st && dpkg_installed(st, len, "initramfs-tools"))
@@ -562,10 +562,11 @@ static int append_modules(struct lx *l, struct lkernel *k, char **paths, size_t 
 			return im_errf(l->c->err, IM_EXIT_UNSUPP, -ENAMETOOLONG,
 				       "kernel %s: modules.dep names \"%.100s...\", a path too long; "
 				       "nothing changed", k->version, paths[i]);
-		if (!(data = gx_read(g, src, &len)))
+		const char *why;
+		if (!(data = gx_read(g, src, &len, &why)))
 			return im_errf(l->c->err, IM_EXIT_UNSUPP, -EOPNOTSUPP,
 				       "kernel %s: %s is named in modules.dep but cannot be read (%s); "
-				       "nothing changed", k->version, src, gx_error(g));
+				       "nothing changed", k->version, src, why);
 		appendix_file(a, dst, data, len);
 		free(data);
 	}
@@ -1072,7 +1073,7 @@ static void find_esp_initrds(struct lx *l)
 			    (size_t)snprintf(path, sizeof(path), "%s/%s", dir, ents[i]) >= sizeof(path) ||
 			    !gx_is_file(l->c->g, path))
 				continue;
-			if ((text = gx_read(l->c->g, path, &len)) && len <= 65536)
+			if ((text = gx_read(l->c->g, path, &len, NULL)) && len <= 65536)
 				esp_entry(l, esps[d], text, len);
 			free(text);
 		}

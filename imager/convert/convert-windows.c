@@ -627,13 +627,11 @@ static int win_open_hives(struct win_plan *wp)
 {
 	struct conv_ctx *c = wp->c;
 	struct win_state *w = c->win;
-	const char *t = getenv("TMPDIR"), *cv = "Microsoft\\Windows NT\\CurrentVersion";
+	const char *cv = "Microsoft\\Windows NT\\CurrentVersion";
 	char local[320], *s;
+	int r = tmp_dir_make("hives", w->tmp, sizeof(w->tmp), c->err);
 
-	snprintf(w->tmp, sizeof(w->tmp), "%s/imager-hives.XXXXXX", t && *t ? t : "/tmp");
-	if (!mkdtemp(w->tmp)) {
-		int r = im_errf(c->err, IM_EXIT_IO, -errno, "temporary folder %s: %s", w->tmp,
-				strerror(errno));
+	if (r < 0) {
 		w->tmp[0] = '\0';
 		return r;
 	}

@@ -57,7 +57,7 @@ static char *read_osrelease(guestfs_h *g, size_t *len)
 	for (size_t i = 0; i < 2; i++) {
 		char *rp = guestfs_realpath(g, paths[i]), *d = NULL;
 		if (rp && gx_is_file(g, rp))
-			d = gx_read(g, rp, len);
+			d = gx_read(g, rp, len, NULL);
 		free(rp);
 		if (d)
 			return d;
@@ -225,7 +225,7 @@ static void root_facts(struct conv_ctx *c, const char *osrelease, size_t osrlen)
 		rep->major = rep->minor = 0;
 	/* Debian's point release is only in debian_version ("12.15"). */
 	if (!strcmp(o.id, "debian") && gx_is_file(c->g, "/etc/debian_version") &&
-	    (d = gx_read(c->g, "/etc/debian_version", &len))) {
+	    (d = gx_read(c->g, "/etc/debian_version", &len, NULL))) {
 		int ma, mi;
 		if (version_parse(d, len, &ma, &mi) && ma == rep->major)
 			rep->minor = mi;
@@ -298,7 +298,7 @@ static int mountpoints(struct conv_ctx *c, const struct qfs *fs, size_t n, const
 		r = 0;
 		goto out;
 	}
-	if (gx_is_file(c->g, "/etc/fstab") && !(text = gx_read(c->g, "/etc/fstab", &len))) {
+	if (gx_is_file(c->g, "/etc/fstab") && !(text = gx_read(c->g, "/etc/fstab", &len, NULL))) {
 		r = 0;
 		goto umount;
 	}

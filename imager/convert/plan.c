@@ -29,20 +29,18 @@ bool gx_exists(guestfs_h *g, const char *path) { return guestfs_exists(g, path) 
  * is read up to its size then. */
 #define GX_CHUNK (2u << 20)
 #define GX_MAX ((int64_t)256 << 20)
-static __thread const char *gx_why;   /* gx_read's own refusal, told once */
-
-char *gx_read(guestfs_h *g, const char *path, size_t *len)
+char *gx_read(guestfs_h *g, const char *path, size_t *len, const char **why)
 {
 	int64_t size = guestfs_filesize(g, path);
 	char *buf;
 	size_t have = 0;
 
 	*len = 0;
-	gx_why = NULL;
-	if (size < 0)
-		return NULL;
-	if (size > GX_MAX) {
-		gx_why = "the file is larger than 256 MiB";
+	if (why)
+		*why = NULL;
+	if (size < 0 || size > GX_MAX) {
+		if (why)
+			*why = size < 0 ? gx_error(g) : "the file is larger than 256 MiB";
 		return NULL;
 	}
 	if (!(buf = malloc((size_t)size + 1)))
@@ -53,6 +51,8 @@ char *gx_read(guestfs_h *g, const char *path, size_t *len)
 		if (want > GX_CHUNK)
 			want = GX_CHUNK;
 		if (!(d = guestfs_pread(g, path, (int)want, (int64_t)have, &n))) {
+			if (why)
+				*why = gx_error(g);
 			free(buf);
 			return NULL;
 		}
@@ -80,9 +80,8 @@ void gx_strings_free(char **v)
 
 const char *gx_error(guestfs_h *g)
 {
-	const char *m = gx_why ? gx_why : guestfs_last_error(g);
+	const char *m = guestfs_last_error(g);
 
-	gx_why = NULL;
 	return m && *m ? m : "unknown error";
 }
 
@@ -160,10 +159,11 @@ int conv_read(struct conv_ctx *c, const char *path, const char **data, size_t *l
 			return im_errf(c->err, IM_EXIT_INTERNAL, -ENOMEM, "out of memory");
 		c->nfiles++;
 		if (gx_is_file(c->g, path)) {
-			char *d = gx_read(c->g, path, &f->len);
+			const char *why;
+			char *d = gx_read(c->g, path, &f->len, &why);
 			if (!d)
 				return im_errf(c->err, IM_EXIT_IO, -EIO, "reading %s in the guest: %s",
-					       path, gx_error(c->g));
+					       path, why);
 			/* read_file's buffer has a NUL after the content */
 			f->data = d;
 		}

@@ -637,11 +637,10 @@ int vw_fetch(struct vw_source *s, struct vw_set *set, struct im_err *err)
 		return 0;
 	}
 	if (!s->tmp) {
-		const char *t = getenv("TMPDIR");
-		snprintf(p, sizeof(p), "%s/imager-virtio-win.XXXXXX", t && *t ? t : "/tmp");
-		if (!mkdtemp(p) || !(s->tmp = strdup(p)))
-			return im_errf(err, IM_EXIT_IO, -errno, "temporary folder %s: %s", p,
-				       strerror(errno));
+		if ((r = tmp_dir_make("virtio-win", p, sizeof(p), err)) < 0)
+			return r;
+		if (!(s->tmp = strdup(p)))
+			return im_errf(err, IM_EXIT_INTERNAL, -ENOMEM, "out of memory");
 	}
 	if (!(a = iso_open(s->path)))
 		return im_errf(err, IM_EXIT_SOURCE, -EIO, "virtio-win %s: cannot read it again", s->path);

@@ -69,14 +69,16 @@ static int run_checked(const char *const argv[], const char *dev, int ok_max, in
  * it done.  In a namespace of its own no one else can hold it. */
 static int grow_mounted_here(const char *dev, const char *type, struct im_err *err)
 {
-	char dir[] = "/tmp/imager-grow-XXXXXX";
+	char dir[4096];
 	int r;
 
 	if (unshare(CLONE_NEWNS) != 0 || mount(NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL) != 0)
 		return im_errf(err, IM_EXIT_IO, -errno, "a mount namespace to grow %s in: %s", dev,
 			       strerror(errno));
-	if (!mkdtemp(dir))
-		return im_errf(err, IM_EXIT_IO, -errno, "a mount point for %s: %s", dev, strerror(errno));
+	if ((r = tmp_dir_make("grow", dir, sizeof(dir), err)) < 0) {
+		im_err_prefix(err, "a mount point for %s: ", dev);
+		return r;
+	}
 	if (mount(dev, dir, type, MS_NOSUID | MS_NODEV | MS_NOEXEC, NULL) != 0) {
 		r = im_errf(err, IM_EXIT_IO, -errno, "mounting %s (%s) to grow it: %s", dev, type,
 			    strerror(errno));

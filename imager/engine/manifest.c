@@ -396,11 +396,14 @@ static int read_manifest_text(const char *dir, const char *path, unsigned char *
 	int r = read_whole_file(path, text, len, 64u << 20);
 
 	if (r == -ENOENT) {
-		if (access(dir, F_OK) < 0)
-			return im_errf(err, IM_EXIT_SOURCE, -ENOENT, "%s: no such image folder", dir);
-		return im_errf(err, IM_EXIT_DAMAGED, -ENOENT,
-			       "%s: unfinished image (no %s: the save did not complete)", dir,
-			       IMG_MANIFEST);
+		struct img_folder f;
+		r = img_folder_probe(dir, &f, err);
+		if (r == 0 && f.kind == IMG_FOLDER_IMAGE)   /* (gone in between) */
+			f.kind = IMG_FOLDER_UNFINISHED;
+		if (r == 0)
+			r = img_folder_refuse(&f, dir, err);
+		img_folder_free(&f);
+		return r;
 	}
 	if (r < 0)
 		return im_errf(err, IM_EXIT_DAMAGED, r, "%s: %s", path, strerror(-r));

@@ -4,24 +4,29 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <parted/parted.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <unistd.h>
 #include <zlib.h>
 
 #include "util.h"
 
-/* libparted reports problems through one process-wide callback.  We keep
- * the message of the current call in a thread-local buffer (libparted
- * offers no per-call context) and answer every question with "ignore" or
- * "cancel": the engine never prompts. */
-static _Thread_local char parted_msg[512];
+/* libparted reports problems through one process-wide callback, offers no
+ * per-call context, and is not thread-safe: its calls are serialised by
+ * parted_lock (ptable_read), and the handler keeps the first error in the
+ * buffer of the call that holds the lock.  Every question is answered with
+ * "ignore" or "cancel": the engine never prompts. */
+static pthread_mutex_t parted_lock = PTHREAD_MUTEX_INITIALIZER;
+static char *parted_msg;           /* the holder's buffer (PARTED_MSG bytes) */
+#define PARTED_MSG 512
 
 static PedExceptionOption parted_handler(PedException *ex)
 {
-	if (!parted_msg[0] && ex->type >= PED_EXCEPTION_ERROR)
-		snprintf(parted_msg, sizeof(parted_msg), "%s", ex->message);
+	if (parted_msg && !parted_msg[0] && ex->type >= PED_EXCEPTION_ERROR)
+		snprintf(parted_msg, PARTED_MSG, "%s", ex->message);
 	/* Never "fix": the source is read, not changed.  "Ignore" and "OK"
 	 * go on with what libparted could read (for example the primary GPT
 	 * when the backup is corrupt; the boot areas keep the bytes as they
@@ -407,22 +412,18 @@ out:
 	return r;
 }
 
-int ptable_read(const char *path, uint64_t size, unsigned lss, struct ptable *pt,
-		struct im_err *err)
+/* ptable_read, with parted_lock held and msg as the handler's buffer. */
+static int read_locked(const char *path, uint64_t size, struct ptable *pt, const char *msg,
+		       struct im_err *err)
 {
 	PedDevice *dev;
 	PedDisk *disk;
 	int r;
 
-	memset(pt, 0, sizeof(*pt));
-	pt->disk_size = size;
-	pt->sector_size = lss ? lss : 512;
-	parted_msg[0] = '\0';
-	ped_exception_set_handler(parted_handler);
 	dev = ped_device_get(path);
 	if (!dev)
 		return im_errf(err, IM_EXIT_SOURCE, -EIO, "%s: libparted cannot open it: %s", path,
-			       parted_msg[0] ? parted_msg : "unknown error");
+			       msg[0] ? msg : "unknown error");
 	r = probe_table_type(dev, path, pt, err);
 	if (r != 0) {
 		ped_device_destroy(dev);
@@ -441,11 +442,29 @@ int ptable_read(const char *path, uint64_t size, unsigned lss, struct ptable *pt
 	if (!disk) {
 		ped_device_destroy(dev);
 		return im_errf(err, IM_EXIT_SOURCE, -EINVAL, "%s: unreadable %s partition table: %s",
-			       path, pt->type, parted_msg[0] ? parted_msg : "libparted refused it");
+			       path, pt->type, msg[0] ? msg : "libparted refused it");
 	}
 	r = read_table(disk, path, pt, err);
 	ped_disk_destroy(disk);
 	ped_device_destroy(dev);
+	return r;
+}
+
+int ptable_read(const char *path, uint64_t size, unsigned lss, struct ptable *pt,
+		struct im_err *err)
+{
+	char msg[PARTED_MSG] = "";
+	int r;
+
+	memset(pt, 0, sizeof(*pt));
+	pt->disk_size = size;
+	pt->sector_size = lss ? lss : 512;
+	pthread_mutex_lock(&parted_lock);
+	parted_msg = msg;
+	ped_exception_set_handler(parted_handler);
+	r = read_locked(path, size, pt, msg, err);
+	parted_msg = NULL;
+	pthread_mutex_unlock(&parted_lock);
 	return r;
 }
 
@@ -545,7 +564,7 @@ static int shadow_copy(struct bk *bk, int fd, uint64_t off, uint64_t len, unsign
 {
 	int r = bk_pread(bk, buf, len, off, err);
 	if (r == 0 && pwrite_full(fd, buf, len, off) < 0)
-		r = im_errf(err, IM_EXIT_IO, -EIO, "writing a temporary file: %s", strerror(errno));
+		r = im_errf(err, IM_EXIT_INTERNAL, -EIO, "writing the table's shadow: %s", strerror(errno));
 	return r;
 }
 
@@ -557,7 +576,6 @@ static bool is_extended(unsigned char type)
 int ptable_read_bk(struct bk *bk, struct ptable *pt, struct im_err *err)
 {
 	const uint64_t mib = 1u << 20;
-	char path[] = "/tmp/imager-table-XXXXXX";
 	unsigned char *buf;
 	uint64_t n;
 	int fd, r;
@@ -566,17 +584,21 @@ int ptable_read_bk(struct bk *bk, struct ptable *pt, struct im_err *err)
 		return ptable_read(bk->raw_path, bk->size, bk->sector_size, pt, err);
 	if (bk->size < 512)
 		return im_errf(err, IM_EXIT_SOURCE, -EINVAL, "%s: too small to be a disk", bk->name);
+	/* A sparse shadow of the disk in memory (libparted opens it through
+	 * /proc/self/fd): only the first and last MiB and the EBRs are
+	 * written, so it costs those pages and no temporary file. */
 	buf = malloc(mib);
-	fd = mkstemp(path);
+	fd = memfd_create("imager-table", MFD_CLOEXEC);
 	if (!buf || fd < 0) {
+		r = -errno;
 		free(buf);
 		if (fd >= 0)
 			close(fd);
-		return im_errf(err, IM_EXIT_IO, -errno, "cannot make a temporary file in /tmp");
+		return im_errf(err, IM_EXIT_INTERNAL, r, "cannot make the table's shadow in memory: %s",
+			       strerror(-r));
 	}
-	unlink(path);   /* libparted opens it through /proc/self/fd */
-	r = ftruncate(fd, (off_t)bk->size) < 0 ? im_errf(err, IM_EXIT_IO, -errno,
-		"cannot make a temporary file of %llu bytes", (unsigned long long)bk->size) : 0;
+	r = ftruncate(fd, (off_t)bk->size) < 0 ? im_errf(err, IM_EXIT_INTERNAL, -errno,
+		"cannot size the table's shadow to %llu bytes", (unsigned long long)bk->size) : 0;
 	n = bk->size < mib ? bk->size : mib;
 	if (r == 0)
 		r = shadow_copy(bk, fd, 0, n, buf, err);

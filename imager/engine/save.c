@@ -529,28 +529,6 @@ static int save_partition(struct bk *src, const struct pt_part *pp, const struct
  * part*.idx, part*.jnl, rescue.map, and their .tmp forms, and
  * manifest.json.tmp (killed while writing its manifest).  Never
  * manifest.json. */
-static bool is_our_file(const char *n)
-{
-	size_t len = strlen(n);
-	char base[256];
-
-	if (len >= sizeof(base))
-		return false;
-	strcpy(base, n);
-	if (len > 4 && !strcmp(base + len - 4, ".tmp")) {
-		base[len -= 4] = '\0';
-		if (!strcmp(base, IMG_MANIFEST))
-			return true;
-	}
-	if (!strncmp(base, "boot-", 5) && len > 4 && !strcmp(base + len - 4, ".bin"))
-		return true;
-	if (!strncmp(base, "part", 4) && len > 4 &&
-	    (!strcmp(base + len - 4, ".zst") || !strcmp(base + len - 4, ".idx") ||
-	     !strcmp(base + len - 4, ".jnl")))
-		return true;
-	return !strcmp(base, IMG_RESCUE_MAP);
-}
-
 static int prepare_dir(struct created *cr, const char *dir, bool resume, struct im_err *err)
 {
 	DIR *dh;
@@ -585,7 +563,7 @@ static int prepare_dir(struct created *cr, const char *dir, bool resume, struct 
 		const char *n = de->d_name;
 		if (!strcmp(n, ".") || !strcmp(n, ".."))
 			continue;
-		if (!is_our_file(n)) {
+		if (!img_own_file(n)) {
 			closedir(dh);
 			if (resume && !strcmp(n, IMG_MANIFEST))
 				return im_errf(err, IM_EXIT_TARGET, -EEXIST,
@@ -601,7 +579,7 @@ static int prepare_dir(struct created *cr, const char *dir, bool resume, struct 
 	}
 	rewinddir(dh);
 	while ((de = readdir(dh)))
-		if (is_our_file(de->d_name)) {
+		if (img_own_file(de->d_name)) {
 			char path[4400];
 			if (path_join(path, sizeof(path), dir, de->d_name) == 0)
 				unlink(path);   /* (dir fits: cr->dir holds it; our names are short) */

@@ -195,6 +195,29 @@ int path_join_err(char *out, size_t outlen, const char *dir, const char *name,
 	return 0;
 }
 
+const char *tmp_base(void)
+{
+	const char *t = getenv("TMPDIR");
+
+	return t && *t ? t : "/var/tmp";
+}
+
+int tmp_dir_make(const char *prefix, char *out, size_t len, struct im_err *err)
+{
+	const char *base = tmp_base();
+	int n = snprintf(out, len, "%s/imager-%s-XXXXXX", base, prefix);
+
+	if (n < 0 || (size_t)n >= len)
+		return im_errf(err, IM_EXIT_USAGE, -ENAMETOOLONG,
+			       "TMPDIR %s: too long for a temporary folder's name", base);
+	if (!mkdtemp(out)) {
+		int r = -errno;
+		return im_errf(err, IM_EXIT_IO, r, "a temporary folder in %s (TMPDIR): %s", base,
+			       strerror(-r));
+	}
+	return 0;
+}
+
 int write_file_atomic(const char *path, const void *buf, size_t len)
 {
 	char tmp[4096], dir[4096];

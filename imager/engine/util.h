@@ -97,6 +97,15 @@ int path_join(char *out, size_t outlen, const char *dir, const char *name);
 int path_join_err(char *out, size_t outlen, const char *dir, const char *name,
 		  struct im_err *err);
 
+/* Temporary folders, chosen one way everywhere: under $TMPDIR when it is
+ * set and not empty, else /var/tmp (on disk where /tmp may be a small
+ * tmpfs: the shrink copy and extracted drivers can be large).
+ * tmp_base() is that folder; tmp_dir_make makes BASE/imager-PREFIX-XXXXXX
+ * (mkdtemp) into out, or fills err naming the folder (IM_EXIT_IO; a
+ * too-long $TMPDIR is IM_EXIT_USAGE). */
+const char *tmp_base(void);
+int tmp_dir_make(const char *prefix, char *out, size_t len, struct im_err *err);
+
 /* "1.5 GiB", "512 B": binary units, one decimal above bytes. */
 void human_size(uint64_t bytes, char *out, size_t len);
 /* Format into the first empty one of n strings of len bytes each (slots

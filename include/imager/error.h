@@ -5,7 +5,7 @@
  * The engine never prints and never exits.  Internal functions return >= 0 or
  * a negative errno, and take a `struct im_err *` last, which they fill with a
  * message and the exit class the failure belongs to.  Only command code turns
- * the class into the process exit code (see the README's table).
+ * the class into the process exit code (see the README's table, "Exit codes").
  */
 #ifndef IMAGER_ERROR_H
 #define IMAGER_ERROR_H

@@ -171,6 +171,39 @@ int img_manifest_write(const struct img_manifest *m, const char *dir, struct im_
  * (no '/', no ".."), block geometry consistent.  A missing manifest is an
  * unfinished image (-ENOENT, IM_EXIT_DAMAGED).  Returns 0 or negative errno. */
 int img_manifest_read(struct img_manifest *m, const char *dir, struct im_err *err);
+/* What a folder is.  An image has manifest.json (written last); an
+ * unfinished one has a save's own files (img_own_file: partN.zst, .idx,
+ * .jnl, boot-*.bin, manifest.json.tmp, rescue.map) and no manifest;
+ * Clonezilla's has its "disk" or "parts" file (cz_detect); a repository
+ * (Clonezilla's /home/partimag, or a folder of saves) holds no image
+ * itself but subfolders that are images, listed in entries by name. */
+enum img_folder_kind {
+	IMG_FOLDER_IMAGE, IMG_FOLDER_UNFINISHED, IMG_FOLDER_CLONEZILLA,
+	IMG_FOLDER_REPOSITORY, IMG_FOLDER_MISSING, IMG_FOLDER_OTHER,
+};
+struct img_folder_entry {
+	char name[256];
+	enum img_folder_kind kind;     /* IMG_FOLDER_IMAGE or _CLONEZILLA */
+};
+struct img_folder {
+	enum img_folder_kind kind;
+	bool empty;                    /* nothing in it but dot files */
+	size_t own_files;              /* a save's files in it */
+	char own_example[64];          /* the first of them by name */
+	size_t nentries;               /* subfolders that are images, by name */
+	struct img_folder_entry *entries;
+};
+bool img_own_file(const char *name);
+/* Fill f (img_folder_free frees it).  Returns 0 or negative errno (an
+ * unreadable folder). */
+int img_folder_probe(const char *dir, struct img_folder *f, struct im_err *err);
+void img_folder_free(struct img_folder *f);
+/* For a folder that is not an image to read: the error that says what it
+ * is (missing or not an image: IM_EXIT_SOURCE; unfinished: IM_EXIT_DAMAGED,
+ * -ENOENT; a repository: IM_EXIT_SOURCE, -EISDIR, naming its images).
+ * Returns the negative errno, or 0 for an image. */
+int img_folder_refuse(const struct img_folder *f, const char *dir, struct im_err *err);
+
 /* The manifest as a json-c object (for `info --json`); caller puts it. */
 struct json_object;
 struct json_object *img_manifest_to_json(const struct img_manifest *m);

@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: GPL-2.0-or-later */
 /*
- * What the harnesses share (tests/fuzz, README "Fuzzing").  Each harness is
+ * What the harnesses share (tests/fuzz, doc/tests.md "Fuzzing").  Each harness is
  * a libFuzzer target: LLVMFuzzerTestOneInput() feeds one input to one
  * parser of disk or image data and frees what it got; any crash, leak,
  * sanitizer report or timeout is a bug.

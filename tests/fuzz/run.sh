@@ -12,7 +12,7 @@ set -u
 secs=$1
 shift
 here=$(cd "$(dirname "$0")" && pwd)
-# (libparted's own constructor reads past a buffer with strchr: README, unit-san)
+# (libparted's own constructor reads past a buffer with strchr: the Makefile, unit-san)
 export ASAN_OPTIONS=detect_leaks=1:intercept_strchr=0:allocator_may_return_null=1
 export UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1
 rc=0

@@ -1,6 +1,7 @@
 /* SPDX-License-Identifier: GPL-2.0-or-later */
 /* The manifest: written, read back, and lies refused. */
 #include <errno.h>
+#include <fcntl.h>
 #include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -190,11 +191,25 @@ static void test_missing_is_unfinished(void)
 	struct im_err err = { 0 };
 	char path[PATH_MAX + 32];
 
+	int fd;
+
 	snprintf(path, sizeof(path), "%s/manifest.json", dir);
 	unlink(path);
+	/* Nothing of a save's: not an image folder. */
+	CHECK(img_manifest_read(&m, dir, &err) < 0);
+	CHECK_EQ_U(err.exit_class, IM_EXIT_SOURCE);
+	CHECK(strstr(err.msg, "not an image folder") != NULL);
+	/* A save's own file and no manifest: unfinished. */
+	snprintf(path, sizeof(path), "%s/part1.zst", dir);
+	fd = open(path, O_WRONLY | O_CREAT, 0644);
+	CHECK(fd >= 0);
+	close(fd);
+	memset(&err, 0, sizeof(err));
 	CHECK(img_manifest_read(&m, dir, &err) == -ENOENT);
 	CHECK_EQ_U(err.exit_class, IM_EXIT_DAMAGED);
 	CHECK(strstr(err.msg, "unfinished") != NULL);
+	CHECK(strstr(err.msg, "part1.zst") != NULL);
+	unlink(path);
 }
 
 static void test_index_round_trip_and_lies(void)
