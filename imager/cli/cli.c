@@ -403,12 +403,15 @@ json_object *cli_unreadable_json(const char *dir, const struct img_manifest *m)
 	const struct img_unreadable *u = &m->unreadable;
 	json_object *o = json_object_new_object(), *parts = json_object_new_array(),
 		    *list = json_object_new_array();
-	char map[4200];
+	char *map = NULL;
 
-	snprintf(map, sizeof(map), "%s/%s", dir, u->map);
+	/* (the folder's path whole, however long) */
+	if (u->bytes && asprintf(&map, "%s/%s", dir, u->map) < 0)
+		map = NULL;
 	json_object_object_add(o, "bytes", json_object_new_uint64(u->bytes));
 	json_object_object_add(o, "ranges", json_object_new_uint64(u->ranges));
-	json_object_object_add(o, "map", u->bytes ? json_object_new_string(map) : NULL);
+	json_object_object_add(o, "map", map ? json_object_new_string(map) : NULL);
+	free(map);
 	for (size_t i = 0; i < m->nparts; i++) {
 		const struct img_part *p = &m->parts[i];
 		json_object *po;
@@ -632,10 +635,10 @@ int cli_check_devices(const char *cmd, int n, char **args, struct cli *cli)
 
 		if (args[i][0] == '-')
 			continue;
-		if (strchr(args[i], '/'))
-			snprintf(path, sizeof(path), "%s", args[i]);
-		else
-			snprintf(path, sizeof(path), "%s/%s", cli->roots.dev, args[i]);
+		/* (a name too long for path is no device: the job refuses it) */
+		if ((strchr(args[i], '/') ? str_copy(path, sizeof(path), args[i]) :
+		     path_join(path, sizeof(path), cli->roots.dev, args[i])) < 0)
+			continue;
 		if (stat(path, &st) != 0 || !S_ISBLK(st.st_mode))
 			continue;
 		if (access(path, R_OK | W_OK) != 0) {

@@ -12,13 +12,13 @@
 static int clone_rescue_report(const struct clone_opts *o, const struct clone_stats *st,
 			       json_object *json, bool quiet)
 {
-	unsigned num[64];
-	const char *fs[64];
-	uint64_t bytes[64];
+	unsigned num[PT_MAX_PARTS];
+	const char *fs[PT_MAX_PARTS];
+	uint64_t bytes[PT_MAX_PARTS];
 
 	if (!o->rescue.on)
 		return IM_EXIT_OK;
-	for (size_t i = 0; i < st->nrescued; i++) {
+	for (size_t i = 0; i < st->nrescued && i < PT_MAX_PARTS; i++) {
 		num[i] = st->rescued[i].number;
 		fs[i] = st->rescued[i].filesystem;
 		bytes[i] = st->rescued[i].bytes;

@@ -11,14 +11,15 @@
 static int save_rescue_report(const struct img_manifest *m, const struct save_stats *st, bool rescue,
 			      json_object *const *json, bool quiet)
 {
-	unsigned num[64];
-	const char *fs[64];
-	uint64_t bytes[64];
+	unsigned num[PT_MAX_PARTS];
+	const char *fs[PT_MAX_PARTS];
+	uint64_t bytes[PT_MAX_PARTS];
 	size_t n = 0;
 
 	if (!rescue)
 		return IM_EXIT_OK;
-	for (size_t i = 0; i < m->nparts && n < 64; i++, n++) {
+	/* (a manifest's partitions come from a table: PT_MAX_PARTS at most) */
+	for (size_t i = 0; i < m->nparts && n < PT_MAX_PARTS; i++, n++) {
 		num[n] = m->parts[i].number;
 		fs[n] = m->parts[i].filesystem;
 		bytes[n] = m->parts[i].unreadable_bytes;

@@ -13,6 +13,7 @@
 #include <zlib.h>
 
 #include "convert-int.h"
+#include "util.h"
 
 /* What every converted initramfs gets, block driver first. */
 static const char *const virtio_modules[] = {
@@ -145,15 +146,16 @@ static int find_kernels(struct lx *l)
 		snprintf(k.version, sizeof(k.version), "%s", vers[i]);
 		for (size_t j = 0; j < sizeof(initrds) / sizeof(initrds[0]); j++) {
 			snprintf(path, sizeof(path), initrds[j], vers[i]);
-			if (gx_is_file(g, path)) {
-				snprintf(k.initrd, sizeof(k.initrd), "%s", path);
+			/* (a name that does not fit k.initrd is not taken) */
+			if (gx_is_file(g, path) && str_copy(k.initrd, sizeof(k.initrd), path) == 0)
 				break;
-			}
+			k.initrd[0] = '\0';
 		}
-		snprintf(path, sizeof(path), "%s/%s/modules.dep", l->moddir, vers[i]);
-		k.dep = read_opt(g, path, &k.deplen);
-		snprintf(path, sizeof(path), "%s/%s/modules.builtin", l->moddir, vers[i]);
-		k.builtin = read_opt(g, path, &k.builtinlen);
+		/* (they fit: moddir 31, version 127 bytes at most) */
+		if (str_printf(path, sizeof(path), "%s/%s/modules.dep", l->moddir, vers[i]) == 0)
+			k.dep = read_opt(g, path, &k.deplen);
+		if (str_printf(path, sizeof(path), "%s/%s/modules.builtin", l->moddir, vers[i]) == 0)
+			k.builtin = read_opt(g, path, &k.builtinlen);
 		if (k.dep) {
 			k.virtio = kernel_has(&k, "virtio_pci") && kernel_has(&k, block_module(c));
 			k.net = kernel_has(&k, "virtio_pci") && kernel_has(&k, "virtio_net");
@@ -555,8 +557,11 @@ static int append_modules(struct lx *l, struct lkernel *k, char **paths, size_t 
 			return im_errf(l->c->err, IM_EXIT_UNSUPP, -EOPNOTSUPP,
 				       "kernel %s: modules.dep names \"%.100s\", which is not a path "
 				       "inside the module tree; nothing changed", k->version, paths[i]);
-		snprintf(src, sizeof(src), "%s/%s/%s", l->moddir, k->version, paths[i]);
-		snprintf(dst, sizeof(dst), "%s/%s", a->prefix, paths[i]);
+		if (str_printf(src, sizeof(src), "%s/%s/%s", l->moddir, k->version, paths[i]) < 0 ||
+		    path_join(dst, sizeof(dst), a->prefix, paths[i]) < 0)
+			return im_errf(l->c->err, IM_EXIT_UNSUPP, -ENAMETOOLONG,
+				       "kernel %s: modules.dep names \"%.100s...\", a path too long; "
+				       "nothing changed", k->version, paths[i]);
 		const char *why;
 		if (!(data = gx_read(g, src, &len, &why)))
 			return im_errf(l->c->err, IM_EXIT_UNSUPP, -EOPNOTSUPP,
@@ -578,10 +583,12 @@ static void append_indexes(struct lx *l, struct lkernel *k, struct appendix *a)
 		size_t len;
 		char *data;
 
-		snprintf(src, sizeof(src), "%s/%s/%s", l->moddir, k->version, module_indexes[i]);
-		if (!(data = read_opt(l->c->g, src, &len)))
+		/* (they fit: short names, a version of 127 bytes at most) */
+		if (str_printf(src, sizeof(src), "%s/%s/%s", l->moddir, k->version,
+			       module_indexes[i]) < 0 ||
+		    path_join(dst, sizeof(dst), a->prefix, module_indexes[i]) < 0 ||
+		    !(data = read_opt(l->c->g, src, &len)))
 			continue;
-		snprintf(dst, sizeof(dst), "%s/%s", a->prefix, module_indexes[i]);
 		appendix_file(a, dst, data, len);
 		free(data);
 	}
@@ -649,14 +656,15 @@ static int plan_appendix(struct lx *l, struct lkernel *k, const char *initrd, st
 {
 	struct conv_ctx *c = l->c;
 	struct sbuf gz = { 0 };
-	char orig[600], detail[512];
+	char orig[600], detail[1400];
 	size_t cpio_len = a->ar.len;
 	int r;
 
+	if (str_printf(orig, sizeof(orig), "%s.imager-orig", initrd) < 0)
+		return im_errf(c->err, IM_EXIT_UNSUPP, -ENAMETOOLONG, "%s: path too long", initrd);
 	r = gzip_buffer(a->ar.p, a->ar.len, &gz);
 	if (r < 0)
 		return oom(c);
-	snprintf(orig, sizeof(orig), "%s.imager-orig", initrd);
 	snprintf(detail, sizeof(detail),
 		 "kernel %s: appended %zu modules (a gzip archive of %zu KiB, %zu KiB unpacked, %s) "
 		 "to %s; the original is kept as %s", k->version, nmodules, gz.len / 1024,
@@ -707,7 +715,7 @@ static int plan_append(struct lx *l, struct lkernel *k, const char *initrd)
 static int plan_rebuild(struct lx *l, struct lkernel *k)
 {
 	struct conv_ctx *c = l->c;
-	char tmp[300], kimg[300], drivers[200] = "", detail[512];
+	char tmp[300], kimg[300], drivers[200] = "", detail[1024];
 	char *v[12] = { 0 };
 	size_t n = 0;
 
@@ -1169,12 +1177,13 @@ static int plan_uefi_fallback(struct lx *l)
 	}
 	FORWARD_ERR(conv_act(c, ACT_MKDIR, "/boot/efi/EFI/BOOT", NULL, 0, NULL, 0, "mkdir",
 			     "UEFI removable-media folder"));
-	snprintf(path, sizeof(path), "%s/%s", dir, shim ? "shimx64.efi" : "grubx64.efi");
+	FORWARD_ERR(path_join_err(path, sizeof(path), dir, shim ? "shimx64.efi" : "grubx64.efi",
+				  c->err));
 	FORWARD_ERR(copy_esp_file(l, path, "/boot/efi/EFI/BOOT/BOOTX64.EFI"));
 	static const char *const beside[] = { "grubx64.efi", "mmx64.efi", "grub.cfg" };
 	for (size_t i = shim ? 0 : 2; i < sizeof(beside) / sizeof(beside[0]); i++) {
 		char to[64];
-		snprintf(path, sizeof(path), "%s/%s", dir, beside[i]);
+		FORWARD_ERR(path_join_err(path, sizeof(path), dir, beside[i], c->err));
 		snprintf(to, sizeof(to), "/boot/efi/EFI/BOOT/%s", beside[i]);
 		if (gx_is_file(c->g, path))
 			FORWARD_ERR(copy_esp_file(l, path, to));
@@ -1208,8 +1217,8 @@ static int disable_in(struct conv_ctx *c, const char *dir)
 
 	for (size_t i = 0; ents && ents[i] && !r; i++) {
 		char path[600];
-		snprintf(path, sizeof(path), "%s/%s", dir, ents[i]);
-		if (old_service(ents[i]) && gx_is_link(c->g, path))
+		r = path_join_err(path, sizeof(path), dir, ents[i], c->err);
+		if (r == 0 && old_service(ents[i]) && gx_is_link(c->g, path))
 			r = conv_act(c, ACT_REMOVE, path, NULL, 0, NULL, 0, "disable",
 				     "service of the old platform no longer started");
 	}

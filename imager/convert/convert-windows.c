@@ -473,8 +473,8 @@ static void windows_free(struct conv_ctx *c)
 		return;
 	if (w->tmp[0]) {
 		for (size_t i = 0; i < 4; i++) {
-			snprintf(p, sizeof(p), "%s/%s", w->tmp, names[i]);
-			unlink(p);
+			if (path_join(p, sizeof(p), w->tmp, names[i]) == 0)
+				unlink(p);
 		}
 		rmdir(w->tmp);
 	}
@@ -491,7 +491,7 @@ static int plan_mkdir(struct conv_ctx *c, const char *rel, const char *detail, c
 {
 	char gpath[512];
 
-	snprintf(gpath, sizeof(gpath), "%s/%s", c->rep->systemroot, rel);
+	FORWARD_ERR(path_join_err(gpath, sizeof(gpath), c->rep->systemroot, rel, c->err));
 	if (!(*out = guest_path(c->g, gpath)))
 		return im_errf(c->err, IM_EXIT_INTERNAL, -ENOMEM, "out of memory");
 	return conv_act(c, ACT_MKDIR, *out, NULL, 0, NULL, 0, "mkdir", detail);
@@ -529,7 +529,8 @@ static int plan_hive(struct conv_ctx *c, hive_h *h, const char *guest, const cha
 		n += !strcmp(out->lines[i].hive, hive);
 	if (!n)
 		return 0;
-	snprintf(local, sizeof(local), "%s/%s.new", c->win->tmp, strrchr(hive, '\\') + 1);
+	if (str_printf(local, sizeof(local), "%s/%s.new", c->win->tmp, strrchr(hive, '\\') + 1) < 0)
+		return im_errf(c->err, IM_EXIT_USAGE, -ENAMETOOLONG, "%s: path too long", c->win->tmp);
 	if (hivex_commit(h, local, 0) == -1)
 		return im_errf(c->err, IM_EXIT_IO, -errno, "writing the edited hive %s: %s", local,
 			       strerror(errno));
@@ -698,7 +699,8 @@ static int win_plan_drivers(struct win_plan *wp)
 	FORWARD_ERR(plan_mkdir(c, "Drivers/VirtIO", "driver folder (named in DevicePath)", &wp->drvdir));
 	for (size_t i = 0; i < w->set.nfiles; i++) {
 		char det[600];
-		snprintf(gpath, sizeof(gpath), "%s/%s", wp->drvdir, w->set.files[i].name);
+		FORWARD_ERR(path_join_err(gpath, sizeof(gpath), wp->drvdir, w->set.files[i].name,
+					  c->err));
 		snprintf(det, sizeof(det), "from virtio-win %s", w->set.files[i].rel);
 		FORWARD_ERR(plan_upload(c, w->set.files[i].local, gpath, "copy", det));
 	}
@@ -718,7 +720,7 @@ static int win_plan_firstboot(struct win_plan *wp)
 	FORWARD_ERR(plan_mkdir(c, "imager-firstboot", "first-boot folder (removed at first boot)",
 			       &wp->fbdir));
 	if (c->rep->guest_agent) {
-		snprintf(gpath, sizeof(gpath), "%s/%s", wp->fbdir, w->set.agent.name);
+		FORWARD_ERR(path_join_err(gpath, sizeof(gpath), wp->fbdir, w->set.agent.name, c->err));
 		FORWARD_ERR(plan_upload(c, w->set.agent.local, gpath, "copy",
 					"guest agent installer, run at first boot"));
 	}

@@ -552,8 +552,9 @@ static void grub_title_id(const char *text, size_t e, size_t *j, char *title, si
 
 	grub_word(text, e, j, title, tlen);
 	while (grub_word(text, e, j, word, sizeof(word)))
-		if (!strcmp(word, "$menuentry_id_option") && grub_word(text, e, j, word, sizeof(word)))
-			snprintf(id, idlen, "%s", word);
+		if (!strcmp(word, "$menuentry_id_option") && grub_word(text, e, j, word, sizeof(word)) &&
+		    strlen(word) < idlen)   /* (an id that does not fit is not taken, never cut) */
+			memcpy(id, word, strlen(word) + 1);
 }
 
 /* A menuentry: a new entry numbered where it stands (N, or N>M inside a

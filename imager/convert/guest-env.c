@@ -115,10 +115,8 @@ static bool find_program(const char *prog, char *out, size_t len)
 {
 	const char *path = getenv("PATH");
 
-	if (strchr(prog, '/')) {
-		snprintf(out, len, "%s", prog);
-		return access(prog, X_OK) == 0 && is_file(prog);
-	}
+	if (strchr(prog, '/'))
+		return str_copy(out, len, prog) == 0 && access(prog, X_OK) == 0 && is_file(prog);
 	if (!path || !*path)
 		path = "/usr/bin:/bin";
 	while (*path) {
@@ -126,11 +124,10 @@ static bool find_program(const char *prog, char *out, size_t len)
 		char p[1200];
 
 		if (n && n < 512) {
-			snprintf(p, sizeof(p), "%.*s/%s", (int)n, path, prog);
-			if (access(p, X_OK) == 0 && is_file(p)) {
-				snprintf(out, len, "%s", p);
+			/* (a path that does not fit out is not taken, never cut) */
+			if (str_printf(p, sizeof(p), "%.*s/%s", (int)n, path, prog) == 0 &&
+			    access(p, X_OK) == 0 && is_file(p) && str_copy(out, len, p) == 0)
 				return true;
-			}
 		}
 		path += n;
 		if (*path == ':')

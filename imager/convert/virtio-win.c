@@ -629,7 +629,7 @@ int vw_fetch(struct vw_source *s, struct vw_set *set, struct im_err *err)
 			struct vw_file *f = i < set->nfiles ? &set->files[i] : &set->agent;
 			if (!f->rel)
 				continue;
-			snprintf(p, sizeof(p), "%s/%s", s->path, f->rel);
+			FORWARD_ERR(path_join_err(p, sizeof(p), s->path, f->rel, err));
 			free(f->local);
 			if (!(f->local = strdup(p)))
 				return im_errf(err, IM_EXIT_INTERNAL, -ENOMEM, "out of memory");

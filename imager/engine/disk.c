@@ -21,6 +21,8 @@
 #include <sys/sysmacros.h>
 #include <unistd.h>
 
+#include "util.h"
+
 const char *disk_bus_name(enum disk_bus bus)
 {
 	static const char *const names[] = {
@@ -214,7 +216,8 @@ static int read_attr(const char *dir, const char *attr, char *buf, size_t len)
 	FILE *f;
 
 	buf[0] = '\0';
-	snprintf(path, sizeof(path), "%s/%s", dir, attr);
+	if (path_join(path, sizeof(path), dir, attr) < 0)
+		return -ENAMETOOLONG;
 	f = fopen(path, "re");
 	if (!f)
 		return -errno;
@@ -291,14 +294,18 @@ static int scan_partitions(const struct disk_roots *roots, const char *dir, stru
 	if (!dh)
 		return 0;
 	while ((de = readdir(dh))) {
-		char sub[1200];
+		char sub[1200], attr[1300];
 		struct partition_desc *p, *grown;
 		struct stat st;
 
 		if (de->d_name[0] == '.')
 			continue;
-		snprintf(sub, sizeof(sub), "%s/%s/partition", dir, de->d_name);
-		if (stat(sub, &st) < 0)
+		if (path_join(sub, sizeof(sub), dir, de->d_name) < 0 ||
+		    path_join(attr, sizeof(attr), sub, "partition") < 0) {
+			closedir(dh);
+			return -ENAMETOOLONG;
+		}
+		if (stat(attr, &st) < 0)
 			continue;
 		grown = realloc(d->parts, (d->nparts + 1) * sizeof(*d->parts));
 		if (!grown) {
@@ -308,9 +315,11 @@ static int scan_partitions(const struct disk_roots *roots, const char *dir, stru
 		d->parts = grown;
 		p = &d->parts[d->nparts++];
 		memset(p, 0, sizeof(*p));
-		snprintf(p->name, sizeof(p->name), "%s", de->d_name);
-		snprintf(p->path, sizeof(p->path), "%s/%s", roots->dev, de->d_name);
-		snprintf(sub, sizeof(sub), "%s/%s", dir, de->d_name);
+		if (str_copy(p->name, sizeof(p->name), de->d_name) < 0 ||
+		    path_join(p->path, sizeof(p->path), roots->dev, de->d_name) < 0) {
+			closedir(dh);
+			return -ENAMETOOLONG;
+		}
 		p->number = (unsigned)read_attr_u64(sub, "partition", 0);
 		p->start = read_attr_u64(sub, "start", 0) * 512;   /* sysfs counts 512-byte sectors */
 		p->size = read_attr_u64(sub, "size", 0) * 512;
@@ -334,8 +343,10 @@ int disk_list(const struct disk_roots *roots, struct disk_desc **out, struct im_
 	size_t n = 0;
 	struct dirent *de;
 	DIR *dh;
+	int r;
 
-	snprintf(blockdir, sizeof(blockdir), "%s/block", roots->sysfs);
+	if (path_join(blockdir, sizeof(blockdir), roots->sysfs, "block") < 0)
+		return im_errf(err, IM_EXIT_USAGE, -ENAMETOOLONG, "%s: path too long", roots->sysfs);
 	dh = opendir(blockdir);
 	if (!dh)
 		return im_errf(err, IM_EXIT_SOURCE, -errno, "cannot read %s: %s", blockdir, strerror(errno));
@@ -345,7 +356,8 @@ int disk_list(const struct disk_roots *roots, struct disk_desc **out, struct im_
 
 		if (!disk_name_known(de->d_name))
 			continue;
-		snprintf(dir, sizeof(dir), "%s/%s", blockdir, de->d_name);
+		if (path_join(dir, sizeof(dir), blockdir, de->d_name) < 0)
+			continue;   /* (no kernel name is that long) */
 		if (!strncmp(de->d_name, "loop", 4) && read_attr(dir, "loop/backing_file", buf, sizeof(buf)) < 0)
 			continue;   /* an unbacked loop device is no disk */
 		if (read_attr_u64(dir, "size", 0) == 0 && (!strncmp(de->d_name, "nbd", 3) ||
@@ -360,8 +372,14 @@ int disk_list(const struct disk_roots *roots, struct disk_desc **out, struct im_
 		disks = grown;
 		d = &disks[n++];
 		memset(d, 0, sizeof(*d));
-		snprintf(d->name, sizeof(d->name), "%s", de->d_name);
-		snprintf(d->path, sizeof(d->path), "%s/%s", roots->dev, de->d_name);
+		if (str_copy(d->name, sizeof(d->name), de->d_name) < 0 ||
+		    path_join(d->path, sizeof(d->path), roots->dev, de->d_name) < 0) {
+			r = im_errf(err, IM_EXIT_USAGE, -ENAMETOOLONG, "%s/%s: path too long",
+				    roots->dev, de->d_name);
+			closedir(dh);
+			disk_list_free(disks, n);
+			return r;
+		}
 		d->size = read_attr_u64(dir, "size", 0) * 512;
 		d->logical_sector_size = (unsigned)read_attr_u64(dir, "queue/logical_block_size", 512);
 		d->physical_sector_size = (unsigned)read_attr_u64(dir, "queue/physical_block_size",
@@ -376,10 +394,12 @@ int disk_list(const struct disk_roots *roots, struct disk_desc **out, struct im_
 			snprintf(real, sizeof(real), "%s", dir);
 		d->bus = disk_bus_from_sysfs_path(real, d->name);
 		probe_table(d->path, d->table, sizeof(d->table));
-		if (scan_partitions(roots, dir, d) < 0) {
+		r = scan_partitions(roots, dir, d);
+		if (r < 0) {
 			closedir(dh);
 			disk_list_free(disks, n);
-			return im_errf(err, IM_EXIT_INTERNAL, -ENOMEM, "out of memory");
+			return r == -ENOMEM ? im_errf(err, IM_EXIT_INTERNAL, r, "out of memory") :
+			       im_errf(err, IM_EXIT_USAGE, r, "%s: a partition's path is too long", d->path);
 		}
 	}
 	closedir(dh);
@@ -420,29 +440,42 @@ int disk_fd_geometry(int fd, uint64_t *size, unsigned *lss)
 	return 0;
 }
 
-/* Kernel name of a block device node, via sysfs/dev/block/MAJ:MIN. */
-static void block_sysname(const struct disk_roots *roots, dev_t rdev, const char *path,
-			  char *name, size_t len, bool *is_partition)
+/* Kernel name of a block device node, via sysfs/dev/block/MAJ:MIN.
+ * Returns 0, or -ENAMETOOLONG when a name does not fit. */
+static int block_sysname(const struct disk_roots *roots, dev_t rdev, const char *path,
+			 char *name, size_t len, bool *is_partition)
 {
 	char link[700], real[PATH_MAX], attr[PATH_MAX + 16];
 	const char *base;
 	struct stat st;
 
-	snprintf(link, sizeof(link), "%s/dev/block/%u:%u", roots->sysfs, major(rdev), minor(rdev));
-	if (realpath(link, real)) {
+	if (str_printf(link, sizeof(link), "%s/dev/block/%u:%u", roots->sysfs, major(rdev),
+		       minor(rdev)) == 0 && realpath(link, real)) {
 		base = strrchr(real, '/');
-		snprintf(name, len, "%s", base ? base + 1 : real);
-		snprintf(attr, sizeof(attr), "%s/partition", real);
+		FORWARD_ERR(str_copy(name, len, base ? base + 1 : real));
+		FORWARD_ERR(path_join(attr, sizeof(attr), real, "partition"));
 		*is_partition = stat(attr, &st) == 0;
-		return;
+		return 0;
 	}
 	base = strrchr(path, '/');
-	snprintf(name, len, "%s", base ? base + 1 : path);
+	FORWARD_ERR(str_copy(name, len, base ? base + 1 : path));
 	{
 		char disk[64];
 		unsigned num;
 		*is_partition = disk_split_partition(name, disk, sizeof(disk), &num) == 0;
 	}
+	return 0;
+}
+
+/* The file name at the end of ref->path, into ref->name. */
+static int ref_file_name(struct disk_ref *ref, struct im_err *err)
+{
+	const char *base = strrchr(ref->path, '/');
+
+	if (str_copy(ref->name, sizeof(ref->name), base ? base + 1 : ref->path) < 0)
+		return im_errf(err, IM_EXIT_USAGE, -ENAMETOOLONG, "%s: file name too long",
+			       ref->path);
+	return 0;
 }
 
 int disk_resolve(const struct disk_roots *roots, const char *name, struct disk_ref *ref,
@@ -454,15 +487,19 @@ int disk_resolve(const struct disk_roots *roots, const char *name, struct disk_r
 	memset(ref, 0, sizeof(*ref));
 	if (!name || !*name)
 		return im_errf(err, IM_EXIT_USAGE, -EINVAL, "empty disk name");
-	if (strchr(name, '/')) {
-		snprintf(ref->path, sizeof(ref->path), "%s", name);
-	} else {
-		snprintf(ref->path, sizeof(ref->path), "%s/%s", roots->dev, name);
-		if (stat(ref->path, &st) < 0) {
-			/* Not a device name: a file in the current folder. */
-			if (stat(name, &st) == 0 || !disk_name_known(name))
-				snprintf(ref->path, sizeof(ref->path), "%s", name);
-		}
+	/* A path that does not fit is refused: cut, it would name another
+	 * file (a target would be created there). */
+	if (str_copy(ref->path, sizeof(ref->path), name) < 0)
+		return im_errf(err, IM_EXIT_USAGE, -ENAMETOOLONG,
+			       "%s: path too long (imager takes up to %zu bytes)", name,
+			       sizeof(ref->path) - 1);
+	if (!strchr(name, '/')) {
+		/* A device name, unless it is none and names a file in the
+		 * current folder. */
+		char dev[sizeof(ref->path)];
+		if (path_join(dev, sizeof(dev), roots->dev, name) == 0 &&
+		    (stat(dev, &st) == 0 || (stat(name, &st) < 0 && disk_name_known(name))))
+			memcpy(ref->path, dev, sizeof(dev));
 	}
 	{
 		size_t n = strlen(roots->dev);
@@ -473,25 +510,23 @@ int disk_resolve(const struct disk_roots *roots, const char *name, struct disk_r
 			return im_errf(err, IM_EXIT_SOURCE, -errno, "%s: %s", ref->path, strerror(errno));
 		ref->kind = DISK_KIND_FILE;
 		ref->exists = false;
-		snprintf(ref->name, sizeof(ref->name), "%s", strrchr(ref->path, '/') ?
-			 strrchr(ref->path, '/') + 1 : ref->path);
-		return 0;
+		return ref_file_name(ref, err);
 	}
 	ref->exists = true;
 	if (S_ISREG(st.st_mode)) {
 		ref->kind = DISK_KIND_FILE;
 		ref->size = (uint64_t)st.st_size;
 		ref->logical_sector_size = 512;
-		snprintf(ref->name, sizeof(ref->name), "%s", strrchr(ref->path, '/') ?
-			 strrchr(ref->path, '/') + 1 : ref->path);
-		return 0;
+		return ref_file_name(ref, err);
 	}
 	if (!S_ISBLK(st.st_mode))
 		return im_errf(err, IM_EXIT_SOURCE, -ENOTBLK,
 			       "%s is neither a block device nor a disk image file", ref->path);
 	{
 		bool part = false;
-		block_sysname(roots, st.st_rdev, ref->path, ref->name, sizeof(ref->name), &part);
+		if (block_sysname(roots, st.st_rdev, ref->path, ref->name, sizeof(ref->name), &part) < 0)
+			return im_errf(err, IM_EXIT_SOURCE, -ENAMETOOLONG,
+				       "%s: its kernel name is too long", ref->path);
 		ref->kind = part ? DISK_KIND_PARTITION : DISK_KIND_BLOCK;
 	}
 	fd = open(ref->path, O_RDONLY | O_CLOEXEC);
@@ -576,12 +611,13 @@ static int mounted_or_parts(const struct disk_roots *roots, const char *path, bo
 			int n;
 			if (de->d_name[0] == '.')
 				continue;
-			snprintf(attr, sizeof(attr), "%s/%s", real, de->d_name);
-			if (read_attr(attr, "partition", buf, sizeof(buf)) < 0 ||
+			if (path_join(attr, sizeof(attr), real, de->d_name) < 0 ||
+			    read_attr(attr, "partition", buf, sizeof(buf)) < 0 ||
 			    read_attr(attr, "dev", buf, sizeof(buf)) < 0 ||
 			    sscanf(buf, "%u:%u", &ma, &mi) != 2)
 				continue;
-			snprintf(attr, sizeof(attr), "%s/%s", roots->dev, de->d_name);
+			if (path_join(attr, sizeof(attr), roots->dev, de->d_name) < 0)
+				continue;   /* (no node of ours: /dev's names are short) */
 			n = mounted_devnum(makedev(ma, mi), attr, rw_only, what, whatlen);
 			if (n) {
 				char part[400];

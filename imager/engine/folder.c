@@ -98,8 +98,10 @@ static int scan(const char *dir, struct img_folder *f, struct im_err *err)
 		f->empty = false;
 		if (img_own_file(de->d_name)) {
 			f->own_files++;
-			if (!f->own_example[0] || strcmp(de->d_name, f->own_example) < 0)
-				snprintf(f->own_example, sizeof(f->own_example), "%s", de->d_name);
+			/* (an example is a name whole: one too long is not taken) */
+			if ((!f->own_example[0] || strcmp(de->d_name, f->own_example) < 0) &&
+			    strlen(de->d_name) < sizeof(f->own_example))
+				memcpy(f->own_example, de->d_name, strlen(de->d_name) + 1);
 			continue;
 		}
 		if (path_join(sub, sizeof(sub), dir, de->d_name) < 0 || stat(sub, &st) < 0 ||

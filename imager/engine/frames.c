@@ -61,7 +61,8 @@ int image_check_part_files(const char *dir, const struct img_part *p, struct img
 	struct stat st;
 	int r;
 
-	snprintf(path, sizeof(path), "%s/%s", dir, p->index);
+	if ((r = path_join_err(path, sizeof(path), dir, p->index, err)) < 0)
+		return r;
 	r = img_hash_file(path, &size, &h);
 	if (r < 0)
 		return im_errf(err, IM_EXIT_DAMAGED, r, "partition %u: %s: %s", p->number, path,
@@ -82,7 +83,10 @@ int image_check_part_files(const char *dir, const struct img_part *p, struct img
 		return im_errf(err, IM_EXIT_DAMAGED, -EBADMSG,
 			       "partition %u: the index and the manifest disagree", p->number);
 	}
-	snprintf(path, sizeof(path), "%s/%s", dir, p->stream);
+	if ((r = path_join_err(path, sizeof(path), dir, p->stream, err)) < 0) {
+		img_index_free(ix);
+		return r;
+	}
 	if (stat(path, &st) < 0) {
 		img_index_free(ix);
 		return im_errf(err, IM_EXIT_DAMAGED, -errno, "partition %u: %s: %s", p->number,
@@ -106,7 +110,8 @@ int image_read_area(const char *dir, const struct img_area *a, unsigned char **b
 	size_t len;
 	int r;
 
-	snprintf(path, sizeof(path), "%s/%s", dir, a->file);
+	if ((r = path_join_err(path, sizeof(path), dir, a->file, err)) < 0)
+		return r;
 	r = read_whole_file(path, buf, &len, a->length);
 	if (r < 0)
 		return im_errf(err, IM_EXIT_DAMAGED, r, "boot area %s: %s: %s", a->name, path,

@@ -170,9 +170,10 @@ static bool partition_node(const struct disk_roots *roots, const char *disk, uns
 	char name[64];
 	struct stat st;
 
-	disk_partition_name(disk, number, name, sizeof(name));
-	snprintf(path, len, "%s/%s", roots->dev, name);
-	return stat(path, &st) == 0 && S_ISBLK(st.st_mode);
+	/* (a name that does not fit is no node of ours: the guest grows it) */
+	return disk_partition_name(disk, number, name, sizeof(name)) == 0 &&
+	       path_join(path, len, roots->dev, name) == 0 && stat(path, &st) == 0 &&
+	       S_ISBLK(st.st_mode);
 }
 
 /* Through the hook: the partitions numbered nums[0..n-1] of the image. */

@@ -10,6 +10,7 @@
 #include <unistd.h>
 
 #include "imager/fs.h"
+#include "util.h"
 
 static int bk_src_pread(void *opaque, void *buf, size_t len, uint64_t off)
 {
@@ -33,8 +34,10 @@ int im_disk_info(const struct disk_roots *roots, const char *name, struct disk_i
 		if (!ref.exists)
 			return im_errf(err, IM_EXIT_SOURCE, -ENOENT,
 				       "%s: no such disk, file or image folder", name);
-	} else {
-		snprintf(ref.path, sizeof(ref.path), "%s", name);
+	} else if (str_copy(ref.path, sizeof(ref.path), name) < 0) {
+		return im_errf(err, IM_EXIT_USAGE, -ENAMETOOLONG,
+			       "%s: URI too long (imager takes up to %zu bytes)", name,
+			       sizeof(ref.path) - 1);
 	}
 	r = bk_open(ref.path, NULL, 0, NULL, &bk, err);
 	if (r < 0)

@@ -42,7 +42,9 @@ static int created_add(struct created *c, const char *name)
 	if (!p)
 		return -ENOMEM;
 	c->names = p;
-	snprintf(c->names[c->n++], 64, "%s", name);
+	if (str_copy(c->names[c->n], sizeof(c->names[0]), name) < 0)
+		return -ENAMETOOLONG;   /* (our names are short: a bug) */
+	c->n++;
 	return 0;
 }
 
@@ -53,20 +55,21 @@ static void remove_journals(struct created *c)
 	size_t len;
 
 	for (size_t i = 0; i < c->n; i++)
-		if ((len = strlen(c->names[i])) > 4 && !strcmp(c->names[i] + len - 4, ".jnl")) {
-			snprintf(path, sizeof(path), "%s/%s", c->dir, c->names[i]);
+		if ((len = strlen(c->names[i])) > 4 && !strcmp(c->names[i] + len - 4, ".jnl") &&
+		    path_join(path, sizeof(path), c->dir, c->names[i]) == 0)
 			unlink(path);
-		}
 }
 
 static void created_undo(struct created *c)
 {
 	char path[4200];
+	/* (c->dir fits with every name: each file was made through a
+	 * checked join) */
 	for (size_t i = 0; i < c->n; i++) {
-		snprintf(path, sizeof(path), "%s/%s", c->dir, c->names[i]);
-		unlink(path);
-		snprintf(path, sizeof(path), "%s/%s.tmp", c->dir, c->names[i]);
-		unlink(path);
+		if (path_join(path, sizeof(path), c->dir, c->names[i]) == 0)
+			unlink(path);
+		if (str_printf(path, sizeof(path), "%s/%s.tmp", c->dir, c->names[i]) == 0)
+			unlink(path);
 	}
 	if (c->made_dir)
 		rmdir(c->dir);
@@ -330,7 +333,8 @@ static int describe_stream(const char *dir, const struct img_index *ix, const st
 	char path[4200];
 	int r;
 
-	snprintf(path, sizeof(path), "%s/%s", dir, ip->index);
+	if ((r = path_join_err(path, sizeof(path), dir, ip->index, err)) < 0)
+		return r;
 	r = img_hash_file(path, &ip->index_size, &ip->index_xxh3);
 	if (r < 0)
 		return im_errf(err, IM_EXIT_IO, r, "%s: %s", path, strerror(-r));
@@ -357,16 +361,20 @@ static int resumed_complete(const char *dir, const struct fs_info *fs, struct im
 
 	char jname[64];
 	jnl_name(ip->stream, jname, sizeof(jname));
-	snprintf(path, sizeof(path), "%s/%s", dir, jname);
+	if ((r = path_join_err(path, sizeof(path), dir, jname, err)) < 0)
+		return r;
 	fd = open(path, O_RDONLY | O_CLOEXEC);
 	jnl_header(want, fs);
 	r = fd >= 0 && pread_full(fd, h, JNL_HEADER, 0) == 0 && !memcmp(h, want, JNL_HEADER);
 	if (fd >= 0)
 		close(fd);
-	snprintf(path, sizeof(path), "%s/%s", dir, ip->index);
-	if (!r || img_index_read(&ix, path, fs->block_count, &e) < 0)
+	if (!r || path_join(path, sizeof(path), dir, ip->index) < 0 ||
+	    img_index_read(&ix, path, fs->block_count, &e) < 0)
 		return 0;
-	snprintf(path, sizeof(path), "%s/%s", dir, ip->stream);
+	if (path_join(path, sizeof(path), dir, ip->stream) < 0) {
+		img_index_free(&ix);
+		return 0;
+	}
 	r = ix.block_size == fs->block_size && ix.data_blocks + ix.zero_blocks == fs->used_blocks &&
 	    img_hash_file(path, &size, &ip->stream_xxh3) == 0 && size == ix.stream_size;
 	if (r)
@@ -386,9 +394,10 @@ static int open_stream(const char *dir, const struct fs_info *fs, bool resume, s
 	int r = 0;
 
 	jnl_name(j->ip->stream, jname, sizeof(jname));
-	snprintf(spath, sizeof(spath), "%s/%s", dir, j->ip->stream);
-	snprintf(jpath, sizeof(jpath), "%s/%s", dir, jname);
-	snprintf(ipath, sizeof(ipath), "%s/%s", dir, j->ip->index);
+	if ((r = path_join_err(spath, sizeof(spath), dir, j->ip->stream, err)) < 0 ||
+	    (r = path_join_err(jpath, sizeof(jpath), dir, jname, err)) < 0 ||
+	    (r = path_join_err(ipath, sizeof(ipath), dir, j->ip->index, err)) < 0)
+		return r;
 	if (resume) {
 		int sfd = open(spath, O_RDWR | O_CLOEXEC), jfd = open(jpath, O_RDWR | O_CLOEXEC);
 		if (sfd >= 0 && jfd >= 0)
@@ -492,7 +501,8 @@ static int save_partition(struct bk *src, const struct pt_part *pp, const struct
 				 blocks_per_frame * fs->block_size,
 				 ZSTD_compressBound(blocks_per_frame * fs->block_size),
 				 used_meta_size((uint32_t)blocks_per_frame), err);
-		snprintf(path, sizeof(path), "%s/%s", cr->dir, ip->stream);
+		if (r == 0)
+			r = path_join_err(path, sizeof(path), cr->dir, ip->stream, err);
 		if (r == 0 && fsync(j.out_fd) < 0)
 			r = im_errf(err, IM_EXIT_IO, -errno, "%s: %s", path, strerror(errno));
 		if (close(j.out_fd) < 0 && r == 0)
@@ -502,8 +512,9 @@ static int save_partition(struct bk *src, const struct pt_part *pp, const struct
 	if (r == 0) {
 		ip->stream_xxh3 = XXH3_64bits_digest(j.stream_hash);
 		ix.stream_size = j.out_off;
-		snprintf(path, sizeof(path), "%s/%s", cr->dir, ip->index);
-		r = img_index_write(&ix, path, &ip->index_size, &ip->index_xxh3, err);
+		r = path_join_err(path, sizeof(path), cr->dir, ip->index, err);
+		if (r == 0)
+			r = img_index_write(&ix, path, &ip->index_size, &ip->index_xxh3, err);
 	}
 	if (r == 0)
 		r = describe_stream(cr->dir, &ix, fs, ip, stats, err);
@@ -526,7 +537,10 @@ static int prepare_dir(struct created *cr, const char *dir, bool resume, struct 
 	pid_t holder;
 	int r;
 
-	snprintf(cr->dir, sizeof(cr->dir), "%s", dir);
+	if (str_copy(cr->dir, sizeof(cr->dir), dir) < 0)
+		return im_errf(err, IM_EXIT_USAGE, -ENAMETOOLONG,
+			       "%s: path too long (imager takes up to %zu bytes)", dir,
+			       sizeof(cr->dir) - 1);
 	if (mkdir(dir, 0755) == 0) {
 		r = path_lock(&cr->lock, dir, false, &holder);
 		/* (refused: another save took it in between; its folder now) */
@@ -567,8 +581,8 @@ static int prepare_dir(struct created *cr, const char *dir, bool resume, struct 
 	while ((de = readdir(dh)))
 		if (img_own_file(de->d_name)) {
 			char path[4400];
-			snprintf(path, sizeof(path), "%s/%s", dir, de->d_name);
-			unlink(path);
+			if (path_join(path, sizeof(path), dir, de->d_name) == 0)
+				unlink(path);   /* (dir fits: cr->dir holds it; our names are short) */
 		}
 	closedir(dh);
 	return 0;
@@ -588,7 +602,11 @@ static int save_area(struct source *src, const struct pt_area *a, size_t i, stru
 	ia->offset = a->offset;
 	ia->length = a->length;
 	ia->xxh3 = XXH3_64bits(buf, a->length);
-	snprintf(path, sizeof(path), "%s/%s", cr->dir, ia->file);
+	r = path_join_err(path, sizeof(path), cr->dir, ia->file, err);
+	if (r < 0) {
+		free(buf);
+		return r;
+	}
 	r = created_add(cr, ia->file);
 	if (r == 0)
 		r = write_file_atomic(path, buf, a->length);
@@ -644,10 +662,10 @@ static void describe_disk(const struct disk_roots *roots, const struct source *s
 	m->logical_sector_size = pt->sector_size;
 	m->physical_sector_size = pt->sector_size;
 	if (src->ref.kind == DISK_KIND_BLOCK) {
-		char attr[700], buf[32];
+		char attr[sizeof(roots->sysfs) + sizeof(src->ref.name) + 40], buf[32];
 		FILE *f;
 		snprintf(attr, sizeof(attr), "%s/block/%s/queue/physical_block_size", roots->sysfs,
-			 src->ref.name);
+			 src->ref.name);   /* (it fits: sized for both) */
 		if ((f = fopen(attr, "re"))) {
 			if (fgets(buf, sizeof(buf), f) && atoi(buf) >= 512)
 				m->physical_sector_size = (unsigned)atoi(buf);
@@ -669,7 +687,8 @@ static int record_unreadable(struct source *src, const struct save_opts *opts, s
 	size_t n;
 	int r;
 
-	snprintf(path, sizeof(path), "%s/%s", cr->dir, IMG_RESCUE_MAP);
+	if ((r = path_join_err(path, sizeof(path), cr->dir, IMG_RESCUE_MAP, err)) < 0)
+		return r;
 	if (created_add(cr, IMG_RESCUE_MAP) < 0)
 		return im_errf(err, IM_EXIT_INTERNAL, -ENOMEM, "out of memory");
 	r = source_rescue_finish(src, path, &opts->rescue, &stats->rescue, err);
@@ -696,9 +715,8 @@ static int record_unreadable(struct source *src, const struct save_opts *opts, s
 		r = extfiles_lookup(src->bk->raw_path, m, warning, sizeof(warning));
 		if (r < 0)
 			return im_errf(err, IM_EXIT_INTERNAL, r, "out of memory");
-		if (warning[0] && stats->nwarnings < 4)
-			snprintf(stats->warnings[stats->nwarnings++], sizeof(stats->warnings[0]), "%s",
-				 warning);
+		if (warning[0] && stats->nwarnings < IM_MAX_WARNINGS)
+			memcpy(stats->warnings[stats->nwarnings++], warning, sizeof(warning));
 	}
 	return 0;
 }
@@ -721,9 +739,9 @@ int im_save(const struct disk_roots *roots, const char *source, const char *dir,
 	if (r < 0)
 		return r;
 	pt = src.pt;
-	for (size_t i = 0; i < src.nwarnings; i++)
-		snprintf(stats->warnings[stats->nwarnings++], sizeof(stats->warnings[0]), "%s",
-			 src.warnings[i]);
+	/* (the source's, one per partition, fit: IM_MAX_WARNINGS has room) */
+	for (size_t i = 0; i < src.nwarnings && stats->nwarnings < IM_MAX_WARNINGS; i++)
+		memcpy(stats->warnings[stats->nwarnings++], src.warnings[i], sizeof(src.warnings[i]));
 	m->parts = calloc(pt->nparts + 1, sizeof(*m->parts));
 	m->areas = calloc(pt->nareas + 1, sizeof(*m->areas));
 	if (!m->parts || !m->areas) {

@@ -133,7 +133,8 @@ int source_open(const struct disk_roots *roots, const char *spec, const char *fo
 			im_err_prefix(err, "partition %u: ", pp->number);
 			goto fail;
 		}
-		if (s->fs[i].warning[0] && s->nwarnings < 4)
+		/* (one per partition: room for each; it fits, warning has 512 bytes) */
+		if (s->fs[i].warning[0] && s->nwarnings < sizeof(s->warnings) / sizeof(s->warnings[0]))
 			snprintf(s->warnings[s->nwarnings++], sizeof(s->warnings[0]),
 				 "partition %u: %s", pp->number, s->fs[i].warning);
 		s->used_bytes += s->fs[i].used_blocks * s->fs[i].block_size;

@@ -26,7 +26,7 @@ struct source {
 	struct ptable *pt;
 	struct fs_info *fs;         /* one per pt->parts */
 	uint64_t used_bytes;        /* sum over partitions */
-	char warnings[4][600];
+	char warnings[PT_MAX_PARTS][600];   /* one per partition at most */
 	size_t nwarnings;
 };
 

@@ -164,10 +164,35 @@ int fsync_dir(const char *dir)
 	return r;
 }
 
+int str_printf(char *out, size_t outlen, const char *fmt, ...)
+{
+	va_list ap;
+	int n;
+
+	va_start(ap, fmt);
+	n = vsnprintf(out, outlen, fmt, ap);
+	va_end(ap);
+	return n < 0 || (size_t)n >= outlen ? -ENAMETOOLONG : 0;
+}
+
+int str_copy(char *out, size_t outlen, const char *s)
+{
+	return str_printf(out, outlen, "%s", s);
+}
+
 int path_join(char *out, size_t outlen, const char *dir, const char *name)
 {
-	int n = snprintf(out, outlen, "%s/%s", dir, name);
-	return n < 0 || (size_t)n >= outlen ? -ENAMETOOLONG : 0;
+	return str_printf(out, outlen, "%s/%s", dir, name);
+}
+
+int path_join_err(char *out, size_t outlen, const char *dir, const char *name,
+		  struct im_err *err)
+{
+	if (path_join(out, outlen, dir, name) < 0)
+		return im_errf(err, IM_EXIT_USAGE, -ENAMETOOLONG,
+			       "%s/%s: path too long (imager takes up to %zu bytes)", dir, name,
+			       outlen - 1);
+	return 0;
 }
 
 const char *tmp_base(void)

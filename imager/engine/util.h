@@ -84,8 +84,18 @@ int fsync_dir(const char *dir);
 int read_whole_file(const char *path, unsigned char **buf, size_t *len, uint64_t max);
 /* Is the buffer all zero bytes? */
 int buf_is_zero(const void *buf, size_t len);
+/* Checked text: snprintf and a string copy that return 0, or
+ * -ENAMETOOLONG when the text did not fit (out then holds a cut copy that
+ * must not be used). */
+int str_printf(char *out, size_t outlen, const char *fmt, ...)
+	__attribute__((format(printf, 3, 4)));
+int str_copy(char *out, size_t outlen, const char *s);
 /* Join dir and name into out.  Returns 0 or -ENAMETOOLONG. */
 int path_join(char *out, size_t outlen, const char *dir, const char *name);
+/* The same, with the error recorded (a path too long: exit 1, the path
+ * named). */
+int path_join_err(char *out, size_t outlen, const char *dir, const char *name,
+		  struct im_err *err);
 
 /* Temporary folders, chosen one way everywhere: under $TMPDIR when it is
  * set and not empty, else /var/tmp (on disk where /tmp may be a small

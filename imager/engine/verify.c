@@ -144,7 +144,10 @@ static int cz_verify(const char *dir, const struct im_progress *progress,
 				       "sh", dir, sums[i][1], sums[i][0], NULL };
 		int st;
 
-		snprintf(path, sizeof(path), "%s/%s", dir, sums[i][0]);
+		if (path_join(path, sizeof(path), dir, sums[i][0]) < 0) {
+			r = add_damage(rep, NULL, sums[i][0], -1, 0, 0, "path too long");
+			continue;
+		}
 		if (access(path, F_OK) != 0)
 			continue;
 		st = tool_run(argv, out, sizeof(out));
@@ -188,8 +191,9 @@ int im_verify(const char *dir, unsigned threads, const struct im_progress *progr
 		/* the map of what save --rescue could not read */
 		char path[4200];
 		uint64_t size, h;
-		snprintf(path, sizeof(path), "%s/%s", dir, m.unreadable.map);
-		int hr = img_hash_file(path, &size, &h);
+		int hr = path_join(path, sizeof(path), dir, m.unreadable.map);
+		if (hr == 0)
+			hr = img_hash_file(path, &size, &h);
 		if (hr < 0 || size != m.unreadable.map_size || h != m.unreadable.map_xxh3)
 			r = add_damage(rep, NULL, m.unreadable.map, -1, 0, 0,
 				       hr < 0 ? strerror(-hr) : "differs from the manifest's checksum");
@@ -212,8 +216,8 @@ int im_verify(const char *dir, unsigned threads, const struct im_progress *progr
 				/* The index is fine: check the frames that are there. */
 				struct im_err e2 = { 0 };
 				char idx[4200];
-				snprintf(idx, sizeof(idx), "%s/%s", dir, p->index);
-				if (img_index_read(&ix, idx, p->block_count, &e2) < 0) {
+				if (path_join_err(idx, sizeof(idx), dir, p->index, &e2) < 0 ||
+				    img_index_read(&ix, idx, p->block_count, &e2) < 0) {
 					r = add_damage(rep, p, file, -1, p->start, p->size, e.msg);
 					continue;
 				}
@@ -223,9 +227,9 @@ int im_verify(const char *dir, unsigned threads, const struct im_progress *progr
 				continue;
 			}
 		}
-		snprintf(path, sizeof(path), "%s/%s", dir, p->stream);
 		j.fr.ix = &ix;
-		j.fr.fd = open(path, O_RDONLY | O_CLOEXEC);
+		j.fr.fd = path_join(path, sizeof(path), dir, p->stream) < 0 ? (errno = ENAMETOOLONG, -1) :
+			  open(path, O_RDONLY | O_CLOEXEC);
 		if (j.fr.fd < 0) {
 			r = add_damage(rep, p, p->stream, -1, p->start, p->size, strerror(errno));
 			img_index_free(&ix);

@@ -124,7 +124,10 @@ static int open_target(struct writer *w, const struct disk_roots *roots, const c
 		co.size = (o->size + 511) / 512 * 512;
 	}
 	if (bk_is_uri(target)) {
-		snprintf(w->info.path, sizeof(w->info.path), "%s", target);
+		if (str_copy(w->info.path, sizeof(w->info.path), target) < 0)
+			return im_errf(err, IM_EXIT_USAGE, -ENAMETOOLONG,
+				       "%s: URI too long (imager takes up to %zu bytes)", target,
+				       sizeof(w->info.path) - 1);
 		return bk_create(target, "nbd", &co, &w->tgt, err);
 	}
 	r = disk_resolve(roots, target, &ref, err);

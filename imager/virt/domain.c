@@ -184,7 +184,7 @@ int dom_decide(const struct dom_opts *o, const struct dom_guest *g, const struct
 {
 	static const struct dom_guest unknown;
 	static const struct dom_host nohost;
-	char why[128];
+	char why[sizeof(p->machine.why)];
 	bool known, old, win;
 
 	memset(p, 0, sizeof(*p));

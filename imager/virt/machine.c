@@ -114,8 +114,9 @@ static void physical_macs(struct dom_machine *m)
 				addr[strcspn(addr, "\n")] = '\0';
 			fclose(f);
 		}
-		if (dom_mac_ok(addr) && strcmp(addr, "00:00:00:00:00:00"))
-			snprintf(m->macs[m->nmacs++], sizeof(m->macs[0]), "%s", addr);
+		if (dom_mac_ok(addr) && strcmp(addr, "00:00:00:00:00:00") &&
+		    strlen(addr) < sizeof(m->macs[0]))   /* (a MAC's 17 characters) */
+			memcpy(m->macs[m->nmacs++], addr, strlen(addr) + 1);
 next:
 		free(names[i]);
 	}

@@ -100,7 +100,7 @@ enum disk_kind {
 struct disk_ref {
 	enum disk_kind kind;
 	char path[600];        /* what to open */
-	char name[64];         /* kernel name for block devices, file name otherwise */
+	char name[256];        /* kernel name for block devices, file name otherwise */
 	uint64_t size;         /* bytes (0 for a file that does not exist yet) */
 	unsigned logical_sector_size;
 	bool exists;

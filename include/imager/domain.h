@@ -216,7 +216,7 @@ struct define_report {
 	bool inspected;               /* a read-only inspection ran */
 	/* when it ran and found no guest (unknown_guest) or a guest that cannot
 	 * boot on virtio, why: for people */
-	char inspect_note[512];
+	char inspect_note[1024];
 	bool unknown_guest;
 	char host_why[256];           /* what the host offers, one line */
 	struct dom_plan plan;

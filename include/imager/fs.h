@@ -17,9 +17,9 @@
 struct fs_volume {
 	char name[128];         /* "vg0/root" */
 	char type[32];          /* libblkid TYPE of its contents, "" when unknown */
-	char uuid[64], label[64];
+	char uuid[64], label[256];
 	char plugin[16];        /* the plugin that read it; "whole" when kept whole */
-	char note[160];         /* why it was kept whole, or its plugin's warning */
+	char note[512];         /* why it was kept whole, or its plugin's warning */
 	uint64_t size;          /* bytes of it on this device */
 	uint64_t used_bytes;    /* bytes of it marked used (in its own block units) */
 	uint64_t end;           /* just past its last byte on this device: the LV

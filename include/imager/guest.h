@@ -210,7 +210,7 @@ struct guest_quick {
 	char cachedir[1400];     /* libguestfs's cache folder for its appliance */
 	char modules[512];
 	char version[256];
-	char why[512];           /* when off */
+	char why[2048];          /* when off (a message naming a path of up to 1400 bytes) */
 };
 int guest_quick_prepare(const struct guest_env *env, const char *cachedir, struct guest_quick *q);
 /* What guest_open() does for a TCG launch (prepare once, set the

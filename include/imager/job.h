@@ -60,10 +60,14 @@ struct save_opts {
 	struct im_progress progress;
 };
 
+/* Warnings a job's report holds: one per partition a table can have (its
+ * plugin's), and a few of the job's own. */
+#define IM_MAX_WARNINGS (PT_MAX_PARTS + 4)
+
 struct save_stats {
 	uint64_t bytes_read;       /* from the source */
 	uint64_t image_bytes;      /* written into the folder */
-	char warnings[4][600];     /* plugin warnings worth telling */
+	char warnings[IM_MAX_WARNINGS][600];   /* plugin warnings worth telling */
 	size_t nwarnings;
 	struct rescue_report rescue;  /* also in the manifest ("unreadable") */
 	uint64_t resumed_bytes;       /* --resume: used bytes kept from before */
@@ -120,7 +124,7 @@ struct target_info {
 	char path[600];            /* the file or device (resolved), or the NBD URI */
 	char format[16];           /* the container it holds: raw, qcow2, nbd */
 	bool block_device;         /* a whole-disk block device */
-	char disk_name[64];        /* its kernel name ("vdb"), for partition nodes */
+	char disk_name[256];       /* its kernel name ("vdb"), for partition nodes */
 	bool created;              /* a new file: removed if the job failed */
 	uint64_t size;
 };
@@ -197,12 +201,12 @@ struct clone_stats {
 	uint64_t resumed_bytes;     /* --resume: used bytes already on the target */
 	struct target_info target;
 	struct grow_report grow;
-	char warnings[4][600];
+	char warnings[IM_MAX_WARNINGS][600];
 	size_t nwarnings;
 	struct rescue_report rescue;
-	/* per source partition (at most 64): its number and unreadable bytes */
+	/* per source partition: its number and unreadable bytes */
 	size_t nrescued;
-	struct { unsigned number; char filesystem[32]; uint64_t bytes; } rescued[64];
+	struct { unsigned number; char filesystem[32]; uint64_t bytes; } rescued[PT_MAX_PARTS];
 };
 
 /* Copy SOURCE (disk, partition, image file, NBD export) onto TARGET in one
@@ -238,7 +242,7 @@ struct disk_part_info {
 	char fstype[32], uuid[64], label[256], plugin[16];
 	uint32_t block_size;
 	uint64_t used_blocks;
-	char error[300];
+	char error[sizeof(((struct im_err *)0)->msg)];   /* the examination's message */
 	char container[128];       /* an LVM PV: its VG */
 	size_t nvolumes;
 	struct fs_volume *volumes; /* owned; im_disk_info_free() */

@@ -57,13 +57,13 @@ struct im_pool {
 	char type[16];            /* libvirt pool type: dir fs netfs logical zfs rbd disk iscsi ... */
 	char path[1024];          /* the pool's target path; "" when it has none */
 	char fstype[32];          /* filesystem under path (dir/fs/netfs, local only): "ext4", "xfs", "zfs", "btrfs", ... */
-	char source[256];         /* source device, volume group or ZFS pool name; "" when none */
+	char source[800];         /* source device, volume group or ZFS pool name; "" when none */
 	uint64_t capacity, allocation, available;   /* bytes, as libvirt reports them */
 	bool local;               /* path can be opened from here */
 	double fsyncs;            /* measured fsyncs per second; < 0 when not measured */
 	double probe_seconds;     /* how long the probe ran */
 	char probe_note[96];      /* why it is (or would be) left unmeasured, for people; "" when measured */
-	char probe_error[256];    /* why the last pools_probe() failed; "" when it did not */
+	char probe_error[1024];   /* why the last pools_probe() failed; "" when it did not */
 	/* ZFS (a zfs pool, or a directory on a ZFS dataset). */
 	bool zfs;
 	char zpool[256];          /* the ZFS pool name */

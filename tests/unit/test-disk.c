@@ -10,6 +10,7 @@
 
 #include "imager/disk.h"
 #include "unit.h"
+#include "util.h"
 
 static void test_known_names(void)
 {
@@ -98,7 +99,7 @@ static char root[PATH_MAX];
 static void mkpath(const char *rel)
 {
 	char p[PATH_MAX * 2];
-	snprintf(p, sizeof(p), "%s/%s", root, rel);
+	CHECK(path_join(p, sizeof(p), root, rel) == 0);
 	for (char *s = p + strlen(root) + 1; *s; s++)
 		if (*s == '/') {
 			*s = '\0';
@@ -112,7 +113,7 @@ static void put(const char *rel, const char *text)
 {
 	char p[PATH_MAX * 2];
 	FILE *f;
-	snprintf(p, sizeof(p), "%s/%s", root, rel);
+	CHECK(path_join(p, sizeof(p), root, rel) == 0);
 	f = fopen(p, "w");
 	if (!f)
 		return;
@@ -204,8 +205,8 @@ static void test_fake_machine_virtio(void)
 	fake_disk("virtual/block", "loop0", "0\n", "512\n", "512\n", "0\n");   /* not backed */
 	fake_disk("virtual/block", "ram0", "8192\n", "512\n", "512\n", "0\n");
 
-	snprintf(roots.sysfs, sizeof(roots.sysfs), "%s/sys", root);
-	snprintf(roots.dev, sizeof(roots.dev), "%s/dev", root);
+	CHECK(path_join(roots.sysfs, sizeof(roots.sysfs), root, "sys") == 0);
+	CHECK(path_join(roots.dev, sizeof(roots.dev), root, "dev") == 0);
 	n = disk_list(&roots, &d, &err);
 	CHECK_EQ_U(n, 5);   /* vda, sda, nvme0n1, xvda, mmcblk0 */
 	if (n > 0) {
@@ -253,8 +254,8 @@ static void test_fake_machine_sata(void)
 	fake_disk("virtual/block", "loop3", "2048\n", "512\n", "512\n", "0\n");
 	mkpath("sys/devices/virtual/block/loop3/loop");
 	put("sys/devices/virtual/block/loop3/loop/backing_file", "/var/tmp/disk.img\n");
-	snprintf(roots.sysfs, sizeof(roots.sysfs), "%s/sys", root);
-	snprintf(roots.dev, sizeof(roots.dev), "%s/dev", root);
+	CHECK(path_join(roots.sysfs, sizeof(roots.sysfs), root, "sys") == 0);
+	CHECK(path_join(roots.dev, sizeof(roots.dev), root, "dev") == 0);
 	n = disk_list(&roots, &d, &err);
 	CHECK_EQ_U(n, 2);
 	if (n == 2) {
@@ -277,8 +278,8 @@ static void test_resolve(void)
 
 	make_root();
 	mkpath("dev");
-	snprintf(roots.sysfs, sizeof(roots.sysfs), "%s/sys", root);
-	snprintf(roots.dev, sizeof(roots.dev), "%s/dev", root);
+	CHECK(path_join(roots.sysfs, sizeof(roots.sysfs), root, "sys") == 0);
+	CHECK(path_join(roots.dev, sizeof(roots.dev), root, "dev") == 0);
 	snprintf(file, sizeof(file), "%s/disk.img", root);
 	f = fopen(file, "w");
 	CHECK(f != NULL);

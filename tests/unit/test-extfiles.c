@@ -20,6 +20,7 @@
 #include "unit.h"
 #include "extfiles.h"
 #include "tool.h"
+#include "util.h"
 
 static char dir[PATH_MAX];
 static char old_path[8192];
@@ -277,7 +278,7 @@ static void test_lookup_fake(void)
 	CHECK(extfiles_lookup("/some/disk", &m, warning, sizeof(warning)) == 0);
 	CHECK(strstr(warning, "debugfs (e2fsprogs) is not installed") != NULL);
 	CHECK(!m.unreadable.list[0].looked_up);
-	snprintf(path, sizeof(path), "%s:%s", dir, old_path);
+	CHECK(str_printf(path, sizeof(path), "%s:%s", dir, old_path) == 0);
 	setenv("PATH", path, 1);
 }
 
@@ -322,11 +323,11 @@ static void test_lookup_real(void)
 		return;
 	}
 	snprintf(img, sizeof(img), "%s/disk.img", dir);
-	snprintf(cmd, sizeof(cmd),
+	CHECK(str_printf(cmd, sizeof(cmd),
 		 "mkdir -p '%s/src/d' && head -c 200000 /dev/urandom >'%s/src/d/file one' && "
 		 "ln '%s/src/d/file one' '%s/src/link' && head -c 50000 /dev/urandom >'%s/src/other' && "
 		 "truncate -s 64M '%s' && mke2fs -q -F -t ext4 -b 4096 -d '%s/src' -E offset=1048576 '%s' 60M "
-		 ">/dev/null 2>&1", dir, dir, dir, dir, dir, img, dir, img);
+		 ">/dev/null 2>&1", dir, dir, dir, dir, dir, img, dir, img) == 0);
 	CHECK(system(cmd) == 0);
 	blocks[0] = bmap(img, "\"/d/file one\"", 10);
 	blocks[1] = bmap(img, "/other", 5);        /* with the next: two blocks of it */
@@ -359,7 +360,7 @@ static void setup(void)
 	snprintf(old_path, sizeof(old_path), "%s", getenv("PATH") ? getenv("PATH") : "/usr/bin:/bin");
 	snprintf(dir, sizeof(dir), "/tmp/imager-unit-extfiles-XXXXXX");
 	CHECK(mkdtemp(dir) != NULL);
-	snprintf(path, sizeof(path), "%s:%s", dir, old_path);
+	CHECK(str_printf(path, sizeof(path), "%s:%s", dir, old_path) == 0);
 	setenv("PATH", path, 1);
 }
 

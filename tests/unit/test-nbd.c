@@ -20,6 +20,7 @@
 
 #include "imager/backend.h"
 #include "unit.h"
+#include "util.h"
 
 #define MiB (1024u * 1024u)
 /* A hang (the one failure CHECK cannot catch) ends the process instead. */
@@ -117,7 +118,10 @@ static bool server_alive(const struct server *sv)
 
 	if (fd < 0)
 		return false;
-	snprintf(sa.sun_path, sizeof(sa.sun_path), "%s", sv->sock);
+	if (str_copy(sa.sun_path, sizeof(sa.sun_path), sv->sock) < 0) {
+		close(fd);
+		return false;
+	}
 	ok = connect(fd, (struct sockaddr *)&sa, sizeof(sa)) == 0;
 	close(fd);
 	return ok;

@@ -75,6 +75,7 @@
 
 #include "unit.h"
 #include "imager/fs.h"
+#include "util.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -483,10 +484,9 @@ static inline bool write_pattern_file(const char *path, size_t len, unsigned see
 
 static inline bool write_pattern_in(const char *dir, const char *name, size_t len, unsigned seed)
 {
-	char path[256];
+	char path[4200];
 
-	snprintf(path, sizeof(path), "%s/%s", dir, name);
-	return write_pattern_file(path, len, seed);
+	return path_join(path, sizeof(path), dir, name) == 0 && write_pattern_file(path, len, seed);
 }
 
 /* A new folder from the mkdtemp template tmpl (copied into dir) holding big
@@ -496,7 +496,7 @@ static inline void make_sample_tree(char *dir, const char *tmpl, char *sub, size
 {
 	strcpy(dir, tmpl);
 	CHECK(mkdtemp(dir) != NULL);
-	snprintf(sub, sublen, "%s/sub", dir);
+	CHECK(path_join(sub, sublen, dir, "sub") == 0);
 	CHECK(mkdir(sub, 0755) == 0);
 	CHECK(write_pattern_in(dir, "big", 5 * (1ull << 20) + 123, 1));
 	CHECK(write_pattern_in(dir, "small", 10, 2));
