@@ -17,7 +17,7 @@ static int clone_rescue_finish(struct source *src, const struct clone_opts *opts
 {
 	int r = source_rescue_finish(src, opts->rescue.map, &opts->rescue, &stats->rescue, err);
 
-	for (size_t i = 0; r == 0 && i < src->pt->nparts && stats->nrescued < 64; i++) {
+	for (size_t i = 0; r == 0 && i < src->pt->nparts && stats->nrescued < PT_MAX_PARTS; i++) {
 		const struct pt_part *pp = &src->pt->parts[i];
 		uint64_t bad = bk_rescue_bad_bytes(src->bk, pp->start, pp->size);
 		if (!bad)
@@ -51,7 +51,7 @@ int im_clone(const struct disk_roots *roots, const char *source, const char *tar
 			 &opts->net, &stats->bytes_read, &stats->verified_bytes, err);
 	if (r < 0)
 		return r;
-	for (size_t i = 0; i < d.s.nwarnings; i++)
+	for (size_t i = 0; i < d.s.nwarnings && stats->nwarnings < IM_MAX_WARNINGS; i++)
 		snprintf(stats->warnings[stats->nwarnings++], sizeof(stats->warnings[0]), "%s",
 			 d.s.warnings[i]);
 	r = cj_run(&d.cj, &o, &st, err);

@@ -203,7 +203,7 @@ static int shrink_run(const struct cj_source *src, const struct cj_opts *o,
 {
 	const size_t n = pl->nparts;
 	struct layout_part lp[PT_MAX_PARTS];
-	char note[PT_MAX_PARTS][160], tmpdir[4096], tmp[4200];
+	char note[PT_MAX_PARTS][SHRINK_NOTE], tmpdir[4096], tmp[4200];
 	uint64_t used = 0;
 	int r = shrink_plan(pl->table, pl->lss, new_disk, sp, n, lp, note, err);
 

@@ -180,7 +180,8 @@ static int restore_partition(const char *dir, struct rpart_job *j, struct im_err
 	char path[4200];
 	int r;
 
-	snprintf(path, sizeof(path), "%s/%s", dir, j->p->stream);
+	if ((r = path_join_err(path, sizeof(path), dir, j->p->stream, err)) < 0)
+		return r;
 	j->fr.ix = j->ix;
 	j->fr.fd = open(path, O_RDONLY | O_CLOEXEC);
 	if (j->fr.fd < 0)
@@ -222,7 +223,8 @@ static int is_identity(void *ctx, const struct target_opts *t, uint64_t *id)
 	uint64_t msize;
 
 	(void)t;
-	snprintf(mpath, sizeof(mpath), "%s/%s", is->dir, IMG_MANIFEST);
+	if (path_join(mpath, sizeof(mpath), is->dir, IMG_MANIFEST) < 0)
+		return -ENAMETOOLONG;
 	return img_hash_file(mpath, &msize, id) == 0 ? 0 : -EIO;
 }
 

@@ -154,7 +154,7 @@ static uint64_t min_size(const struct shrink_part *p)
 
 /* One line per partition that shrinks or moves, into note[i]. */
 static void describe(const struct shrink_part *in, const struct layout_part *lp, size_t n,
-		     char (*note)[160])
+		     char (*note)[SHRINK_NOTE])
 {
 	for (size_t i = 0; i < n; i++) {
 		char o[32], s[32], u[32];
@@ -195,7 +195,7 @@ void shrink_part_set(struct shrink_part *sp, const char *fs, uint64_t used,
 }
 
 int shrink_plan(const char *table, unsigned lss, uint64_t new_disk, const struct shrink_part *in,
-		size_t n, struct layout_part *out, char (*note)[160], struct im_err *err)
+		size_t n, struct layout_part *out, char (*note)[SHRINK_NOTE], struct im_err *err)
 {
 	uint64_t mins[PT_MAX_PARTS], needed;
 	int r;
@@ -240,7 +240,7 @@ int shrink_refuse(const char *target, uint64_t tsize, uint64_t source_size, cons
 		  unsigned lss, const struct shrink_part *in, size_t n, struct im_err *err)
 {
 	struct layout_part lp[PT_MAX_PARTS];
-	char note[PT_MAX_PARTS][160], t[32], s[32], plan[1200] = "";
+	char note[PT_MAX_PARTS][SHRINK_NOTE], t[32], s[32], plan[1200] = "";
 	struct im_err e = { 0 };
 	size_t len = 0;
 	int r = shrink_plan(table, lss, tsize, in, n, lp, note, &e);

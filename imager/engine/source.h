@@ -214,8 +214,9 @@ void shrink_part_set(struct shrink_part *sp, const char *fs, uint64_t used,
  * size for a reason (note[i], "" when none; note may be NULL).  Returns 0
  * or negative errno: IM_EXIT_TARGET with the sizes each partition needs
  * when it does not fit. */
+#define SHRINK_NOTE 256   /* bytes of a partition's line in the plan */
 int shrink_plan(const char *table, unsigned lss, uint64_t new_disk, const struct shrink_part *in,
-		size_t n, struct layout_part *out, char (*note)[160], struct im_err *err);
+		size_t n, struct layout_part *out, char (*note)[SHRINK_NOTE], struct im_err *err);
 
 /* A temporary folder (under $TMPDIR, else /var/tmp) for a shrink's copy,
  * refused when its filesystem has less than need bytes free.  dir (len

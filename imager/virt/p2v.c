@@ -292,9 +292,11 @@ static int folder_disk(struct p2v *j, size_t i, const char *abs)
 	const char *ext = !strcmp(j->format, "qcow2") ? "qcow2" : "raw";
 	char name[sizeof(d->name)];
 
-	snprintf(name, sizeof(name), "%s-disk%zu.%s", j->dom.name, i + 1, ext);
-	snprintf(d->name, sizeof(d->name), "%s", name);
-	snprintf(d->path, sizeof(d->path), "%s/%s", j->rep->output, name);
+	if (str_printf(name, sizeof(name), "%s-disk%zu.%s", j->dom.name, i + 1, ext) < 0)
+		return im_errf(j->err, IM_EXIT_USAGE, -ENAMETOOLONG, "--name %s: too long for a disk's name",
+			       j->dom.name);
+	str_copy(d->name, sizeof(d->name), name);
+	FORWARD_ERR(path_join_err(d->path, sizeof(d->path), j->rep->output, name, j->err));
 	if (access(d->path, F_OK) == 0) {
 		RETURN_IF(!j->o->force, j->err, IM_EXIT_TARGET, -EEXIST,
 			  "%s exists (--force replaces it)", d->path);
@@ -303,7 +305,7 @@ static int folder_disk(struct p2v *j, size_t i, const char *abs)
 	}
 	/* The XML names absolute paths. */
 	if (abs)
-		snprintf(d->path, sizeof(d->path), "%s/%s", abs, name);
+		FORWARD_ERR(path_join_err(d->path, sizeof(d->path), abs, name, j->err));
 	j->disks[i] = (struct dom_disk){ DOM_SRC_FILE, d->path, NULL, NULL, j->format };
 	return 0;
 }
