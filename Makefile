@@ -81,13 +81,17 @@ LDLIBS    = $(shell pkg-config --libs $(PKGS) 2>/dev/null) -pthread
 # unit tests run as fast)
 SAN_FLAGS := -O1 -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=all
 
-ENGINE_SRC  := $(wildcard imager/engine/*.c) $(wildcard fsplugins/*.c)
+# The engine's rooms (imager/engine/README.md): core, disk, io, image, fs,
+# sources, jobs; each a folder of sources and private headers.
+ENGINE_ROOMS := $(sort $(patsubst %/,%,$(dir $(wildcard imager/engine/*/*.c))))
+ENGINE_INC  := $(ENGINE_ROOMS:%=-I%)
+ENGINE_SRC  := $(wildcard imager/engine/*/*.c) $(wildcard fsplugins/*.c)
 CONVERT_SRC := $(wildcard imager/convert/*.c)
 VIRT_SRC    := $(wildcard imager/virt/*.c)
 CLI_SRC     := $(wildcard imager/cli/*.c)
 UNIT_SRC    := $(wildcard tests/unit/test-*.c)
 BOOT_SRC    := boot/params.c
-HEADERS     := $(wildcard include/imager/*.h) $(wildcard imager/*/*.h)
+HEADERS     := $(wildcard include/imager/*.h) $(wildcard imager/*/*.h) $(wildcard imager/engine/*/*.h)
 LAYERS      := engine convert virt
 
 ENGINE_OBJ  := $(ENGINE_SRC:%.c=$(BUILD)/obj/%.o)
@@ -101,12 +105,12 @@ LIBS        := $(BUILD)/libimager-virt.a $(BUILD)/libimager-convert.a $(BUILD)/l
 SAN_LIBS    := $(LIBS:%.a=%-san.a)
 
 layer_flags = $(shell pkg-config --cflags $(2) 2>/dev/null) -DIMAGER_LAYER=$(1) $(3)
-ENGINE_FLAGS  = $(call layer_flags,1,$(PKGS_ENGINE),-Iimager/engine)
-CONVERT_FLAGS = $(call layer_flags,2,$(PKGS_CONVERT),-Iimager/convert -Iimager/engine)
-VIRT_FLAGS    = $(call layer_flags,3,$(PKGS_VIRT),-Iimager/virt -Iimager/convert -Iimager/engine)
-CLI_FLAGS     = $(call layer_flags,4,$(PKGS),-Iimager/cli -Iimager/virt -Iimager/convert -Iimager/engine)
+ENGINE_FLAGS  = $(call layer_flags,1,$(PKGS_ENGINE),$(ENGINE_INC))
+CONVERT_FLAGS = $(call layer_flags,2,$(PKGS_CONVERT),-Iimager/convert $(ENGINE_INC))
+VIRT_FLAGS    = $(call layer_flags,3,$(PKGS_VIRT),-Iimager/virt -Iimager/convert $(ENGINE_INC))
+CLI_FLAGS     = $(call layer_flags,4,$(PKGS),-Iimager/cli -Iimager/virt -Iimager/convert $(ENGINE_INC))
 # Unit tests look inside every layer.
-UNIT_FLAGS    = $(shell pkg-config --cflags $(PKGS) 2>/dev/null) -Itests/unit -Iimager/engine -Iimager/convert -Iimager/virt
+UNIT_FLAGS    = $(shell pkg-config --cflags $(PKGS) 2>/dev/null) -Itests/unit $(ENGINE_INC) -Iimager/convert -Iimager/virt
 
 # Fuzzing (tests/fuzz, doc/tests.md "Fuzzing"): each harness a libFuzzer binary,
 # built by clang with the engine (and convert's text editors) compiled again

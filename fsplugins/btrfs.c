@@ -18,7 +18,7 @@
  * chunk tree, the chunk tree maps every logical address, the root tree
  * holds the extent tree's root item.  Layouts and constants (in
  * include/imager/btrfsfmt.h, with the key and superblock decoders of
- * imager/engine/btrfsfmt.c) are those of
+ * imager/engine/fs/btrfsfmt.c) are those of
  * the kernel's include/uapi/linux/btrfs_tree.h and btrfs-progs'
  * kernel-shared/ (uapi/btrfs_tree.h, uapi/btrfs.h, ctree.h, disk-io.h,
  * volumes.h); the read-time checks on tree blocks follow the kernel's

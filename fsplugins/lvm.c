@@ -9,7 +9,7 @@
  * named in the report.  Free extents are not stored.
  *
  * The on-disk facts and the metadata text's parser are the engine's
- * (include/imager/lvmfmt.h, imager/engine/lvmfmt.c); the plugin reads
+ * (include/imager/lvmfmt.h, imager/engine/fs/lvmfmt.c); the plugin reads
  * through fs_map()/fs_read() only.
  */
 #include "imager/fsplugin.h"

@@ -11,7 +11,7 @@
  * and Linux all look for it in the device's last sector.
  *
  * The format is parsed here and by the decoders of include/imager/ntfsfmt.h
- * (imager/engine/ntfsfmt.c: the boot sector, record headers and update
+ * (imager/engine/fs/ntfsfmt.c: the boot sector, record headers and update
  * sequences, attributes, runlists and index nodes, over bytes this file has
  * read) rather than through libntfs-3g: the plugin
  * contract wants every byte through fs_read(), no allocation sized by an

@@ -16,7 +16,7 @@
  * xlog_find_zeroed, xlog_find_head and xlog_check_unmount_rec).  Everything
  * on disk is big-endian but the CRC32c fields, which are little-endian.
  * The format's constants and its superblock and log record header decoders
- * are in include/imager/xfsfmt.h (imager/engine/xfsfmt.c).
+ * are in include/imager/xfsfmt.h (imager/engine/fs/xfsfmt.c).
  *
  * Refused: an external log or a realtime section (-ENOTSUP: those live on
  * other devices that would not be saved), a log that needs recovery, a

@@ -3,7 +3,7 @@
  * btrfs's on-disk format, as fsplugins/btrfs.c reads it (the kernel's
  * include/uapi/linux/btrfs_tree.h and btrfs-progs' kernel-shared/): the
  * superblock, tree block headers, keys and items, root items, chunk items
- * and their stripes.  Little-endian.  The decoders (imager/engine/btrfsfmt.c)
+ * and their stripes.  Little-endian.  The decoders (imager/engine/fs/btrfsfmt.c)
  * work on bytes already read and do no I/O; every field is hostile.
  */
 #ifndef IMAGER_BTRFSFMT_H

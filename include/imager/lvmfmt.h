@@ -3,7 +3,7 @@
  * LVM2's on-disk format, as the engine reads and writes it.
  *
  * The facts (lvm2's lib/label/label.h and lib/format_text/layout.h), in
- * imager/engine/lvmfmt.c, shared by the plugin (fsplugins/lvm.c) and the
+ * imager/engine/fs/lvmfmt.c, shared by the plugin (fsplugins/lvm.c) and the
  * engine:
  *   label in one of sectors 0..3: "LABELONE", u64 sector, u32 crc of bytes
  *   20..511, u32 offset of the contents (pv_header), "LVM2 001";
@@ -19,7 +19,7 @@
  * parsed as hostile input: bounded size, depth and node count.
  *
  * Shrinking an LVM2 physical volume without device-mapper
- * (imager/engine/lvm-pv.c): for restore and clone --shrink, on a temporary
+ * (imager/engine/fs/lvm-pv.c): for restore and clone --shrink, on a temporary
  * copy of the PV.  One logical volume gives up extents at its end (its
  * filesystem shrunk first by the caller, at the place lvm_pv_find_lv()
  * names), the segments after it on the PV move down by as many extents,
@@ -33,7 +33,7 @@
  * reason in why (-ENOTSUP), damage with -EINVAL; nothing is written then.
  *
  * A VG's text mapped, and a PV's head made from it
- * (imager/engine/lvm-text.c): Clonezilla's restore of LVM.
+ * (imager/engine/fs/lvm-text.c): Clonezilla's restore of LVM.
  */
 #ifndef IMAGER_LVMFMT_H
 #define IMAGER_LVMFMT_H
@@ -42,7 +42,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-/* ---- the on-disk facts (imager/engine/lvmfmt.c) ---- */
+/* ---- the on-disk facts (imager/engine/fs/lvmfmt.c) ---- */
 
 #define LVM_SECTOR      512u
 #define LVM_LABEL_SCAN  4u            /* the label is in one of sectors 0..3 */
@@ -111,7 +111,7 @@ const struct lvm_node *lvm_tree_vg(const struct lvm_tree *t);
 /* Is section seg a segment ("segment1" ...)? */
 bool lvm_is_segment(const struct lvm_node *seg);
 
-/* ---- shrinking a PV (imager/engine/lvm-pv.c) ---- */
+/* ---- shrinking a PV (imager/engine/fs/lvm-pv.c) ---- */
 
 struct lvm_pv_lv {
 	uint64_t offset, size;       /* the LV's bytes, from the PV's start */
@@ -129,7 +129,7 @@ int lvm_pv_shrink(int fd, uint64_t off, uint64_t size, const char *name, uint64_
 		  char *why, size_t whylen);
 
 /* ---- a VG's text (vgcfgbackup's format: Clonezilla's lvm_VG.conf;
- *      imager/engine/lvm-text.c) ---- */
+ *      imager/engine/fs/lvm-text.c) ---- */
 
 #define LVM_MAP_PVS  16
 #define LVM_MAP_SEGS 64

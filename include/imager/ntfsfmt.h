@@ -2,7 +2,7 @@
 /*
  * NTFS's on-disk format, as fsplugins/ntfs.c reads it: the boot sector, MFT
  * records and their update sequences, attributes and their runlists,
- * directory index nodes.  The decoders (imager/engine/ntfsfmt.c) work on
+ * directory index nodes.  The decoders (imager/engine/fs/ntfsfmt.c) work on
  * bytes already read and do no I/O; every field is hostile: each is
  * checked before it is used, and a failure is -EINVAL (out of range),
  * -ENOTSUP or -ENOMEM, explained in err (the first message wins).

@@ -4,7 +4,7 @@
  * a swap area's first page: the version, the last page, the bad page list,
  * the UUID and the label after 1024 boot bytes, and the magic in the page's
  * last ten bytes.  fsplugins/swap.c reads it; swap_header_make()
- * (imager/engine/swapfmt.c) writes one.
+ * (imager/engine/fs/swapfmt.c) writes one.
  */
 #ifndef IMAGER_SWAPFMT_H
 #define IMAGER_SWAPFMT_H

@@ -3,7 +3,7 @@
  * XFS's on-disk format, as fsplugins/xfs.c reads it (from xfsprogs and the
  * kernel: libxfs/xfs_format.h, xfs_log_format.h): the superblock, AG
  * headers (AGF, AGFL), free-space btree blocks and log record headers.
- * Big-endian but the CRC32c fields.  The decoders (imager/engine/xfsfmt.c)
+ * Big-endian but the CRC32c fields.  The decoders (imager/engine/fs/xfsfmt.c)
  * work on bytes already read and do no I/O; every field is hostile.
  */
 #ifndef IMAGER_XFSFMT_H

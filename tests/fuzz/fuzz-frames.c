@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: GPL-2.0-or-later */
 /*
- * The frame reader of restore and verify (imager/engine/frames.c): an index
+ * The frame reader of restore and verify (imager/engine/image/frames.c): an index
  * and its stream, each frame read from the stream (frame_produce), checked
  * and decompressed (frame_work: zstd, sizes, hashes) and placed on the disk
  * (frame_span), with the buffers restore and verify give it.

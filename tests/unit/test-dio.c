@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: GPL-2.0-or-later */
 /*
- * Direct writes beside the page cache (imager/engine/util.h, struct dio):
+ * Direct writes beside the page cache (imager/engine/core/util.h, struct dio):
  * whatever the offset, the length and the buffer's alignment, the file
  * must end up holding exactly what was written, on the disk's file system
  * (the big aligned middle goes direct), on tmpfs, and with no direct

@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: GPL-2.0-or-later */
 /*
- * Rescue reads (imager/engine/rescue.c), against a model: a fake container
+ * Rescue reads (imager/engine/io/rescue.c), against a model: a fake container
  * whose chosen sectors fail with EIO (or with a lost connection), read in
  * random order and random sizes.  Every read must succeed with the data
  * outside the bad sectors and zeros inside; the recorded bad ranges must be
