@@ -200,8 +200,9 @@ int img_folder_probe(const char *dir, struct img_folder *f, struct im_err *err);
 void img_folder_free(struct img_folder *f);
 /* For a folder that is not an image to read: the error that says what it
  * is (missing or not an image: IM_EXIT_SOURCE; unfinished: IM_EXIT_DAMAGED,
- * -ENOENT; a repository: IM_EXIT_SOURCE, -EISDIR, naming its images).
- * Returns the negative errno, or 0 for an image. */
+ * -ENOENT; a repository: IM_EXIT_SOURCE, -EISDIR, naming its images;
+ * Clonezilla's: IM_EXIT_SOURCE, -ENOENT, for a reader of imager's
+ * manifest).  Returns the negative errno, or 0 for an image. */
 int img_folder_refuse(const struct img_folder *f, const char *dir, struct im_err *err);
 
 /* The manifest as a json-c object (for `info --json`); caller puts it. */

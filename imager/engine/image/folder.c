@@ -196,13 +196,17 @@ int img_folder_refuse(const struct img_folder *f, const char *dir, struct im_err
 		return im_errf(err, IM_EXIT_SOURCE, -EISDIR,
 			       "%s is a folder of %zu image%s, not an image: give one of them: %s",
 			       dir, f->nentries, f->nentries == 1 ? "" : "s", names);
+	case IMG_FOLDER_CLONEZILLA:
+		return im_errf(err, IM_EXIT_SOURCE, -ENOENT,
+			       "%s: a Clonezilla image folder, not imager's (no %s)", dir, IMG_MANIFEST);
 	case IMG_FOLDER_OTHER:
 		return im_errf(err, IM_EXIT_SOURCE, -ENOENT,
 			       "%s: not an image folder (%s): looked for imager's %s and "
 			       "Clonezilla's \"disk\" or \"parts\" file", dir,
 			       f->empty ? "it is empty" : "neither imager's nor Clonezilla's files",
 			       IMG_MANIFEST);
-	default:
-		return 0;
+	case IMG_FOLDER_IMAGE:
+		break;
 	}
+	return 0;
 }

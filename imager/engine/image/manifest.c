@@ -403,7 +403,7 @@ static int read_manifest_text(const char *dir, const char *path, unsigned char *
 		if (r == 0)
 			r = img_folder_refuse(&f, dir, err);
 		img_folder_free(&f);
-		return r;
+		return r < 0 ? r : -ENOENT;   /* (refuse names every kind but an image) */
 	}
 	if (r < 0)
 		return im_errf(err, IM_EXIT_DAMAGED, r, "%s: %s", path, strerror(-r));
