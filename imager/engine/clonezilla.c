@@ -462,6 +462,65 @@ static bool lvm_name_ok(const char *s)
 	return true;
 }
 
+/* VG v's LVs (map): their places on this disk's PVs, and their streams. */
+static int read_lvs(const char *dir, struct cz_image *cz, size_t v,
+		    const struct lvm_vg_map *map, struct im_err *err)
+{
+	int r = 0;
+
+	for (size_t l = 0; r == 0 && l < map->nlvs; l++) {
+		const struct lvm_map_lv *ml = &map->lvs[l];
+		struct cz_lv *lv;
+
+		if (cz->nlvs == CZ_MAX_LVS) {
+			r = im_errf(err, IM_EXIT_UNSUPP, -E2BIG, "%s: more than %d LVs", dir,
+				    CZ_MAX_LVS);
+			break;
+		}
+		if (!lvm_name_ok(ml->name)) {
+			r = im_errf(err, IM_EXIT_DAMAGED, -EINVAL, "%s: VG %s: a bad LV name", dir,
+				    cz->vgs[v]);
+			break;
+		}
+		lv = &cz->lvs[cz->nlvs++];
+		memset(lv, 0, sizeof(*lv));
+		lv->vg = (unsigned)v;
+		snprintf(lv->lv, sizeof(lv->lv), "%s", ml->name);
+		snprintf(lv->part.name, sizeof(lv->part.name), "%.30s-%.30s", cz->vgs[v], ml->name);
+		lv->part.size = ml->size;
+		lv->linear = ml->linear;
+		for (size_t k = 0; k < ml->nsegs && lv->linear; k++) {
+			const struct lvm_seg *sg = &ml->segs[k];
+			size_t pi = cz->nparts;
+			for (size_t i = 0; i < cz->nparts; i++)
+				if (cz->parts[i].kind == CZ_PV && cz->parts[i].vg == v &&
+				    cz->parts[i].pv == sg->pv)
+					pi = i;
+			if (pi == cz->nparts || sg->pv_off > cz->parts[pi].size ||
+			    sg->len > cz->parts[pi].size - sg->pv_off) {
+				r = im_errf(err, IM_EXIT_DAMAGED, -EINVAL,
+					    "%s: LV %s/%s lies outside this disk's PVs", dir,
+					    cz->vgs[v], ml->name);
+				break;
+			}
+			lv->segs[lv->nsegs].lv_off = sg->lv_off;
+			lv->segs[lv->nsegs].len = sg->len;
+			lv->segs[lv->nsegs].part = pi;
+			lv->segs[lv->nsegs].part_off = sg->pv_off;
+			lv->nsegs++;
+		}
+		if (r == 0)
+			r = find_stream(dir, &lv->part, err);
+		if (r == 0 && lv->part.kind == CZ_SWAP)
+			r = read_swap_info(dir, &lv->part, err);
+		if (r == 0 && lv->part.kind != CZ_NONE && !lv->linear)
+			r = im_errf(err, IM_EXIT_UNSUPP, -ENOTSUP,
+				    "%s: LV %s/%s has a stream but is not linear on this disk's PVs (thin, RAID, striped)",
+				    dir, cz->vgs[v], ml->name);
+	}
+	return r;
+}
+
 /* LVM: lvm_vg_dev.list's PVs marked (CZ_PV), and each VG's LVs with their
  * streams and places.  No list: nothing to do. */
 static int read_lvm(const char *dir, struct cz_image *cz, struct im_err *err)
@@ -539,69 +598,59 @@ static int read_lvm(const char *dir, struct cz_image *cz, struct im_err *err)
 		snprintf(p->fs, sizeof(p->fs), "LVM2_member");
 		snprintf(p->stream, sizeof(p->stream), "lvm_%s.conf", vg);
 	}
-	/* Each VG's LVs: their places on this disk's PVs, and their streams. */
-	for (size_t v = 0; r == 0 && v < cz->nvgs; v++) {
-		const struct lvm_vg_map *map = &maps[v];
-
-		for (size_t l = 0; r == 0 && l < map->nlvs; l++) {
-			const struct lvm_map_lv *ml = &map->lvs[l];
-			struct cz_lv *lv;
-
-			if (cz->nlvs == CZ_MAX_LVS) {
-				r = im_errf(err, IM_EXIT_UNSUPP, -E2BIG, "%s: more than %d LVs", dir,
-					    CZ_MAX_LVS);
-				break;
-			}
-			if (!lvm_name_ok(ml->name)) {
-				r = im_errf(err, IM_EXIT_DAMAGED, -EINVAL, "%s: VG %s: a bad LV name", dir,
-					    cz->vgs[v]);
-				break;
-			}
-			lv = &cz->lvs[cz->nlvs++];
-			memset(lv, 0, sizeof(*lv));
-			lv->vg = (unsigned)v;
-			snprintf(lv->lv, sizeof(lv->lv), "%s", ml->name);
-			snprintf(lv->part.name, sizeof(lv->part.name), "%.30s-%.30s", cz->vgs[v], ml->name);
-			lv->part.size = ml->size;
-			lv->linear = ml->linear;
-			for (size_t k = 0; k < ml->nsegs && lv->linear; k++) {
-				const struct lvm_seg *sg = &ml->segs[k];
-				size_t pi = cz->nparts;
-				for (size_t i = 0; i < cz->nparts; i++)
-					if (cz->parts[i].kind == CZ_PV && cz->parts[i].vg == v &&
-					    cz->parts[i].pv == sg->pv)
-						pi = i;
-				if (pi == cz->nparts || sg->pv_off > cz->parts[pi].size ||
-				    sg->len > cz->parts[pi].size - sg->pv_off) {
-					r = im_errf(err, IM_EXIT_DAMAGED, -EINVAL,
-						    "%s: LV %s/%s lies outside this disk's PVs", dir,
-						    cz->vgs[v], ml->name);
-					break;
-				}
-				lv->segs[lv->nsegs].lv_off = sg->lv_off;
-				lv->segs[lv->nsegs].len = sg->len;
-				lv->segs[lv->nsegs].part = pi;
-				lv->segs[lv->nsegs].part_off = sg->pv_off;
-				lv->nsegs++;
-			}
-			if (r == 0)
-				r = find_stream(dir, &lv->part, err);
-			if (r == 0 && lv->part.kind == CZ_SWAP)
-				r = read_swap_info(dir, &lv->part, err);
-			if (r == 0 && lv->part.kind != CZ_NONE && !lv->linear)
-				r = im_errf(err, IM_EXIT_UNSUPP, -ENOTSUP,
-					    "%s: LV %s/%s has a stream but is not linear on this disk's PVs (thin, RAID, striped)",
-					    dir, cz->vgs[v], ml->name);
-		}
-	}
+	for (size_t v = 0; r == 0 && v < cz->nvgs; v++)
+		r = read_lvs(dir, cz, v, &maps[v], err);
 	for (size_t v = 0; v < cz->nvgs; v++)
 		lvm_vg_map_free(&maps[v]);
 	return r;
 }
 
+/* The disk's size: the GPT header's; for MBR, the last partition's
+ * end rounded up to a MiB (Clonezilla does not record it).  end: where
+ * the last partition ends; last_lba: the table's. */
+static int disk_size(const char *dir, struct cz_image *cz, uint64_t last_lba, uint64_t end,
+		     struct im_err *err)
+{
+	char name[128];
+	struct stat st;
+
+	if (!strcmp(cz->table, "gpt")) {
+		unsigned char h[512];
+		char p[4200];
+		int fd;
+
+		snprintf(name, sizeof(name), "%s-gpt-1st", cz->disk);
+		snprintf(p, sizeof(p), "%s/%s", dir, name);
+		fd = open(p, O_RDONLY | O_CLOEXEC);
+		if (fd < 0 || fstat(fd, &st) < 0 || pread_full(fd, h, 512, cz->lss) < 0) {
+			if (fd >= 0)
+				close(fd);
+			return im_errf(err, IM_EXIT_DAMAGED, -ENOENT, "%s: no readable %s", dir, name);
+		}
+		close(fd);
+		if ((uint64_t)st.st_size != 34ull * cz->lss || memcmp(h, "EFI PART", 8))
+			return im_errf(err, IM_EXIT_DAMAGED, -EINVAL,
+				       "%s: %s is not a protective MBR, a GPT header and its entries", dir,
+				       name);
+		if (le64(h + 32) != last_lba + 33 || le64(h + 32) > (UINT64_MAX >> 13) ||
+		    (le64(h + 32) + 1) * cz->lss < end)
+			return im_errf(err, IM_EXIT_DAMAGED, -EINVAL,
+				       "%s: %s's backup LBA %llu disagrees with the table's last LBA %llu",
+				       dir, name, (unsigned long long)le64(h + 32),
+				       (unsigned long long)last_lba);
+		cz->disk_size = (le64(h + 32) + 1) * cz->lss;
+		cz->size_known = true;
+	} else {
+		cz->disk_size = (end + MiB - 1) / MiB * MiB;
+		if (cz->disk_size < MiB)
+			cz->disk_size = MiB;
+	}
+	return 0;
+}
+
 int cz_read(const char *dir, struct cz_image *cz, struct im_err *err)
 {
-	char buf[4096], name[128], *tok, *save = NULL;
+	char buf[4096], *tok, *save = NULL;
 	uint64_t last_lba = 0, end = 0;
 	struct stat st;
 	int r;
@@ -690,39 +739,9 @@ int cz_read(const char *dir, struct cz_image *cz, struct im_err *err)
 			return r;
 	}
 
-	/* The disk's size: the GPT header's; for MBR, the last partition's
-	 * end rounded up to a MiB (Clonezilla does not record it). */
-	if (!strcmp(cz->table, "gpt")) {
-		unsigned char h[512];
-		char p[4200];
-		int fd;
-
-		snprintf(name, sizeof(name), "%s-gpt-1st", cz->disk);
-		snprintf(p, sizeof(p), "%s/%s", dir, name);
-		fd = open(p, O_RDONLY | O_CLOEXEC);
-		if (fd < 0 || fstat(fd, &st) < 0 || pread_full(fd, h, 512, cz->lss) < 0) {
-			if (fd >= 0)
-				close(fd);
-			return im_errf(err, IM_EXIT_DAMAGED, -ENOENT, "%s: no readable %s", dir, name);
-		}
-		close(fd);
-		if ((uint64_t)st.st_size != 34ull * cz->lss || memcmp(h, "EFI PART", 8))
-			return im_errf(err, IM_EXIT_DAMAGED, -EINVAL,
-				       "%s: %s is not a protective MBR, a GPT header and its entries", dir,
-				       name);
-		if (le64(h + 32) != last_lba + 33 || le64(h + 32) > (UINT64_MAX >> 13) ||
-		    (le64(h + 32) + 1) * cz->lss < end)
-			return im_errf(err, IM_EXIT_DAMAGED, -EINVAL,
-				       "%s: %s's backup LBA %llu disagrees with the table's last LBA %llu",
-				       dir, name, (unsigned long long)le64(h + 32),
-				       (unsigned long long)last_lba);
-		cz->disk_size = (le64(h + 32) + 1) * cz->lss;
-		cz->size_known = true;
-	} else {
-		cz->disk_size = (end + MiB - 1) / MiB * MiB;
-		if (cz->disk_size < MiB)
-			cz->disk_size = MiB;
-	}
+	r = disk_size(dir, cz, last_lba, end, err);
+	if (r < 0)
+		return r;
 	for (size_t i = 0; i < cz->nparts; i++) {
 		const struct cz_part *a = &cz->parts[i];
 		if (a->start < cz->lss || a->start + a->size > cz->disk_size)
