@@ -58,7 +58,7 @@ DEB_TEST  += systemd-boot-efi
 
 CC        ?= gcc
 OPT       ?= -O2 -g
-WARN      := -Wall -Wextra -Werror -Wno-format-truncation
+WARN      := -Wall -Wextra -Werror
 # The layers (doc/design.md "The layers"): each a static library that uses only the
 # ones below it.  A layer's sources see the private headers of their own
 # folder and of the layers below, are compiled with IMAGER_LAYER set (the
@@ -124,7 +124,7 @@ FUZZERS      := $(FUZZ_SRC:tests/fuzz/%.c=$(BUILD)/fuzz/%)
 FUZZ_FLAGS   := -O1 -g -fno-omit-frame-pointer -fsanitize=address,undefined -fno-sanitize-recover=all
 FUZZ_OBJ     := $(ENGINE_SRC:%.c=$(BUILD)/fz/%.o) $(BUILD)/fz/imager/convert/convtext.o \
                 $(BUILD)/fz/imager/convert/initrd.o
-FUZZ_BASE     = $(filter-out -Wno-format-truncation,$(BASE_CFLAGS))
+FUZZ_BASE     = $(BASE_CFLAGS)
 
 .PHONY: all deps check unit unit-san suites demo bench boot install deb layers clean fuzz
 all: $(BUILD)/imager $(BUILD)/imager-live

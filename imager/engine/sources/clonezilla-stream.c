@@ -31,7 +31,7 @@ struct czs {
 	struct archive *a;
 	unsigned char buf[1 << 17];
 	uint64_t consumed;  /* bytes read from the files */
-	char why[300];      /* what went wrong below the partclone layer */
+	char why[4600];     /* what went wrong below the partclone layer (a part's path in it) */
 };
 
 /* The name of split part i: the first's name with its last two letters

@@ -190,7 +190,9 @@ static int parse_sf(const char *dir, struct cz_image *cz, uint64_t *last_lba, st
 					if (cz->ext_size)
 						return im_errf(err, IM_EXIT_DAMAGED, -EINVAL,
 							       "%s: two extended partitions", name);
-					snprintf(cz->ext_name, sizeof(cz->ext_name), "%s", pname);
+					if (str_copy(cz->ext_name, sizeof(cz->ext_name), pname) < 0)
+						return im_errf(err, IM_EXIT_DAMAGED, -EINVAL,
+							       "%s: partition name %.80s...: too long", name, pname);
 					cz->ext_number = part_number(pname);
 					cz->ext_type = (unsigned char)t;
 					cz->ext_start = start * cz->lss;
@@ -202,7 +204,9 @@ static int parse_sf(const char *dir, struct cz_image *cz, uint64_t *last_lba, st
 				p->bootable = strstr(colon, "bootable") != NULL;
 			}
 			p = &cz->parts[cz->nparts++];
-			snprintf(p->name, sizeof(p->name), "%s", pname);
+			if (str_copy(p->name, sizeof(p->name), pname) < 0)
+				return im_errf(err, IM_EXIT_DAMAGED, -EINVAL,
+					       "%s: partition name %.80s...: too long", name, pname);
 			p->number = part_number(pname);
 			p->start = start * cz->lss;
 			p->size = size * cz->lss;
