@@ -608,25 +608,6 @@ int cli_target_option(const char *cmd, int c, char *arg, struct cli_target *t)
 	return CLI_NOT_MINE;
 }
 
-static void phase_msg(void *opaque, const char *what)
-{
-	const struct cli *cli = opaque;
-	if (cli->verbose >= 1)
-		fprintf(stderr, "imager convert: %s\n", what);
-}
-
-const struct conv_opts *cli_target_conv(const struct cli_target *t, struct cli *cli,
-					struct conv_opts *o)
-{
-	if (!t->convert)
-		return NULL;
-	*o = (struct conv_opts){ .block = t->block ? (enum conv_block)t->block : CONV_BLOCK_VIRTIO_BLK,
-				 .rebuild_initramfs = t->rebuild_initramfs,
-				 .virtio_win = t->virtio_win, .keys = t->keys.k, .nkeys = t->keys.n,
-				 .phase = phase_msg, .opaque = cli };
-	return o;
-}
-
 int cli_check_devices(const char *cmd, int n, char **args, struct cli *cli)
 {
 	for (int i = 0; i < n; i++) {

@@ -205,6 +205,9 @@ int cli_rescue_report(const char *cmd, const struct rescue_report *rep,
 		      const unsigned *numbers, const char *const *filesystems,
 		      const uint64_t *bytes, size_t n, struct json_object *json, bool quiet);
 
+/* The conversion's phases on stderr with -v (its progress callback;
+ * opaque: the struct cli). */
+void cli_convert_phase(void *opaque, const char *what);
 /* The format of an existing disk or image ("raw", "qcow2"), probed.  A
  * folder is refused with a hint (restore --convert). */
 int cli_disk_format(const char *path, const char **format, struct im_err *err);
