@@ -12,6 +12,7 @@
  * host may not.  A filesystem that cannot grow (FAT, swap, unknown) keeps its
  * size: the partition grows, and the report says why the filesystem did not.
  */
+#include "grow.h"
 #include "source.h"
 
 #include <errno.h>

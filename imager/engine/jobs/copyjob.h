@@ -17,6 +17,8 @@
 #define IMAGER_ENGINE_COPYJOB_H
 
 #include "source.h"
+#include "shrink.h"
+#include "writer.h"
 #include "tjournal.h"
 
 struct copyjob;

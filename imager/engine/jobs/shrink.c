@@ -51,7 +51,9 @@
 
 #include "imager/lvmfmt.h"
 #include "imager/swapfmt.h"
+#include "shrink.h"
 #include "source.h"
+#include "writer.h"
 #include "tool.h"
 #include "util.h"
 
