@@ -328,9 +328,11 @@ static int info_image(const char *dir, bool json, struct cli *cli)
 	int r;
 
 	(void)cli;
-	if (cz_detect(dir))
+	r = img_folder_probe(dir, &f, &err);   /* (one look says which of them) */
+	if (r == 0 && f.kind == IMG_FOLDER_CLONEZILLA) {
+		img_folder_free(&f);
 		return info_clonezilla(dir, json);
-	r = img_folder_probe(dir, &f, &err);
+	}
 	if (r == 0 && f.kind == IMG_FOLDER_REPOSITORY) {
 		r = info_repository(dir, &f, json);
 		img_folder_free(&f);
