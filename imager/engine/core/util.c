@@ -202,35 +202,44 @@ const char *tmp_base(void)
 	return t && *t ? t : "/var/tmp";
 }
 
-int tmp_dir_make(const char *prefix, char *out, size_t len, struct im_err *err)
+/* BASE/imager-PREFIX-XXXXXX into out, for mkdtemp or mkstemp. */
+static int tmp_name(const char *prefix, const char *what, char *out, size_t len,
+		    struct im_err *err)
 {
 	const char *base = tmp_base();
 	int n = snprintf(out, len, "%s/imager-%s-XXXXXX", base, prefix);
 
 	if (n < 0 || (size_t)n >= len)
 		return im_errf(err, IM_EXIT_USAGE, -ENAMETOOLONG,
-			       "TMPDIR %s: too long for a temporary folder's name", base);
-	if (!mkdtemp(out)) {
-		int r = -errno;
-		return im_errf(err, IM_EXIT_IO, r, "a temporary folder in %s (TMPDIR): %s", base,
-			       strerror(-r));
-	}
+			       "TMPDIR %s: too long for a temporary %s's name", base, what);
 	return 0;
+}
+
+static int tmp_fail(const char *what, struct im_err *err)
+{
+	int r = -errno;
+
+	return im_errf(err, IM_EXIT_IO, r, "a temporary %s in %s (TMPDIR): %s", what, tmp_base(),
+		       strerror(-r));
+}
+
+int tmp_dir_make(const char *prefix, char *out, size_t len, struct im_err *err)
+{
+	int r = tmp_name(prefix, "folder", out, len, err);
+
+	if (r == 0 && !mkdtemp(out))
+		r = tmp_fail("folder", err);
+	return r;
 }
 
 int tmp_file_name(const char *prefix, char *out, size_t len, struct im_err *err)
 {
-	const char *base = tmp_base();
-	int n = snprintf(out, len, "%s/imager-%s-XXXXXX", base, prefix), fd;
+	int fd, r = tmp_name(prefix, "file", out, len, err);
 
-	if (n < 0 || (size_t)n >= len)
-		return im_errf(err, IM_EXIT_USAGE, -ENAMETOOLONG,
-			       "TMPDIR %s: too long for a temporary file's name", base);
-	if ((fd = mkstemp(out)) < 0) {
-		int r = -errno;
-		return im_errf(err, IM_EXIT_IO, r, "a temporary file in %s (TMPDIR): %s", base,
-			       strerror(-r));
-	}
+	if (r < 0)
+		return r;
+	if ((fd = mkstemp(out)) < 0)
+		return tmp_fail("file", err);
 	close(fd);
 	unlink(out);
 	return 0;
