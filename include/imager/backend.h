@@ -75,7 +75,7 @@ struct bk_create_opts {
 struct bk;
 
 struct bk_driver {
-	const char *name;         /* "raw", "qcow2", "nbd" */
+	const char *name;         /* "raw", "qcow2", "nbd", "vmdk", "vhd", "vhdx", "vdi" */
 	size_t priv_size;         /* bytes of private state, allocated zeroed */
 
 	/* How sure is the driver that a file starting with buf (len bytes:
@@ -83,6 +83,11 @@ struct bk_driver {
 	 * all, 100 = certain.  raw answers 1 for anything, so that it wins only
 	 * when nothing else does.  NULL for drivers reached by URI (nbd). */
 	int (*probe)(const unsigned char *buf, size_t len);
+
+	/* The same for a format told by its end (a fixed VHD's footer): buf
+	 * holds the file's last 512 bytes.  Asked only when no probe() scored
+	 * more than raw.  Optional. */
+	int (*probe_tail)(const unsigned char *buf, size_t len);
 
 	/* Create a new, empty container of o->size bytes at path (which must
 	 * not exist, except for a block device, which is used as it is) and
@@ -151,12 +156,25 @@ struct bk {
 	/* Rescue reads (bk_rescue_start), NULL otherwise; owned. */
 	struct bk_rescue *rescue;
 	struct bk_net net;        /* as opened (bk_net_get: given) */
+	/* The driver's own word on its last failed call, quoted after the
+	 * framework's message ("" none): qemu-nbd's reason, for example. */
+	char fail_note[256];
+	/* What the format's header says of the file, for people ("" none):
+	 * a VMDK's createType, a VHD's fixed or dynamic. */
+	char detail[64];
 };
 
 /* ---- the framework ---- */
 
 /* Drivers, in probing order (nbd is reached by its URI only). */
 extern const struct bk_driver bk_raw, bk_qcow2, bk_nbd;
+/* Other hypervisors' disks, read only, through qemu-nbd (backend-qemu.c):
+ * VMware's VMDK, Hyper-V's VHD (fixed and dynamic) and VHDX, VirtualBox's
+ * VDI.  Opening one starts a qemu-nbd child that lives until the close. */
+extern const struct bk_driver bk_vmdk, bk_vhd, bk_vhdx, bk_vdi;
+/* qemu's name of a driver's format ("vhd" -> "vpc"; the others as they
+ * are), for libguestfs and qemu-img. */
+const char *bk_qemu_format(const char *driver);
 
 
 /* Is this a URI a driver handles (nbd://, nbd+unix://)? */

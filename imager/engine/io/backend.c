@@ -10,12 +10,14 @@
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "util.h"
 
 /* Probing order; raw last (it scores 1 for anything). */
-static const struct bk_driver *const probe_order[] = { &bk_qcow2, &bk_raw };
+static const struct bk_driver *const probe_order[] = { &bk_qcow2, &bk_vmdk, &bk_vhd, &bk_vhdx,
+							&bk_vdi, &bk_raw };
 
 const char *bk_prealloc_name(enum bk_prealloc p)
 {
@@ -52,6 +54,9 @@ const struct bk_driver *bk_driver_by_name(const char *name)
 		return &bk_qcow2;
 	if (!strcmp(name, "nbd"))
 		return &bk_nbd;
+	for (size_t i = 0; i < sizeof(probe_order) / sizeof(*probe_order); i++)
+		if (!strcmp(name, probe_order[i]->name))
+			return probe_order[i];
 	return NULL;
 }
 
@@ -92,6 +97,25 @@ static void bk_free(struct bk *bk)
 	}
 }
 
+/* The formats told by their last 512 bytes (a fixed VHD), for a regular
+ * file that no probe of its start claimed. */
+static void probe_tail(int fd, const struct bk_driver **drv, int *best)
+{
+	unsigned char buf[512];
+	struct stat st;
+
+	if (fstat(fd, &st) < 0 || !S_ISREG(st.st_mode) || st.st_size < 1024 ||
+	    pread(fd, buf, sizeof(buf), st.st_size - 512) != 512)
+		return;
+	for (size_t i = 0; i < sizeof(probe_order) / sizeof(*probe_order); i++) {
+		int score = probe_order[i]->probe_tail ? probe_order[i]->probe_tail(buf, 512) : 0;
+		if (score > *best) {
+			*best = score;
+			*drv = probe_order[i];
+		}
+	}
+}
+
 /* The driver whose probe scores highest on the first 4 KiB (raw when none). */
 static int probe_driver(const char *spec, const struct bk_driver **out, struct im_err *err)
 {
@@ -108,9 +132,10 @@ static int probe_driver(const char *spec, const struct bk_driver **out, struct i
 	if (fd < 0)
 		return im_errf(err, IM_EXIT_SOURCE, -errno, "%s: %s", spec, strerror(errno));
 	n = pread(fd, buf, sizeof(buf), 0);
-	close(fd);
-	if (n < 0)
+	if (n < 0) {
+		close(fd);
 		return im_errf(err, IM_EXIT_IO, -errno, "%s: %s", spec, strerror(errno));
+	}
 	for (size_t i = 0; i < sizeof(probe_order) / sizeof(*probe_order); i++) {
 		int score = probe_order[i]->probe ? probe_order[i]->probe(buf, (size_t)n) : 0;
 		if (score > best) {
@@ -118,6 +143,9 @@ static int probe_driver(const char *spec, const struct bk_driver **out, struct i
 			drv = probe_order[i];
 		}
 	}
+	if (best <= 1)
+		probe_tail(fd, &drv, &best);
+	close(fd);
 	*out = drv ? drv : &bk_raw;
 	return 0;
 }
@@ -229,9 +257,10 @@ static int io_error(struct bk *bk, int r, const char *what, uint64_t off, uint64
 			       "%s: %s %llu bytes at %llu: no answer within %u s (--timeout): the server stalled",
 			       bk->name, what, (unsigned long long)len, (unsigned long long)off,
 			       bk->net.timeout_s);
-	return im_errf(err, cls, r, "%s: %s %llu bytes at %llu: %s", bk->name, what,
+	return im_errf(err, cls, r, "%s: %s %llu bytes at %llu: %s%s%s", bk->name, what,
 		       (unsigned long long)len, (unsigned long long)off,
-		       r == -EBADMSG ? "corrupt image metadata" : strerror(-r));
+		       r == -EBADMSG ? "corrupt image metadata" : strerror(-r),
+		       bk->fail_note[0] ? ": " : "", bk->fail_note);
 }
 
 int bk_pread(struct bk *bk, void *buf, size_t len, uint64_t off, struct im_err *err)
