@@ -476,8 +476,9 @@ stop:
 }
 
 /* A server that allows 4 KiB to 64 KiB requests and refuses anything else
- * (blocksize-error-policy=error): large calls are split, and its minimum
- * is the sector size. */
+ * (blocksize-error-policy=error): large calls are split, its minimum is
+ * the sector size, and reads that are not whole sectors are cut from whole
+ * sectors. */
 static void test_server_limits(void)
 {
 	const size_t size = 2 * MiB;
@@ -502,6 +503,15 @@ static void test_server_limits(void)
 	CHECK_EQ_U(bk->sector_size, 4096);
 	CHECK(bk_pread(bk, got, size, 0, &err) == 0);
 	CHECK(memcmp(got, want, size) == 0);
+	/* Reads that start and end inside sectors (a filesystem's 2-byte
+	 * magic, a superblock at 1024) are cut from whole sectors. */
+	memset(got, 0, size);
+	CHECK(bk_pread(bk, got, 2, 1080, &err) == 0);
+	CHECK(memcmp(got, want + 1080, 2) == 0);
+	CHECK(bk_pread(bk, got, 3 * 4096 + 100, 4000, &err) == 0);
+	CHECK(memcmp(got, want + 4000, 3 * 4096 + 100) == 0);
+	CHECK(bk_pread(bk, got, 10, size - 10, &err) == 0);
+	CHECK(memcmp(got, want + size - 10, 10) == 0);
 	fill_random(want + 8192, MiB, 7);
 	CHECK(bk_pwrite(bk, want + 8192, MiB, 8192, &err) == 0);
 	CHECK(bk_pread(bk, got, size, 0, &err) == 0);

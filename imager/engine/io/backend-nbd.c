@@ -19,6 +19,7 @@
 #include <errno.h>
 #include <libnbd.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <time.h>
 #include <unistd.h>
@@ -321,10 +322,49 @@ static int request(struct nbd_state *s, enum req kind, void *buf, uint64_t n, ui
 	}
 }
 
+/* Part of one sector at off (the server takes whole sectors only:
+ * bk->sector_size is its minimum request). */
+static int read_partial(struct bk *bk, void *buf, size_t len, uint64_t off)
+{
+	struct nbd_state *s = bk->priv;
+	unsigned ss = bk->sector_size;
+	uint64_t start = off - off % ss;
+	unsigned char *sec = malloc(ss);
+	int r;
+
+	if (!sec)
+		return -ENOMEM;
+	if (start + ss > s->size)            /* a last sector cut short */
+		r = -EIO;
+	else if ((r = request(s, REQ_READ, sec, ss, start, NULL)) == 0)
+		memcpy(buf, sec + (off - start), len);
+	free(sec);
+	return r;
+}
+
 static int nbd_read(struct bk *bk, void *buf, size_t len, uint64_t off)
 {
 	struct nbd_state *s = bk->priv;
+	unsigned ss = bk->sector_size;
 
+	/* A request that starts or ends inside a sector: those parts are read
+	 * whole and cut (qemu-nbd serving VHDX asks for 512-byte units). */
+	if (off % ss) {
+		size_t n = ss - off % ss < len ? ss - off % ss : len;
+		int r = read_partial(bk, buf, n, off);
+		if (r < 0)
+			return r;
+		buf = (char *)buf + n;
+		off += n;
+		len -= n;
+	}
+	if (len % ss) {
+		size_t n = len % ss;
+		int r = read_partial(bk, (char *)buf + (len - n), n, off + (len - n));
+		if (r < 0)
+			return r;
+		len -= n;
+	}
 	while (len) {
 		size_t n = len < s->max_request ? len : s->max_request;
 		int r = request(s, REQ_READ, buf, n, off, NULL);

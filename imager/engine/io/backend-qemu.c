@@ -129,7 +129,7 @@ static void child_exec(const char *dir, const char *sock, const char *opts)
 	int nul = open("/dev/null", O_RDONLY);
 	if (fd < 0 || nul < 0 || dup2(nul, 0) < 0 || dup2(fd, 1) < 0 || dup2(fd, 2) < 0)
 		_exit(126);
-	char sockopt[600];
+	char sockopt[700];
 	snprintf(sockopt, sizeof(sockopt), "--socket=%s", sock);
 	execlp(QEMU_NBD, QEMU_NBD, "--read-only", "--persistent", "--shared=4", sockopt,
 	       "--image-opts", opts, (char *)NULL);
