@@ -37,8 +37,12 @@ int cli_disk_format(const char *path, const char **format, struct im_err *err)
 	if (!S_ISREG(st.st_mode) && !S_ISBLK(st.st_mode))
 		return im_errf(err, IM_EXIT_TARGET, -EINVAL, "%s is not a disk or an image file", path);
 	/* The backends' probe: libguestfs reads the image itself (backing
-	 * files included), so a qcow2 overlay is as good as any. */
-	return bk_probe_format(path, format, err);
+	 * files included), so a qcow2 overlay is as good as any; other
+	 * hypervisors' disks go by qemu's names of their formats. */
+	int r = bk_probe_format(path, format, err);
+	if (r == 0)
+		*format = bk_qemu_format(*format);
+	return r;
 }
 
 json_object *cli_convert_json(const struct conv_report *r, const struct im_err *err)
