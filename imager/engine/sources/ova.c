@@ -27,6 +27,7 @@
 
 #define TAR_BLOCK 512
 #define PAX_MAX   (64u << 10)   /* a pax header or GNU long name: at most 64 KiB */
+#define TAR_MAX_HEADERS 4096    /* every header, pax, long names and folders included */
 
 /* An octal field (blanks and NULs around), or base-256 (first byte 0x80). */
 static int tar_num(const unsigned char *f, size_t len, uint64_t *v)
@@ -139,7 +140,7 @@ static int walk(int fd, const char *ova, uint64_t fsize, struct ova *o, struct i
 	uint64_t off = 0, next_size = 0;
 	bool has_next_size = false;
 
-	for (;;) {
+	for (unsigned headers = 0;; headers++) {
 		uint64_t size, data, span;
 		char type;
 		int r;
@@ -154,6 +155,9 @@ static int walk(int fd, const char *ova, uint64_t fsize, struct ova *o, struct i
 			return im_errf(err, IM_EXIT_IO, r, "reading %s: %s", ova, strerror(-r));
 		if (buf_is_zero(h, TAR_BLOCK))
 			break;
+		if (headers == TAR_MAX_HEADERS)
+			return im_errf(err, IM_EXIT_SOURCE, -EINVAL, "%s: more than %d tar headers", ova,
+				       TAR_MAX_HEADERS);
 		if (!tar_sum_ok(h))
 			return im_errf(err, IM_EXIT_DAMAGED, -EBADMSG,
 				       "%s: the tar header at byte %llu has a bad checksum", ova,
@@ -276,7 +280,7 @@ static int read_member(int fd, const char *ova, const struct ova_member *m, uint
 
 int ova_open(const char *path, struct ova *o, struct im_err *err)
 {
-	struct stat st;
+	uint64_t size;
 	char *xml = NULL;
 	int fd, r;
 
@@ -284,15 +288,10 @@ int ova_open(const char *path, struct ova *o, struct im_err *err)
 	o->ovf = o->mf = -1;
 	for (size_t i = 0; i < VM_MAX_DISKS; i++)
 		o->disk_member[i] = -1;
-	fd = open(path, O_RDONLY | O_CLOEXEC);
+	fd = vm_open_file(path, &size, err);
 	if (fd < 0)
-		return im_errf(err, IM_EXIT_SOURCE, errno == ENOENT ? -ENOENT : -errno, "%s: %s", path,
-			       strerror(errno));
-	if (fstat(fd, &st) < 0 || !S_ISREG(st.st_mode)) {
-		close(fd);
-		return im_errf(err, IM_EXIT_SOURCE, -EINVAL, "%s is not a regular file", path);
-	}
-	r = walk(fd, path, (uint64_t)st.st_size, o, err);
+		return fd;
+	r = walk(fd, path, size, o, err);
 	for (size_t i = 0; r == 0 && i < o->n; i++) {
 		int *slot = ends_with(o->m[i].name, ".ovf") ? &o->ovf :
 			    ends_with(o->m[i].name, ".mf") ? &o->mf : NULL;
@@ -325,6 +324,8 @@ int ova_open(const char *path, struct ova *o, struct im_err *err)
 	if (r < 0) {
 		memset(o, 0, sizeof(*o));
 		o->ovf = o->mf = -1;
+		for (size_t i = 0; i < VM_MAX_DISKS; i++)
+			o->disk_member[i] = -1;
 	}
 	return r;
 }

@@ -4,12 +4,14 @@
  * their folder.  Contract: include/imager/vmsource.h. */
 #include <ctype.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include <libxml/parser.h>
 #include <libxml/tree.h>
@@ -101,6 +103,22 @@ int vm_dirname(const char *path, char *out, size_t outlen)
 	memcpy(out, path, (size_t)(slash - path));
 	out[slash - path] = '\0';
 	return 0;
+}
+
+int vm_open_file(const char *path, uint64_t *size, struct im_err *err)
+{
+	struct stat st;
+	int fd = open(path, O_RDONLY | O_CLOEXEC);
+
+	if (fd < 0)
+		return im_errf(err, IM_EXIT_SOURCE, errno == ENOENT ? -ENOENT : -errno, "%s: %s", path,
+			       strerror(errno));
+	if (fstat(fd, &st) < 0 || !S_ISREG(st.st_mode)) {
+		close(fd);
+		return im_errf(err, IM_EXIT_SOURCE, -EINVAL, "%s is not a regular file", path);
+	}
+	*size = (uint64_t)st.st_size;
+	return fd;
 }
 
 const char *vm_basename(const char *path)
@@ -332,11 +350,31 @@ static int ovf_memory(xmlNode *it, struct vm_desc *d, struct im_err *err)
 	return 0;
 }
 
+/* The first child element `el` of parent whose attribute `key` is value:
+ * 1 (*found set), 0 (none), or -errno. */
+static int find_by_attr(xmlNode *parent, const char *el, const char *key, const char *value,
+			xmlNode **found, struct im_err *err)
+{
+	char v[128];
+
+	*found = NULL;
+	for (xmlNode *c = parent ? parent->children : NULL; c; c = c->next) {
+		if (!is_el(c, el))
+			continue;
+		FORWARD_ERR(attr_text(c, key, v, sizeof(v), err));
+		if (!strcmp(v, value)) {
+			*found = c;
+			return 1;
+		}
+	}
+	return 0;
+}
+
 static int ovf_disk_file(xmlNode *env, const char *host, struct vm_disk *k, struct im_err *err)
 {
-	char id[128], ref[128], v[256];
+	char ref[128], v[256];
 	const char *disk_id = host;
-	xmlNode *ds = child(env, "DiskSection"), *refs = child(env, "References"), *disk = NULL, *file = NULL;
+	xmlNode *disk, *file;
 
 	if (!strncmp(disk_id, "ovf:", 4))
 		disk_id += 4;
@@ -344,13 +382,7 @@ static int ovf_disk_file(xmlNode *env, const char *host, struct vm_disk *k, stru
 		return im_errf(err, IM_EXIT_SOURCE, -EINVAL,
 			       "OVF: a disk's HostResource \"%s\" names no disk (ovf:/disk/ID)", host);
 	disk_id += 6;
-	for (xmlNode *c = ds ? ds->children : NULL; c && !disk; c = c->next) {
-		if (!is_el(c, "Disk"))
-			continue;
-		FORWARD_ERR(attr_text(c, "diskId", id, sizeof(id), err));
-		if (!strcmp(id, disk_id))
-			disk = c;
-	}
+	FORWARD_ERR(find_by_attr(child(env, "DiskSection"), "Disk", "diskId", disk_id, &disk, err));
 	if (!disk)
 		return im_errf(err, IM_EXIT_SOURCE, -EINVAL, "OVF: disk \"%s\" is not in the DiskSection",
 			       disk_id);
@@ -374,13 +406,7 @@ static int ovf_disk_file(xmlNode *env, const char *host, struct vm_disk *k, stru
 			return im_errf(err, IM_EXIT_SOURCE, -EINVAL,
 				       "OVF: disk \"%s\": capacity %s %s is too large", disk_id, v, u);
 	}
-	for (xmlNode *c = refs ? refs->children : NULL; c && !file; c = c->next) {
-		if (!is_el(c, "File"))
-			continue;
-		FORWARD_ERR(attr_text(c, "id", id, sizeof(id), err));
-		if (!strcmp(id, ref))
-			file = c;
-	}
+	FORWARD_ERR(find_by_attr(child(env, "References"), "File", "id", ref, &file, err));
 	if (!file)
 		return im_errf(err, IM_EXIT_SOURCE, -EINVAL,
 			       "OVF: disk \"%s\" names file \"%s\", which References does not list",
@@ -668,7 +694,7 @@ static int kv_cmp(const void *a, const void *b)
 static const struct vmx_kv *vmx_get(const struct vmx_kv *kv, size_t n, const char *key)
 {
 	struct vmx_kv k = { .key = (char *)key };
-	return bsearch(&k, kv, n, sizeof(*kv), kv_cmp);
+	return n ? bsearch(&k, kv, n, sizeof(*kv), kv_cmp) : NULL;
 }
 
 static bool vmx_true(const struct vmx_kv *kv, size_t n, const char *key)

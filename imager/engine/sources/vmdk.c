@@ -272,24 +272,20 @@ static int sparse_capacity(int fd, const char *type, const char *name, uint64_t 
 static int load_desc(const char *path, struct vmdk_desc *d, bool *embedded, struct im_err *err)
 {
 	unsigned char h[512];
-	struct stat st;
+	uint64_t fsize;
 	char *text = NULL;
 	size_t len;
-	int fd = open(path, O_RDONLY | O_CLOEXEC), r;
+	int fd, r;
 
 	*embedded = false;
+	fd = vm_open_file(path, &fsize, err);
 	if (fd < 0)
-		return im_errf(err, IM_EXIT_SOURCE, errno == ENOENT ? -ENOENT : -errno, "%s: %s", path,
-			       strerror(errno));
-	if (fstat(fd, &st) < 0 || !S_ISREG(st.st_mode)) {
-		close(fd);
-		return im_errf(err, IM_EXIT_SOURCE, -EINVAL, "%s is not a regular file", path);
-	}
-	if ((uint64_t)st.st_size >= 4 && (r = read_at(fd, h, 4, 0, path, err)) < 0) {
+		return fd;
+	if (fsize >= 4 && (r = read_at(fd, h, 4, 0, path, err)) < 0) {
 		close(fd);
 		return r;
 	}
-	if ((uint64_t)st.st_size >= 4 && le32(h) == KDMV_MAGIC) {
+	if (fsize >= 4 && le32(h) == KDMV_MAGIC) {
 		uint64_t off, size, cap;
 		if ((r = read_at(fd, h, sizeof(h), 0, path, err)) < 0) {
 			close(fd);
@@ -304,8 +300,8 @@ static int load_desc(const char *path, struct vmdk_desc *d, bool *embedded, stru
 				       "%s is a sparse extent without a descriptor (open its descriptor file)",
 				       path);
 		}
-		if (size > VMDK_MAX_DESC / 512 || off > (uint64_t)st.st_size / 512 ||
-		    off * 512 + size * 512 > (uint64_t)st.st_size) {
+		if (size > VMDK_MAX_DESC / 512 || off > fsize / 512 ||
+		    off * 512 + size * 512 > fsize) {
 			close(fd);
 			return im_errf(err, IM_EXIT_DAMAGED, -EBADMSG,
 				       "%s: the embedded descriptor (sector %llu, %llu sectors) is not inside the file",
@@ -341,10 +337,10 @@ static int load_desc(const char *path, struct vmdk_desc *d, bool *embedded, stru
 		return 0;
 	}
 	close(fd);
-	if ((uint64_t)st.st_size > VMDK_MAX_DESC)
+	if (fsize > VMDK_MAX_DESC)
 		return im_errf(err, IM_EXIT_SOURCE, -EINVAL,
 			       "%s is neither a sparse VMDK nor a descriptor (%llu bytes of text?)", path,
-			       (unsigned long long)st.st_size);
+			       (unsigned long long)fsize);
 	r = read_whole_file(path, (unsigned char **)&text, &len, VMDK_MAX_DESC);
 	if (r < 0)
 		return im_errf(err, IM_EXIT_IO, r, "reading %s: %s", path, strerror(-r));
@@ -361,8 +357,7 @@ static int check_extents(const char *dir, const char *self, const struct vmdk_de
 	for (size_t i = 0; i < d->next; i++) {
 		const struct vmdk_extent *e = &d->ext[i];
 		char real[PATH_MAX];
-		struct stat st;
-		uint64_t cap = 0;
+		uint64_t cap = 0, fsize;
 		int fd, r;
 
 		if (!strcmp(e->type, "VMFSRDM") || !strcmp(e->type, "VMFSRAW"))
@@ -383,19 +378,15 @@ static int check_extents(const char *dir, const char *self, const struct vmdk_de
 			return im_errf(err, IM_EXIT_SOURCE, -EINVAL, "%s: extent %s is named twice", self,
 				       e->file);
 		seen_add(seen, real);
-		fd = open(real, O_RDONLY | O_CLOEXEC);
-		if (fd < 0 || fstat(fd, &st) < 0) {
-			r = -errno;
-			if (fd >= 0)
-				close(fd);
-			return im_errf(err, IM_EXIT_IO, r, "%s: %s", real, strerror(-r));
-		}
+		fd = vm_open_file(real, &fsize, err);
+		if (fd < 0)
+			return fd;
 		if (!strcmp(e->type, "FLAT") || !strcmp(e->type, "VMFS")) {
 			close(fd);
-			if ((uint64_t)st.st_size / 512 < e->offset + e->sectors)
+			if (fsize / 512 < e->offset + e->sectors)
 				return im_errf(err, IM_EXIT_DAMAGED, -EBADMSG,
 					       "%s: extent %s is %llu bytes, shorter than the %llu the descriptor says",
-					       self, e->file, (unsigned long long)st.st_size,
+					       self, e->file, (unsigned long long)fsize,
 					       (unsigned long long)((e->offset + e->sectors) * 512));
 			continue;
 		}

@@ -24,6 +24,9 @@ int vm_parse_u64(const char *s, size_t len, uint64_t *v);
 int vm_mac_norm(const char *s, char out[18]);
 /* The folder part of path (".": none) into out; 0 or -ENAMETOOLONG. */
 int vm_dirname(const char *path, char *out, size_t outlen);
+/* path opened for reading: a descriptor (*size its length), or -errno
+ * with err filled (IM_EXIT_SOURCE: missing, not a regular file). */
+int vm_open_file(const char *path, uint64_t *size, struct im_err *err);
 /* The final component of path. */
 const char *vm_basename(const char *path);
 
