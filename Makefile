@@ -5,7 +5,7 @@ VERSION   := 0.1.0
 PREFIX    ?= /usr/local
 DESTDIR   ?=
 BUILD     ?= build
-PKGS      := libparted blkid libzstd json-c libxxhash zlib libnbd libguestfs libvirt libxml-2.0 hivex libarchive liblzma
+PKGS      := libparted blkid libzstd json-c libxxhash zlib libnbd libguestfs libvirt libxml-2.0 hivex libarchive liblzma libcrypto
 
 # Debian packages.  `make deps` installs the missing ones (idempotent; a
 # no-op when all are present); tests/ts/setup/packages checks that every
@@ -26,7 +26,7 @@ PKGS      := libparted blkid libzstd json-c libxxhash zlib libnbd libguestfs lib
 #              signed, xorriso, ssh, sshfs, nbdkit, dialog; the kernel is DEB_RUN's)
 DEB_BUILD := build-essential pkg-config clang libclang-rt-14-dev libparted-dev libblkid-dev libzstd-dev \
              libjson-c-dev libxxhash-dev zlib1g-dev libnbd-dev libguestfs-dev \
-             libvirt-dev libxml2-dev libhivex-dev libarchive-dev liblzma-dev
+             libvirt-dev libxml2-dev libhivex-dev libarchive-dev liblzma-dev libssl-dev
 DEB_RUN   := e2fsprogs supermin qemu-system-x86 linux-image-amd64 libguestfs-xfs \
              ntfs-3g xfsprogs btrfs-progs f2fs-tools dosfstools mtools
 DEB_TEST  := parted fdisk dosfstools mtools zstd util-linux util-linux-extra time procps file git \
@@ -70,9 +70,9 @@ WARN      := -Wall -Wextra -Werror
 #   2 convert  imager/convert             libguestfs, hivex, virtio-win
 #   3 virt     imager/virt                libvirt: domains, pools, volumes
 #   4 cli      imager/cli                 the imager command
-PKGS_ENGINE  := libparted blkid libzstd json-c libxxhash zlib libnbd libarchive
+PKGS_ENGINE  := libparted blkid libzstd json-c libxxhash zlib libnbd libarchive libxml-2.0 libcrypto
 PKGS_CONVERT := $(PKGS_ENGINE) libguestfs hivex liblzma
-PKGS_VIRT    := $(PKGS_CONVERT) libvirt libxml-2.0
+PKGS_VIRT    := $(PKGS_CONVERT) libvirt
 BASE_CFLAGS = -std=gnu11 $(OPT) $(WARN) -Iinclude -D_GNU_SOURCE \
               -D_FILE_OFFSET_BITS=64 -DIMAGER_VERSION='"$(VERSION)"' -pthread
 LDLIBS    = $(shell pkg-config --libs $(PKGS) 2>/dev/null) -pthread
@@ -188,8 +188,8 @@ $(BUILD)/unit-san/%: $(BUILD)/unit-san/%.o $(SAN_LIBS) $(BUILD)/libimager-boot-s
 .SECONDARY: $(UNITS:%=%.o) $(SAN_UNITS:%=%.o) $(FUZZERS:%=%.o)
 
 # The layer rule, from the built libraries: no layer refers to a symbol of
-# a library it may not use (engine: no libguestfs, hivex, libvirt or
-# libxml2; convert: no libvirt or libxml2, nothing of virt).
+# a library it may not use (engine: no libguestfs, hivex or libvirt;
+# convert: no libvirt, nothing of virt).
 layers: $(LIBS) $(BUILD)/imager
 	@sh tests/lib/layers.sh $(BUILD)
 

@@ -14,7 +14,7 @@ trap 'rm -rf "$t"' EXIT
 c=$here/corpus
 # (regress-* are inputs that once crashed a harness: kept as committed)
 [ -d "$c" ] && find "$c" -type f ! -name 'regress-*' -delete
-mkdir -p "$c"/{fuzz-fs,fuzz-ptable,fuzz-qcow2,fuzz-manifest,fuzz-index,fuzz-partclone,fuzz-lvmtext,fuzz-convtext,fuzz-clonezilla,fuzz-frames,fuzz-journals,fuzz-initrd}
+mkdir -p "$c"/{fuzz-fs,fuzz-ptable,fuzz-qcow2,fuzz-manifest,fuzz-index,fuzz-partclone,fuzz-lvmtext,fuzz-convtext,fuzz-clonezilla,fuzz-frames,fuzz-journals,fuzz-initrd,fuzz-ovf,fuzz-vmx,fuzz-vmdkdesc}
 sp() { python3 "$here/sparse.py" "$1" "$2"; }
 mkdir -p "$t/tree/d"
 echo hello >"$t/tree/a.txt"
@@ -175,4 +175,16 @@ echo x >"$t/main/conf/initramfs.conf"
 { printf '\x00'; cat "$t/early.cpio"; xz -c --check=crc32 "$t/dracut.cpio"; } >"$c/fuzz-initrd/dracut-xz"
 { printf '\x00'; lz4 -l -c "$t/itools.cpio"; } >"$c/fuzz-initrd/itools-lz4"
 { printf '\x01'; printf 'Package: dracut\nStatus: install ok installed\n\nPackage: initramfs-tools\nStatus: deinstall ok config-files\n'; } >"$c/fuzz-initrd/dpkg-status"
+# virtual machines' descriptions: the committed samples (tests/data/vm),
+# and the VMDK descriptors qemu-img writes, text and embedded (cut at the
+# first NUL, as vmdk_check() cuts it)
+cp "$root"/tests/data/vm/*.ovf "$c/fuzz-ovf/"
+cp "$root"/tests/data/vm/*.vmx "$c/fuzz-vmx/"
+for s in monolithicFlat twoGbMaxExtentSparse twoGbMaxExtentFlat; do
+	qemu-img create -q -f vmdk -o subformat=$s "$t/$s.vmdk" 3G && cp "$t/$s.vmdk" "$c/fuzz-vmdkdesc/$s"
+done
+qemu-img create -q -f vmdk -o subformat=streamOptimized "$t/so.vmdk" 64M &&
+	dd if="$t/so.vmdk" bs=512 skip=1 count=1 status=none | tr -d '\000' >"$c/fuzz-vmdkdesc/streamOptimized"
+qemu-img create -q -f vmdk "$t/base.vmdk" 64M && (cd "$t" && qemu-img create -q -f vmdk -b base.vmdk -F vmdk child.vmdk) &&
+	dd if="$t/child.vmdk" bs=512 skip=1 count=1 status=none | tr -d '\000' >"$c/fuzz-vmdkdesc/delta"
 du -sh "$c"/* | sed 's|'"$c"'/||'
