@@ -409,6 +409,9 @@ static int info_disk(const char *name, bool json, struct cli *cli)
 		json_object *root = json_object_new_object(), *parts = json_object_new_array();
 		json_object_object_add(root, "path", json_object_new_string(info->path));
 		json_object_object_add(root, "format", json_object_new_string(info->format));
+		if (info->format_detail[0])
+			json_object_object_add(root, "format_detail",
+					       json_object_new_string(info->format_detail));
 		json_object_object_add(root, "size", json_object_new_uint64(info->size));
 		json_object_object_add(root, "logical_sector_size", json_object_new_int((int)info->lss));
 		json_object_object_add(root, "table", json_object_new_string(info->table));
@@ -438,8 +441,10 @@ static int info_disk(const char *name, bool json, struct cli *cli)
 	} else {
 		char size[32];
 		cli_human(info->size, size, sizeof(size));
-		printf("%s: %s %s (%llu bytes), sector %u, table %s\n", info->path, info->format,
-		       size, (unsigned long long)info->size, info->lss, info->table);
+		printf("%s: %s%s%s%s %s (%llu bytes), sector %u, table %s\n", info->path,
+		       info->format, info->format_detail[0] ? " (" : "", info->format_detail,
+		       info->format_detail[0] ? ")" : "", size, (unsigned long long)info->size,
+		       info->lss, info->table);
 		for (size_t i = 0; i < info->nparts; i++) {
 			const struct disk_part_info *p = &info->parts[i];
 			char psize[32], used[32];

@@ -75,7 +75,8 @@ struct bk_create_opts {
 struct bk;
 
 struct bk_driver {
-	const char *name;         /* "raw", "qcow2", "nbd", "vmdk", "vhd", "vhdx", "vdi" */
+	const char *name;         /* "raw", "qcow2", "nbd", "vmdk", "vhd", "vhdx", "vdi",
+				   * "ova", "ovf", "vmx" */
 	size_t priv_size;         /* bytes of private state, allocated zeroed */
 
 	/* How sure is the driver that a file starting with buf (len bytes:
@@ -161,7 +162,7 @@ struct bk {
 	char fail_note[256];
 	/* What the format's header says of the file, for people ("" none):
 	 * a VMDK's createType, a VHD's fixed or dynamic. */
-	char detail[64];
+	char detail[128];
 };
 
 /* ---- the framework ---- */
@@ -172,6 +173,10 @@ extern const struct bk_driver bk_raw, bk_qcow2, bk_nbd;
  * VMware's VMDK, Hyper-V's VHD (fixed and dynamic) and VHDX, VirtualBox's
  * VDI.  Opening one starts a qemu-nbd child that lives until the close. */
 extern const struct bk_driver bk_vmdk, bk_vhd, bk_vhdx, bk_vdi;
+/* The disks of a VM's description (backend-vm.c): an OVA, an OVF folder's
+ * .ovf, a .vmx.  "PATH" is its only disk; "PATH/DISK" one of its disks by
+ * its file name or its number from 1.  Read only, through qemu-nbd. */
+extern const struct bk_driver bk_ova, bk_ovf, bk_vmx;
 /* qemu's name of a driver's format ("vhd" -> "vpc"; the others as they
  * are), for libguestfs and qemu-img. */
 const char *bk_qemu_format(const char *driver);
@@ -239,5 +244,15 @@ uint64_t bk_rescue_bad_total(const struct bk *bk);
  * its header.  Returns 0 or negative errno (IM_EXIT_IO, IM_EXIT_TARGET). */
 int bk_rescue_write_map(const struct bk *bk, const char *path, const char *cmdline,
 			struct im_err *err);
+
+/* ---- virtual machines' descriptions (backend-vm.c) ---- */
+struct vm_desc;
+/* When spec is a VM's description (an OVA, an .ovf, a .vmx: not one disk
+ * inside it), its facts into *d and a spec for each of its disks, in its
+ * order ("PATH/1", "PATH/2"...; specs holds VM_MAX_DISKS), their number
+ * in *n, and returns 1.  Any other source: 0.  A description that cannot
+ * be read: -errno as bk_open() (err filled). */
+int bk_vm_describe(const char *spec, struct vm_desc *d, char specs[][600], size_t *n,
+		   struct im_err *err);
 
 #endif

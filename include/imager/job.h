@@ -249,7 +249,10 @@ struct disk_part_info {
 };
 struct disk_info {
 	char path[600];
-	char format[16];           /* the container: raw, qcow2, nbd */
+	char format[16];           /* the container: raw, qcow2, nbd, vmdk, vhd, vhdx, vdi,
+				    * ova, ovf, vmx (backend.h) */
+	char format_detail[128];   /* what the container's header says ("" none): a
+				    * VMDK's createType, "fixed" VHD, "OVA disk 1, ..." */
 	uint64_t size;
 	unsigned lss;
 	char table[16];

@@ -505,6 +505,14 @@ int disk_resolve(const struct disk_roots *roots, const char *name, struct disk_r
 		size_t n = strlen(roots->dev);
 		ref->under_dev = !strncmp(ref->path, roots->dev, n) && ref->path[n] == '/';
 	}
+	if (stat(ref->path, &st) < 0 && errno == ENOTDIR) {
+		/* PATH/DISK, a disk inside a VM's description (an OVA...):
+		 * the backends tell (bk_open). */
+		ref->kind = DISK_KIND_FILE;
+		ref->exists = true;
+		ref->logical_sector_size = 512;
+		return ref_file_name(ref, err);
+	}
 	if (stat(ref->path, &st) < 0) {
 		if (errno != ENOENT)
 			return im_errf(err, IM_EXIT_SOURCE, -errno, "%s: %s", ref->path, strerror(errno));

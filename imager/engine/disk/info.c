@@ -61,6 +61,7 @@ int im_disk_info(const struct disk_roots *roots, const char *name, struct disk_i
 		fd = open(bk->raw_path, O_RDONLY | O_CLOEXEC);
 	snprintf(info->path, sizeof(info->path), "%s", ref.path);
 	snprintf(info->format, sizeof(info->format), "%s", bk->drv->name);
+	snprintf(info->format_detail, sizeof(info->format_detail), "%s", bk->detail);
 	info->size = bk->size;
 	info->lss = bk->sector_size;
 	snprintf(info->table, sizeof(info->table), "%s", pt->type);

@@ -34,16 +34,11 @@
 #include <unistd.h>
 
 #include "imager/backend.h"
+#include "imager/vmsource.h"
 #include "qemu-img.h"
 #include "util.h"
 
 #define QEMU_NBD "qemu-nbd"
-
-struct qemu_state {
-	struct bk *nbd;           /* the export, through backend-nbd.c */
-	pid_t pid;                /* qemu-nbd; 0 when not running */
-	char dir[512];            /* the private folder: socket, qemu-nbd's messages */
-};
 
 /* ---- what qemu is asked to open ---- */
 
@@ -262,27 +257,27 @@ static int qemu_failed(struct bk *bk, int r)
 	return r;
 }
 
-static int qemu_pread(struct bk *bk, void *buf, size_t len, uint64_t off)
+int qemu_pread(struct bk *bk, void *buf, size_t len, uint64_t off)
 {
 	struct qemu_state *s = bk->priv;
 	int r = s->nbd->drv->pread(s->nbd, buf, len, off);
 	return r < 0 ? qemu_failed(bk, r) : r;
 }
 
-static int qemu_block_status(struct bk *bk, uint64_t off, uint64_t len, uint64_t *pnum)
+int qemu_block_status(struct bk *bk, uint64_t off, uint64_t len, uint64_t *pnum)
 {
 	struct qemu_state *s = bk->priv;
 	int r = s->nbd->drv->block_status(s->nbd, off, len, pnum);
 	return r < 0 ? qemu_failed(bk, r) : r;
 }
 
-static int qemu_flush(struct bk *bk)
+int qemu_flush(struct bk *bk)
 {
 	(void)bk;
 	return 0;
 }
 
-static int qemu_close(struct bk *bk)
+int qemu_close(struct bk *bk)
 {
 	struct qemu_state *s = bk->priv;
 	int r = 0;
@@ -366,17 +361,38 @@ static int open_file(struct bk *bk, const char *path, unsigned flags, const char
 	return qemu_serve(bk, &img, err);
 }
 
-/* TEMPORARY until vmsource.h lands */
-static int qemu_vmdk_check(const char *path, struct im_err *err) { (void)path; (void)err; return 0; }
-
+/* Its descriptor, every extent and every parent checked first: all in
+ * its folder, of the sizes it says (vmdk_check). */
 static int vmdk_open(struct bk *bk, const char *path, unsigned flags, struct im_err *err)
 {
-	FORWARD_ERR(qemu_vmdk_check(path, err));
+	struct vmdk_desc d;
+	unsigned depth;
+
+	FORWARD_ERR(vmdk_check(path, &d, &depth, err));
+	if (depth > 1)
+		snprintf(bk->detail, sizeof(bk->detail), "%s, a snapshot over %u parent%s",
+			 d.create_type, depth - 1, depth > 2 ? "s" : "");
+	else
+		snprintf(bk->detail, sizeof(bk->detail), "%s", d.create_type);
 	return open_file(bk, path, flags, "vmdk", "VMDK", err);
 }
 
+/* Fixed (the disk, then the footer) or dynamic: the footer's disk type,
+ * which a dynamic VHD copies at its start. */
 static int vhd_open(struct bk *bk, const char *path, unsigned flags, struct im_err *err)
 {
+	unsigned char f[512];
+	struct stat st;
+	int fd = open(path, O_RDONLY | O_CLOEXEC);
+
+	if (fd >= 0 && fstat(fd, &st) == 0 && st.st_size >= 512 &&
+	    (pread_full(fd, f, 512, 0) == 0 && !memcmp(f, "conectix", 8) ?
+	     0 : pread_full(fd, f, 512, (uint64_t)st.st_size - 512)) == 0 &&
+	    !memcmp(f, "conectix", 8))
+		snprintf(bk->detail, sizeof(bk->detail), "%s",
+			 f[63] == 2 ? "fixed" : f[63] == 3 ? "dynamic" : f[63] == 4 ? "differencing" : "");
+	if (fd >= 0)
+		close(fd);
 	return open_file(bk, path, flags, "vpc", "VHD", err);
 }
 

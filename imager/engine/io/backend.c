@@ -2,6 +2,7 @@
 /* The container framework: choosing a driver, owning its state, and
  * checking every range before a driver sees it. */
 #include "imager/backend.h"
+#include "qemu-img.h"
 #include "rescue.h"
 
 #include <errno.h>
@@ -17,7 +18,8 @@
 
 /* Probing order; raw last (it scores 1 for anything). */
 static const struct bk_driver *const probe_order[] = { &bk_qcow2, &bk_vmdk, &bk_vhd, &bk_vhdx,
-							&bk_vdi, &bk_raw };
+							&bk_vdi, &bk_ova, &bk_ovf, &bk_vmx,
+							&bk_raw };
 
 const char *bk_prealloc_name(enum bk_prealloc p)
 {
@@ -116,6 +118,25 @@ static void probe_tail(int fd, const struct bk_driver **drv, int *best)
 	}
 }
 
+static int probe_driver(const char *spec, const struct bk_driver **out, struct im_err *err);
+
+/* PATH/DISK: a disk inside a VM's description (backend-vm.c), whose
+ * driver is the description's. */
+static int probe_vm_disk(const char *spec, const struct bk_driver **out, struct im_err *err)
+{
+	char file[600];
+	const char *disk;
+
+	if (vm_split_spec(spec, file, sizeof(file), &disk) < 0 || !disk)
+		return im_errf(err, IM_EXIT_SOURCE, -ENOTDIR, "%s: %s", spec, strerror(ENOTDIR));
+	FORWARD_ERR(probe_driver(file, out, err));
+	if (*out != &bk_ova && *out != &bk_ovf && *out != &bk_vmx)
+		return im_errf(err, IM_EXIT_SOURCE, -ENOTDIR,
+			       "%s: %s is a %s file, not a VM's description (OVA, OVF, .vmx) with "
+			       "disks inside", spec, file, (*out)->name);
+	return 0;
+}
+
 /* The driver whose probe scores highest on the first 4 KiB (raw when none). */
 static int probe_driver(const char *spec, const struct bk_driver **out, struct im_err *err)
 {
@@ -129,6 +150,8 @@ static int probe_driver(const char *spec, const struct bk_driver **out, struct i
 		return 0;
 	}
 	fd = open(spec, O_RDONLY | O_CLOEXEC);
+	if (fd < 0 && errno == ENOTDIR)
+		return probe_vm_disk(spec, out, err);
 	if (fd < 0)
 		return im_errf(err, IM_EXIT_SOURCE, -errno, "%s: %s", spec, strerror(errno));
 	n = pread(fd, buf, sizeof(buf), 0);

@@ -6,6 +6,7 @@
 
 #include <stdbool.h>
 #include <stdint.h>
+#include <sys/types.h>
 
 #include "imager/backend.h"
 
@@ -17,6 +18,20 @@ struct qemu_img {
 	bool ranged;              /* the image is [offset, offset+size) of file (a tar member) */
 	uint64_t offset, size;
 };
+
+/* The private state of every driver served by qemu-nbd. */
+struct qemu_state {
+	struct bk *nbd;           /* the export, through backend-nbd.c */
+	pid_t pid;                /* qemu-nbd; 0 when not running */
+	char dir[512];            /* the private folder: socket, qemu-nbd's messages */
+};
+#define QEMU_STATE_SIZE sizeof(struct qemu_state)
+
+/* The calls of those drivers, passed to the export. */
+int qemu_pread(struct bk *bk, void *buf, size_t len, uint64_t off);
+int qemu_block_status(struct bk *bk, uint64_t off, uint64_t len, uint64_t *pnum);
+int qemu_flush(struct bk *bk);
+int qemu_close(struct bk *bk);
 
 /* qemu's --image-opts for img (the format always named; a comma in the
  * path doubled).  Returns 0 or -ENAMETOOLONG. */
@@ -34,5 +49,10 @@ int qemu_serve(struct bk *bk, const struct qemu_img *img, struct im_err *err);
  * member: the format (qemu's driver name) whose magic buf starts with, or
  * NULL. */
 const char *qemu_format_of(const unsigned char *buf, size_t len, const char **label);
+
+/* A VM description's spec (backend-vm.c) as FILE, a regular file, and
+ * the DISK after its '/' (NULL when spec is the file itself).  Returns 0,
+ * or -ENOENT when no prefix of spec is a regular file, -ENAMETOOLONG. */
+int vm_split_spec(const char *spec, char *file, size_t len, const char **disk);
 
 #endif

@@ -344,6 +344,11 @@ static int load_desc(const char *path, struct vmdk_desc *d, bool *embedded, stru
 	r = read_whole_file(path, (unsigned char **)&text, &len, VMDK_MAX_DESC);
 	if (r < 0)
 		return im_errf(err, IM_EXIT_IO, r, "reading %s: %s", path, strerror(-r));
+	/* qemu-img pads its descriptor files with NULs to a whole sector:
+	 * the text ends at the first NUL, and only NULs may follow. */
+	size_t text_len = strnlen(text, len);
+	if (text_len < len && buf_is_zero(text + text_len, len - text_len))
+		len = text_len;
 	r = vmdk_desc_parse(text, len, d, err);
 	free(text);
 	if (r < 0)
