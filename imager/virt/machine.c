@@ -14,6 +14,7 @@
 #include <unistd.h>
 
 #include "imager/domain.h"
+#include "imager/vmsource.h"
 #include "imager/guest.h"
 
 /* io_uring_setup() with one entry: blocked by seccomp in many containers,
@@ -307,6 +308,21 @@ int dom_machine_from_file(const char *path, struct dom_machine *m, struct im_err
 	if (m->nmacs)
 		snprintf(m->mac, sizeof(m->mac), "%s", m->macs[0]);
 	return 0;
+}
+
+void dom_machine_from_vm(const struct vm_desc *vm, struct dom_machine *m)
+{
+	memset(m, 0, sizeof(*m));
+	m->memory = vm->memory_mib << 20;
+	m->memory_mib = vm->memory_mib;
+	m->vcpus = vm->vcpus;
+	m->uefi = vm->firmware == VM_FW_EFI;
+	for (size_t i = 0; i < vm->nnics && m->nmacs < DOM_MACHINE_MACS; i++)
+		if (vm->nics[i].mac[0])
+			snprintf(m->macs[m->nmacs++], sizeof(m->macs[0]), "%s", vm->nics[i].mac);
+	if (vm->nnics && vm->nics[0].mac[0])
+		snprintf(m->mac, sizeof(m->mac), "%s", vm->nics[0].mac);
+	snprintf(m->model, sizeof(m->model), "%s", vm->name);
 }
 
 void dom_machine_apply(struct dom_opts *o, struct dom_guest *g, char mac[18],

@@ -14,6 +14,7 @@
 #include <unistd.h>
 
 #include "imager/image.h"
+#include "imager/vmsource.h"
 #include "imager/p2v.h"
 #include "imager/clonezilla.h"
 #include "imager/pools.h"
@@ -49,6 +50,8 @@ struct p2v {
 	struct dom_opts dom;         /* o->dom with disks, network and machine filled in */
 	struct dom_disk disks[P2V_MAX_SOURCES];
 	char mac[18];
+	struct dom_machine vm_machine;  /* a VM's description's facts (have_vm) */
+	bool have_vm;
 	/* With hosts. */
 	struct host hosts[P2V_MAX_HOSTS];
 	struct host *host;           /* the one chosen, with its pool */
@@ -109,8 +112,11 @@ static int probe_source(struct p2v_disk *d, const struct bk_net *net, struct im_
 {
 	struct stat st;
 
-	if (!bk_is_uri(d->source) && stat(d->source, &st) < 0)
+	if (d->spec[0]) {
+		st.st_mode = S_IFREG;            /* a disk inside a VM's description */
+	} else if (!bk_is_uri(d->source) && stat(d->source, &st) < 0) {
 		return im_errf(err, IM_EXIT_SOURCE, -errno, "%s: %s", d->source, strerror(errno));
+	}
 	if (!bk_is_uri(d->source) && S_ISDIR(st.st_mode) && cz_detect(d->source)) {
 		struct cz_image *cz = calloc(1, sizeof(*cz));
 		int r;
@@ -140,12 +146,68 @@ static int probe_source(struct p2v_disk *d, const struct bk_net *net, struct im_
 	return 0;
 }
 
+/* The machine a VM's description describes, told as a note. */
+static void vm_facts(struct p2v *j, const char *source, const struct vm_desc *vm)
+{
+	dom_machine_from_vm(vm, &j->vm_machine);
+	j->have_vm = true;
+	tell(j, P2V_NOTE, "%s: %s, %llu MiB, %u vCPUs, %s firmware, MAC %s%s%s", source,
+	     vm->guest_os[0] ? vm->guest_os : "a virtual machine",
+	     (unsigned long long)vm->memory_mib, vm->vcpus,
+	     vm->firmware == VM_FW_EFI ? "UEFI" : vm->firmware == VM_FW_BIOS ? "BIOS" : "unknown",
+	     vm->nnics && vm->nics[0].mac[0] ? vm->nics[0].mac : "none",
+	     vm->nnics > 1 ? " (only the first NIC is defined; the others: virsh attach-interface)"
+			   : "",
+	     vm->secure_boot ? " (it booted with Secure Boot: --firmware uefi-secure keeps it)" : "");
+}
+
+/* The sources, a VM's description replaced by its disks. */
+static int expand_sources(struct p2v *j)
+{
+	size_t n = 0, found = 0;
+
+	for (size_t i = 0; i < j->o->nsources; i++) {
+		char (*specs)[600] = calloc(VM_MAX_DISKS, sizeof(*specs));
+		struct vm_desc *vm = calloc(1, sizeof(*vm));
+		size_t k = 0;
+		int r = specs && vm ? bk_vm_describe(j->o->sources[i], vm, specs, &k, j->err)
+				    : im_errf(j->err, IM_EXIT_INTERNAL, -ENOMEM, "out of memory");
+
+		if (r == 1 && ++found > 1)
+			r = im_errf(j->err, IM_EXIT_USAGE, -EINVAL,
+				    "%s: p2v moves one virtual machine at a time (%s was one)",
+				    j->o->sources[i], j->rep->disks[0].source);
+		if (r == 1 && n + k > P2V_MAX_SOURCES)
+			r = im_errf(j->err, IM_EXIT_USAGE, -EINVAL, "p2v takes at most %d disks",
+				    P2V_MAX_SOURCES);
+		if (r == 1) {
+			for (size_t m = 0; m < k; m++, n++) {
+				struct p2v_disk *d = &j->rep->disks[n];
+				memcpy(d->spec, specs[m], sizeof(d->spec));
+				d->source = d->spec;
+			}
+			vm_facts(j, j->o->sources[i], vm);
+		} else if (r == 0 && n < P2V_MAX_SOURCES) {
+			j->rep->disks[n++].source = j->o->sources[i];
+		} else if (r == 0) {
+			r = im_errf(j->err, IM_EXIT_USAGE, -EINVAL, "p2v takes at most %d disks",
+				    P2V_MAX_SOURCES);
+		}
+		free(specs);
+		free(vm);
+		FORWARD_ERR(r);
+	}
+	j->n = j->rep->ndisks = n;
+	j->dom.ndisks = n;
+	return 0;
+}
+
 static int probe_sources(struct p2v *j)
 {
+	FORWARD_ERR(expand_sources(j));
 	for (size_t i = 0; i < j->n; i++) {
 		struct p2v_disk *d = &j->rep->disks[i];
 
-		d->source = j->o->sources[i];
 		FORWARD_ERR(probe_source(d, &j->o->net, j->err));
 		if (j->o->disk_size)
 			d->capacity = (j->o->disk_size + 511) / 512 * 512;
@@ -265,6 +327,8 @@ static void guest_facts(struct p2v *j, struct dom_guest *g)
 		all_block &= j->rep->disks[i].block;
 	if (j->o->machine)   /* the source machine's facts, from its live media */
 		dom_machine_apply(&j->dom, g, j->mac, j->o->machine);
+	else if (j->have_vm) /* a VM's, from its description */
+		dom_machine_apply(&j->dom, g, j->mac, &j->vm_machine);
 	else if (all_block)  /* live media: the source machine is this one */
 		dom_machine_apply(&j->dom, g, j->mac, NULL);
 }

@@ -173,6 +173,11 @@ void dom_machine_local(struct dom_machine *m);
  * firmware "bios" or "uefi", printable strings); a file that is not such
  * facts is -EINVAL (IM_EXIT_SOURCE), one that cannot be read -errno. */
 int dom_machine_from_file(const char *path, struct dom_machine *m, struct im_err *err);
+/* A virtual machine's facts from its description (an OVF, a .vmx:
+ * vmsource.h, already checked there): memory and vCPUs as said, the first
+ * NIC's MAC and every NIC's, UEFI when its firmware is EFI. */
+struct vm_desc;
+void dom_machine_from_vm(const struct vm_desc *vm, struct dom_machine *m);
 /* P2V of a physical machine: its memory, vCPUs and MAC go into o where o
  * leaves them unset (o->mac then points at mac, which must live as long
  * as o), and UEFI into g when it booted UEFI.  m NULL: this machine (live

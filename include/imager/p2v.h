@@ -6,7 +6,10 @@
  *
  * im_p2v(), in this order:
  *   1. the sources are probed (an image folder by its manifest, anything
- *      else through the backends) for their sizes;
+ *      else through the backends) for their sizes.  A VM's description
+ *      (an OVA, an OVF folder's .ovf, a .vmx: at most one) stands for its
+ *      disks, in its order, and its memory, vCPUs, first NIC's MAC and
+ *      firmware are the machine's facts (unless machine is given);
  *   2. with hosts (uris): each is connected, its active pools listed
  *      (measured with probe) and ranked for the sum of the sizes; a host
  *      that cannot be reached, or whose pools cannot be listed, is skipped
@@ -120,7 +123,10 @@ struct p2v_opts {
 };
 
 struct p2v_disk {
-	const char *source;          /* as given (opts->sources[i]) */
+	const char *source;          /* as given (opts->sources[i]), or spec for a disk of
+				      * a VM's description */
+	char spec[600];              /* a disk of a VM's description (an OVA, an OVF, a
+				      * .vmx: "PATH/N", backend.h); "" otherwise */
 	bool folder, block;          /* the source is an image folder, a block device */
 	uint64_t capacity;           /* the disk's size: the source's, or --disk-size */
 	char name[256];              /* the volume's or file's name */
@@ -143,7 +149,7 @@ struct p2v_report {
 	struct dom_plan plan;
 	bool defined, started;
 	char warnings[8][600];       /* the first eight warnings ("" unused) */
-	char notes[2][300];
+	char notes[3][300];
 	char rollback[P2V_MAX_SOURCES][600];   /* after a failure: what could not be undone */
 };
 
