@@ -161,12 +161,41 @@ static void child_stop(struct qemu_state *s)
 	}
 }
 
+/* The child ended with status, before it served: why, as an error. */
+static int child_ended(struct qemu_state *s, int status, const char *what, struct im_err *err)
+{
+	char msg[400];
+
+	child_message(s->dir, msg, sizeof(msg));
+	if (WIFEXITED(status) && WEXITSTATUS(status) == 127)
+		return im_errf(err, IM_EXIT_UNSUPP, -ENOENT,
+			       "%s: reading it needs qemu-nbd (Debian package qemu-utils), "
+			       "which is not installed", what);
+	return im_errf(err, IM_EXIT_DAMAGED, -EBADMSG, "%s: qemu cannot read it: %s", what,
+		       msg[0] ? msg : "qemu-nbd stopped without a word");
+}
+
+/* The child's end as an error, or false when it still runs after 2 s. */
+static bool child_gone(struct qemu_state *s, const char *what, struct im_err *err)
+{
+	for (int i = 0; i < 200; i++) {
+		int status;
+		if (waitpid(s->pid, &status, WNOHANG) == s->pid) {
+			s->pid = 0;
+			child_ended(s, status, what, err);
+			return true;
+		}
+		struct timespec ts = { 0, 10 * 1000 * 1000 };
+		nanosleep(&ts, NULL);
+	}
+	return false;
+}
+
 /* Wait until the child listens on sock (or dies, or timeout_s passes). */
 static int child_wait(struct qemu_state *s, const char *sock, const char *what,
 		      unsigned timeout_s, struct im_err *err)
 {
 	struct timespec start, now;
-	char msg[400];
 	int status;
 
 	clock_gettime(CLOCK_MONOTONIC, &start);
@@ -175,13 +204,7 @@ static int child_wait(struct qemu_state *s, const char *sock, const char *what,
 		pid_t w = waitpid(s->pid, &status, WNOHANG);
 		if (w == s->pid) {
 			s->pid = 0;
-			child_message(s->dir, msg, sizeof(msg));
-			if (WIFEXITED(status) && WEXITSTATUS(status) == 127)
-				return im_errf(err, IM_EXIT_UNSUPP, -ENOENT,
-					       "%s: reading it needs qemu-nbd (Debian package qemu-utils), "
-					       "which is not installed", what);
-			return im_errf(err, IM_EXIT_DAMAGED, -EBADMSG, "%s: qemu cannot read it: %s",
-				       what, msg[0] ? msg : "qemu-nbd stopped without a word");
+			return child_ended(s, status, what, err);
 		}
 		if (stat(sock, &st) == 0 && S_ISSOCK(st.st_mode))
 			return 0;
@@ -228,7 +251,15 @@ int qemu_serve(struct bk *bk, const struct qemu_img *img, struct im_err *err)
 	snprintf(uri, sizeof(uri), "nbd+unix:///?socket=%s", sock);
 	r = bk_open(uri, "nbd", 0, &net, &s->nbd, err);
 	if (r < 0) {
-		im_err_prefix(err, "%s: ", what);
+		/* qemu-nbd may listen before it opens the image, and drop the
+		 * connection when that fails: its own reason then counts. */
+		struct im_err later = { 0 };
+		if (child_gone(s, what, &later)) {
+			*err = later;
+			r = later.code;
+		} else {
+			im_err_prefix(err, "%s: ", what);
+		}
 		goto fail;
 	}
 	bk->size = s->nbd->size;

@@ -436,8 +436,8 @@ static int vmx_open_bk(struct bk *bk, const char *spec, unsigned flags, struct i
 	r = read_vmx(file, d, err);
 	if (r == 0)
 		r = pick_disk(file, d, disk, &i, err);
-	if (r == 0)
-		r = vm_file_in_dir(dir, d->disks[i].file, path, sizeof(path), err);
+	if (r == 0 && (r = vm_file_in_dir(dir, d->disks[i].file, path, sizeof(path), err)) < 0)
+		im_err_prefix(err, "%s: ", file);
 	if (r == 0)
 		r = open_disk_file(bk, path, err);
 	free(d);
