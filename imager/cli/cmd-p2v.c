@@ -110,6 +110,13 @@ static json_object *report_json(const struct p2v_report *r, const char *name)
 		json_object_array_add(disks, o);
 	}
 	json_object_object_add(root, "disks", disks);
+	json_object *notes = json_object_new_array(), *warnings = json_object_new_array();
+	for (size_t i = 0; i < sizeof(r->notes) / sizeof(r->notes[0]) && r->notes[i][0]; i++)
+		json_object_array_add(notes, json_object_new_string(r->notes[i]));
+	for (size_t i = 0; i < sizeof(r->warnings) / sizeof(r->warnings[0]) && r->warnings[i][0]; i++)
+		json_object_array_add(warnings, json_object_new_string(r->warnings[i]));
+	json_object_object_add(root, "notes", notes);
+	json_object_object_add(root, "warnings", warnings);
 	json_object_object_add(root, r->host ? "host" : "output",
 			       json_object_new_string(r->host ? r->host : r->output));
 	json_object_object_add(root, "pool", r->host ? json_object_new_string(r->pool) : NULL);
