@@ -37,8 +37,9 @@
 # BENCH_RUNS (runs of each measurement, the median is shown with every run;
 # default 1), BENCH_GROW (0: no growth case),
 # BENCH_PARTS (which parts run, default all: "imaging clonezilla convert
-# windows p2v fs"; imaging is the ext4 sample with the virtual disk
-# targets, clonezilla an ocs-sr image of it restored into a qcow2).
+# windows p2v v2v fs"; imaging is the ext4 sample with the virtual disk
+# targets, clonezilla an ocs-sr image of it restored into a qcow2, v2v the
+# test guest as an OVA moved onto libvirt against virt-v2v -i ova).
 set -euo pipefail
 export LC_ALL=C
 
@@ -50,10 +51,10 @@ WORK=${BENCH_WORK:-$CACHE/work}
 GROW=${BENCH_GROW:-1}
 NPROC=$(nproc)
 RUNS=${BENCH_RUNS:-1}
-PARTS=" ${BENCH_PARTS:-imaging clonezilla convert windows p2v fs} "
+PARTS=" ${BENCH_PARTS:-imaging clonezilla convert windows p2v v2v fs} "
 part() { [[ $PARTS == *" $1 "* ]]; }
 for p in $PARTS; do
-	case $p in imaging | clonezilla | convert | windows | p2v | fs) ;; *) echo "bench: unknown part '$p' in BENCH_PARTS" >&2; exit 1 ;; esac
+	case $p in imaging | clonezilla | convert | windows | p2v | v2v | fs) ;; *) echo "bench: unknown part '$p' in BENCH_PARTS" >&2; exit 1 ;; esac
 done
 
 die() { echo "bench: $*" >&2; exit 1; }
@@ -426,6 +427,13 @@ if part p2v; then
 echo
 echo "p2v onto libvirt (tests/bench/bench-p2v.sh):"
 IMAGER=$IMAGER BENCH_WORK=$WORK bash "$ROOT/tests/bench/bench-p2v.sh"
+fi
+
+# ---- a VM off VMware: imager p2v guest.ova against virt-v2v -i ova -o libvirt ----
+if part v2v; then
+echo
+echo "an OVA onto libvirt (tests/bench/bench-p2v.sh, BENCH_P2V_INPUT=ova):"
+IMAGER=$IMAGER BENCH_WORK=$WORK BENCH_P2V_INPUT=ova bash "$ROOT/tests/bench/bench-p2v.sh"
 fi
 
 # ---- other filesystems: NTFS, XFS, btrfs, LVM+XFS against partclone + zstd ----
