@@ -33,6 +33,10 @@ static void usage(FILE *out)
 	for (size_t i = 0; i < ncommands; i++)
 		fprintf(out, "  %-9s %s\n", commands[i].name, commands[i].summary);
 	fprintf(out,
+		"\nA source is a disk (/dev/sda, vda, nvme0n1...), a partition, a raw or qcow2 file,\n"
+		"an NBD URI, an image folder (imager's or Clonezilla's), another hypervisor's disk\n"
+		"(VMDK, VHD, VHDX, VDI: read through qemu-nbd) or a VM's description (an OVA, an\n"
+		".ovf, a .vmx: PATH for its only disk, PATH/N for one of several).\n"
 		"\nExit codes: 0 ok, 1 usage, 2 source unusable, 3 image damaged or unfinished,\n"
 		"4 target refused, 5 filesystem needs fsck, 6 I/O error, 7 unsupported, 8 internal,\n"
 		"9 interrupted, 10 libguestfs's appliance cannot start here,\n"
