@@ -40,6 +40,11 @@ int cli_disk_format(const char *path, const char **format, struct im_err *err)
 	 * files included), so a qcow2 overlay is as good as any; other
 	 * hypervisors' disks go by qemu's names of their formats. */
 	int r = bk_probe_format(path, format, err);
+	if (r == 0 && (!strcmp(*format, "ova") || !strcmp(*format, "ovf") || !strcmp(*format, "vmx")))
+		return im_errf(err, IM_EXIT_USAGE, -EINVAL,
+			       "%s is a virtual machine's description (%s), not a disk: imager p2v %s "
+			       "moves the machine, or imager clone %s DISK copies one of its disks",
+			       path, *format, path, path);
 	if (r == 0)
 		*format = bk_qemu_format(*format);
 	return r;

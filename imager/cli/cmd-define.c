@@ -108,6 +108,12 @@ static int resolve_disks(char **names, size_t n, struct define_disks *dd)
 		}
 		if (cli_disk_format(dd->real[i], &dd->formats[i], &err) < 0)
 			return cli_fail("define", &err);
+		if (strcmp(dd->formats[i], "raw") && strcmp(dd->formats[i], "qcow2")) {
+			cli_usage("define", "%s is a %s disk: a VM on KVM runs from raw or qcow2 "
+				  "(imager clone %s DISK.qcow2, or imager p2v %s --name NAME)",
+				  dd->real[i], dd->formats[i], dd->real[i], dd->real[i]);
+			return IM_EXIT_USAGE;
+		}
 		dd->all_block &= S_ISBLK(st.st_mode);
 		dd->disks[i] = (struct dom_disk){ S_ISBLK(st.st_mode) ? DOM_SRC_BLOCK : DOM_SRC_FILE,
 						  dd->real[i], NULL, NULL, dd->formats[i] };
