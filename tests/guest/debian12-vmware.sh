@@ -45,12 +45,13 @@ CACHE=${IMAGER_TEST_CACHE:-/var/cache/imager-tests}
 say() { printf 'debian12-vmware: %s\n' "$*" >&2; }
 die() { say "error: $*"; exit 1; }
 
-for c in unmkinitramfs lsinitramfs e2fsck; do
-	command -v "$c" >/dev/null || die "$c is missing (initramfs-tools-core, e2fsprogs)"
-done
 # shellcheck source=/dev/null
 . "$LIB/buildtree.sh"
 variant_start debian12-vmware "$SELF"
+# (after the base guest's build, which installs them)
+for c in unmkinitramfs lsinitramfs e2fsck; do
+	command -v "$c" >/dev/null || die "$c is missing (initramfs-tools-core, e2fsprogs)"
+done
 
 phase "the base guest's disk, its root mounted"
 qemu-img convert -O raw "$BASE" "$BUILD/disk.raw" || die "qemu-img convert of the base guest"
