@@ -29,14 +29,6 @@ static const char *const module_indexes[] = {
 	"modules.builtin.modinfo", "modules.devname",
 };
 
-/* Services that only work on the platform the machine leaves. */
-static const char *const old_services[] = {
-	"open-vm-tools", "vmtoolsd", "vmware-tools", "vmware-tools-thinprint", "vgauth",
-	"vgauthd", "vmware-vmblock-fuse", "vboxadd", "vboxadd-service", "vboxadd-x11",
-	"virtualbox-guest-utils", "xe-linux-distribution", "xe-daemon", "hv-kvp-daemon",
-	"hv_kvp_daemon", "hv-vss-daemon", "hv_vss_daemon", "hv-fcopy-daemon", "hv_fcopy_daemon",
-};
-
 static const char *const device_caches[] = {
 	"/etc/blkid.tab", "/etc/blkid/blkid.tab", "/etc/lvm/cache/.cache",
 	"/etc/lvm/devices/system.devices",
@@ -457,13 +449,6 @@ static void cpio_parents(struct sbuf *ar, char ***dirs, size_t *nd, const char *
 	}
 }
 
-/* Lines "module args" of initramfs-tools' module lists (what mkinitramfs
- * put into conf/modules), without comments; Xen PV modules left out. */
-static bool is_xen_module(const char *w, size_t l)
-{
-	return l > 3 && !memcmp(w, "xen", 3) && (w[3] == '-' || w[3] == '_');
-}
-
 /* One line of a module list: [start, end) without the newline; word is
  * the first word (after blanks), [word, word_end). */
 struct mline { size_t start, end, word, word_end; };
@@ -485,13 +470,16 @@ static bool next_mline(const char *text, size_t len, size_t *pos, struct mline *
 	return true;
 }
 
+/* Lines "module args" of initramfs-tools' module lists (what mkinitramfs
+ * put into conf/modules), without comments; the old platform's modules
+ * (old_platform_module: Xen PV, VMware, Hyper-V, VirtualBox) left out. */
 static void module_lines(const char *text, size_t len, struct sbuf *out)
 {
 	struct mline m;
 	size_t pos = 0;
 	while (next_mline(text, len, &pos, &m))
 		if (m.word < m.end && text[m.word] != '#' &&
-		    !is_xen_module(text + m.word, m.word_end - m.word)) {
+		    !old_platform_module(text + m.word, m.word_end - m.word)) {
 			sbuf_add(out, text + m.word, m.end - m.word);
 			sbuf_add(out, "\n", 1);
 		}
@@ -1193,23 +1181,17 @@ static int plan_uefi_fallback(struct lx *l)
 
 /* ---- the old platform ---- */
 
-static bool old_service(const char *name)
+/* A link to /dev/null: a masked unit, which stays masked. */
+static bool masked(guestfs_h *g, const char *path)
 {
-	char base[256];
-	snprintf(base, sizeof(base), "%s", name);
-	char *dot = strrchr(base, '.');
-	if (dot && (!strcmp(dot, ".service") || !strcmp(dot, ".mount") || !strcmp(dot, ".path")))
-		*dot = '\0';
-	/* SysV links: S20vmware-tools, K01open-vm-tools */
-	const char *b = base;
-	if ((b[0] == 'S' || b[0] == 'K') && b[1] >= '0' && b[1] <= '9' && b[2] >= '0' && b[2] <= '9')
-		b += 3;
-	for (size_t i = 0; i < sizeof(old_services) / sizeof(old_services[0]); i++)
-		if (!strcmp(b, old_services[i]))
-			return true;
-	return false;
+	char *t = guestfs_readlink(g, path);
+	bool m = t && !strcmp(t, "/dev/null");
+	free(t);
+	return m;
 }
 
+/* The links in dir (an enabling folder, /etc/systemd/system's aliases, a
+ * runlevel's start links) to the old platform's services, removed. */
 static int disable_in(struct conv_ctx *c, const char *dir)
 {
 	char **ents = gx_is_dir(c->g, dir) ? guestfs_ls(c->g, dir) : NULL;
@@ -1218,9 +1200,13 @@ static int disable_in(struct conv_ctx *c, const char *dir)
 	for (size_t i = 0; ents && ents[i] && !r; i++) {
 		char path[600];
 		r = path_join_err(path, sizeof(path), dir, ents[i], c->err);
-		if (r == 0 && old_service(ents[i]) && gx_is_link(c->g, path))
-			r = conv_act(c, ACT_REMOVE, path, NULL, 0, NULL, 0, "disable",
-				     "service of the old platform no longer started");
+		const char *what = old_platform_service(ents[i], strlen(ents[i]));
+		if (r == 0 && what && gx_is_link(c->g, path) && !masked(c->g, path)) {
+			char detail[120];
+			snprintf(detail, sizeof(detail),
+				 "service of the old platform (%s) no longer started", what);
+			r = conv_act(c, ACT_REMOVE, path, NULL, 0, NULL, 0, "disable", detail);
+		}
 	}
 	free_ls(ents);
 	return r;
@@ -1240,36 +1226,52 @@ static int plan_old_platform(struct lx *l)
 		for (size_t i = 0; ents[i] && !r; i++) {
 			size_t n = strlen(ents[i]);
 			char dir[400];
-			if (n > 6 && !strcmp(ents[i] + n - 6, ".wants")) {
+			/* WantedBy= and RequiredBy= (vgauth.service is in
+			 * open-vm-tools.service.requires) */
+			if ((n > 6 && !strcmp(ents[i] + n - 6, ".wants")) ||
+			    (n > 9 && !strcmp(ents[i] + n - 9, ".requires"))) {
 				snprintf(dir, sizeof(dir), "/etc/systemd/system/%s", ents[i]);
 				r = disable_in(c, dir);
 			}
 		}
 		free_ls(ents);
 		FORWARD_ERR(r);
+		/* Alias= links (vmtoolsd.service to open-vm-tools.service) */
+		FORWARD_ERR(disable_in(c, "/etc/systemd/system"));
 	}
 	for (size_t i = 0; i < sizeof(rc) / sizeof(rc[0]); i++)
 		FORWARD_ERR(disable_in(c, rc[i]));
-	/* Xen PV drivers in the module lists */
+	/* The old platform's drivers in the module lists (Xen PV, VMware,
+	 * Hyper-V, VirtualBox): not needed on virtio; each named with what it
+	 * drove. */
 	static const char *const lists[] = { "/etc/initramfs-tools/modules", "/etc/modules" };
 	for (size_t i = 0; i < 2; i++) {
-		const char *text;
+		const char *text, *what;
 		size_t len;
-		struct sbuf nb = { 0 };
-		bool dropped = false;
+		struct sbuf nb = { 0 }, why = { 0 };
 		FORWARD_ERR(conv_read(c, lists[i], &text, &len));
 		struct mline m;
 		size_t pos = 0;
 		while (next_mline(text, len, &pos, &m)) {
-			if (is_xen_module(text + m.word, m.word_end - m.word))
-				dropped = true;
+			size_t wl = m.word_end - m.word;
+			if ((what = old_platform_module(text + m.word, wl)))
+				sbuf_addf(&why, "%s%.*s (%s)", why.len ? ", " : "", (int)wl,
+					  text + m.word, what);
 			else
 				sbuf_add(&nb, text + m.start, m.end - m.start + (m.end < len));
 		}
-		if (dropped)
-			FORWARD_ERR(conv_edit(c, lists[i], &nb, "Xen PV drivers no longer loaded"));
-		else
+		if (why.len) {
+			char detail[1000];
+			snprintf(detail, sizeof(detail), "drivers of the old platform no longer loaded, "
+				 "not needed on virtio: %s", why.p);
+			if (why.oom)
+				nb.oom = true;
+			sbuf_free(&why);
+			FORWARD_ERR(conv_edit(c, lists[i], &nb, detail));
+		} else {
 			sbuf_free(&nb);
+			sbuf_free(&why);
+		}
 	}
 	for (size_t i = 0; i < sizeof(device_caches) / sizeof(device_caches[0]); i++)
 		if (gx_is_file(c->g, device_caches[i]))

@@ -376,6 +376,17 @@ int grubenv_refit(struct sbuf *b, size_t size)
 
 /* ---- kernel modules ---- */
 
+/* name[0..len) is want ('-' and '_' alike) */
+static bool module_name_is(const char *name, size_t len, const char *want)
+{
+	if (strlen(want) != len)
+		return false;
+	for (size_t i = 0; i < len; i++)
+		if ((name[i] == '-' ? '_' : name[i]) != (want[i] == '-' ? '_' : want[i]))
+			return false;
+	return true;
+}
+
 bool module_path_is(const char *path, size_t len, const char *name)
 {
 	static const char *const exts[] = { ".ko", ".ko.xz", ".ko.zst", ".ko.gz" };
@@ -385,15 +396,8 @@ bool module_path_is(const char *path, size_t len, const char *name)
 		b--;
 	for (size_t k = 0; k < sizeof(exts) / sizeof(exts[0]); k++) {
 		size_t el = strlen(exts[k]);
-		if (len - b != nl + el || memcmp(path + len - el, exts[k], el))
-			continue;
-		for (size_t i = 0; i < nl; i++) {
-			char x = path[b + i] == '-' ? '_' : path[b + i];
-			char y = name[i] == '-' ? '_' : name[i];
-			if (x != y)
-				return false;
-		}
-		return true;
+		if (len - b == nl + el && !memcmp(path + len - el, exts[k], el))
+			return module_name_is(path + b, nl, name);
 	}
 	return false;
 }
@@ -934,6 +938,88 @@ const char *elf_arch(const unsigned char *h, size_t len)
 	case 22:  return wide ? "s390x" : NULL;
 	case 243: return wide ? "riscv64" : NULL;
 	}
+	return NULL;
+}
+
+/* ---- the platform a machine leaves ---- */
+
+/* Unit and init script names of the guest agents, as the packages ship
+ * them: Debian's and Ubuntu's open-vm-tools (open-vm-tools, its alias
+ * vmtoolsd, vgauth; run-vmblock\x2dfuse.mount from open-vm-tools-desktop),
+ * RHEL's and SUSE's (vmtoolsd, vgauthd, vmblock-fuse), VMware Tools' own
+ * installer (vmware-tools, vmware-tools-thinprint); VirtualBox's Guest
+ * Additions (vboxadd, vboxadd-service, vboxadd-x11), Debian's
+ * virtualbox-guest-utils and Fedora's vboxservice; Citrix's Xen agent;
+ * Debian's hyperv-daemons (hv-kvp-daemon..., and the older
+ * hyperv-daemons.hv-kvp-daemon...), RHEL's (hypervkvpd...) and SUSE's
+ * (hv_kvp_daemon...). */
+static const struct {
+	const char *platform;
+	const char *names[13];   /* up to the first NULL */
+} old_services[] = {
+	{ "VMware", { "open-vm-tools", "vmtoolsd", "vgauth", "vgauthd", "VGAuthService",
+		      "vmware-tools", "vmware-tools-thinprint", "vmware-vmblock-fuse",
+		      "vmblock-fuse", "run-vmblock\\x2dfuse" } },
+	{ "VirtualBox", { "vboxadd", "vboxadd-service", "vboxadd-x11", "vboxservice",
+			  "virtualbox-guest-utils" } },
+	{ "Xen", { "xe-linux-distribution", "xe-daemon" } },
+	{ "Hyper-V", { "hv-kvp-daemon", "hv-vss-daemon", "hv-fcopy-daemon",
+		       "hyperv-daemons.hv-kvp-daemon", "hyperv-daemons.hv-vss-daemon",
+		       "hyperv-daemons.hv-fcopy-daemon", "hypervkvpd", "hypervvssd", "hypervfcopyd",
+		       "hv_kvp_daemon", "hv_vss_daemon", "hv_fcopy_daemon" } },
+};
+
+/* The modules of the platforms' virtual hardware (Xen's: every xen-*). */
+static const struct { const char *name, *what; } old_modules[] = {
+	{ "vmw_pvscsi", "VMware paravirtual SCSI controller" },
+	{ "pvscsi", "VMware paravirtual SCSI controller (VMware Tools' build)" },
+	{ "vmxnet3", "VMware paravirtual NIC" }, { "vmxnet", "VMware paravirtual NIC" },
+	{ "vmw_balloon", "VMware memory balloon" }, { "vmmemctl", "VMware memory balloon" },
+	{ "vmw_vmci", "VMware VMCI device" },
+	{ "vmw_vsock_vmci_transport", "VMware VMCI sockets" },
+	{ "vmhgfs", "VMware shared folders" },
+	{ "hv_vmbus", "Hyper-V VMBus" }, { "hv_storvsc", "Hyper-V storage controller" },
+	{ "hv_netvsc", "Hyper-V NIC" }, { "hv_utils", "Hyper-V integration services" },
+	{ "hv_balloon", "Hyper-V memory balloon" }, { "hv_sock", "Hyper-V sockets" },
+	{ "hyperv_keyboard", "Hyper-V keyboard" }, { "hid_hyperv", "Hyper-V mouse" },
+	{ "hyperv_fb", "Hyper-V framebuffer" }, { "hyperv_drm", "Hyper-V display" },
+	{ "pci_hyperv", "Hyper-V PCI passthrough" },
+	{ "vboxguest", "VirtualBox guest device" }, { "vboxsf", "VirtualBox shared folders" },
+	{ "vboxvideo", "VirtualBox display" },
+};
+
+const char *old_platform_service(const char *name, size_t len)
+{
+	static const char *const suffixes[] = { ".service", ".mount", ".path", ".socket" };
+
+	for (size_t i = 0; i < sizeof(suffixes) / sizeof(suffixes[0]); i++) {
+		size_t sl = strlen(suffixes[i]);
+		if (len > sl && !memcmp(name + len - sl, suffixes[i], sl)) {
+			len -= sl;
+			break;
+		}
+	}
+	/* SysV links: S20vmware-tools, K01open-vm-tools */
+	if (len > 3 && (name[0] == 'S' || name[0] == 'K') && isdigit((unsigned char)name[1]) &&
+	    isdigit((unsigned char)name[2])) {
+		name += 3;
+		len -= 3;
+	}
+	for (size_t p = 0; p < sizeof(old_services) / sizeof(old_services[0]); p++)
+		for (size_t i = 0; i < 13 && old_services[p].names[i]; i++)
+			if (strlen(old_services[p].names[i]) == len &&
+			    !memcmp(name, old_services[p].names[i], len))
+				return old_services[p].platform;
+	return NULL;
+}
+
+const char *old_platform_module(const char *name, size_t len)
+{
+	if (len > 3 && !memcmp(name, "xen", 3) && (name[3] == '-' || name[3] == '_'))
+		return "Xen PV driver";
+	for (size_t i = 0; i < sizeof(old_modules) / sizeof(old_modules[0]); i++)
+		if (module_name_is(name, len, old_modules[i].name))
+			return old_modules[i].what;
 	return NULL;
 }
 

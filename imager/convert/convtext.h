@@ -184,6 +184,19 @@ int initrd_name_says(const char *name, size_t len);
  * what was read. */
 int initrd_maker(const void *data, size_t len, struct initrd_scan *s);
 
+/* ---- the platform a machine leaves ---- */
+/* A guest agent of the hypervisor the machine leaves (VMware, VirtualBox,
+ * Xen, Hyper-V), by the name of its unit, its alias or its start link
+ * (name[0..len)): "open-vm-tools.service", "vgauth.service",
+ * "run-vmblock\x2dfuse.mount", SysV's "S01open-vm-tools" and
+ * "K01hv-kvp-daemon"...  The platform's name, or NULL for anything else. */
+const char *old_platform_service(const char *name, size_t len);
+/* A kernel module that drives only that hypervisor's virtual hardware, as
+ * a module list names it (name[0..len), '-' and '_' alike): xen-blkfront,
+ * vmw_pvscsi, vmxnet3, hv_storvsc, vboxguest...  What it drives, or NULL
+ * (also for vsock, the core of every platform's sockets, virtio's too). */
+const char *old_platform_module(const char *name, size_t len);
+
 /* ---- Debian's package database ---- */
 /* Whether /var/lib/dpkg/status (text[0..len)) has package "name" with the
  * status "install ok installed" (stanzas: "Field: value" lines, blank

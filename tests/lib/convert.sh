@@ -3,14 +3,15 @@
 #
 #   need_guest [VARIANT]  skips unless root with qemu and libguestfs; sets
 #                         GUEST to the cached test guest (tests/guest/debian12.sh,
-#                         or its variant debian12-VARIANT.sh: lvm, uefi, rhel),
+#                         or its variant debian12-VARIANT.sh: uefi, rhel, suse,
+#                         luks, bls, vmware),
 #                         built by its fixture (tests/ts/fixtures)
 #   guest_overlay FILE    a qcow2 overlay of the guest: writes never reach the cache
 #   boot_ok IMAGE FORMAT BUS ROOT
 #                         boots; fails unless the guest reached its marker with
 #                         ROOT as the root device and virtio_net up
 
-need_guest() { # [uefi|rhel|suse|luks|bls]
+need_guest() { # [uefi|rhel|suse|luks|bls|vmware]
 	local rc=0
 	need_root "to build the test guest (debootstrap, loop devices)"
 	need_cmd qemu-system-x86_64 qemu-img jq

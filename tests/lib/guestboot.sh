@@ -4,7 +4,8 @@
 #
 #   guest_image [VARIANT]            builds or finds the cached guest image
 #                                    (VARIANT: tests/guest/debian12-VARIANT.sh,
-#                                    uefi, rhel, suse, luks or bls)
+#                                    uefi, rhel, suse, luks, bls or
+#                                    vmware)
 #                                    and prints its path; returns 77 (after a
 #                                    "skip: REASON" line on stderr) when it
 #                                    cannot be built here, 1 on failure.

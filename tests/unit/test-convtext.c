@@ -405,6 +405,71 @@ static void quick(void)
 #endif
 }
 
+/* the old platform's agents and drivers, as the packages name them */
+static const char *svc(const char *s) { return old_platform_service(s, strlen(s)); }
+static const char *mod(const char *s) { return old_platform_module(s, strlen(s)); }
+
+static void old_platform(void)
+{
+	/* Debian 12's open-vm-tools and open-vm-tools-desktop: the unit, its
+	 * alias, vgauth (RequiredBy=), the vmblock mount, the SysV links */
+	CHECK_STR(svc("open-vm-tools.service"), "VMware");
+	CHECK_STR(svc("vmtoolsd.service"), "VMware");
+	CHECK_STR(svc("vgauth.service"), "VMware");
+	CHECK_STR(svc("run-vmblock\\x2dfuse.mount"), "VMware");
+	CHECK_STR(svc("S01open-vm-tools"), "VMware");
+	CHECK_STR(svc("K01open-vm-tools"), "VMware");
+	/* RHEL's and SUSE's open-vm-tools, VMware Tools' installer */
+	CHECK_STR(svc("vgauthd.service"), "VMware");
+	CHECK_STR(svc("vmblock-fuse.service"), "VMware");
+	CHECK_STR(svc("S20vmware-tools"), "VMware");
+	CHECK_STR(svc("vmware-tools-thinprint.service"), "VMware");
+	/* VirtualBox: Guest Additions, Debian's and Fedora's packages */
+	CHECK_STR(svc("vboxadd.service"), "VirtualBox");
+	CHECK_STR(svc("vboxadd-service.service"), "VirtualBox");
+	CHECK_STR(svc("virtualbox-guest-utils.service"), "VirtualBox");
+	CHECK_STR(svc("vboxservice.service"), "VirtualBox");
+	/* Hyper-V: Debian's hyperv-daemons (units and SysV), RHEL's, SUSE's */
+	CHECK_STR(svc("hv-kvp-daemon.service"), "Hyper-V");
+	CHECK_STR(svc("hv-vss-daemon.service"), "Hyper-V");
+	CHECK_STR(svc("S01hv-fcopy-daemon"), "Hyper-V");
+	CHECK_STR(svc("hypervkvpd.service"), "Hyper-V");
+	CHECK_STR(svc("hypervvssd.service"), "Hyper-V");
+	CHECK_STR(svc("hypervfcopyd.service"), "Hyper-V");
+	CHECK_STR(svc("hv_kvp_daemon.service"), "Hyper-V");
+	CHECK_STR(svc("xe-linux-distribution.service"), "Xen");
+	/* not theirs: other units, near names, folders, a bare suffix */
+	CHECK(!svc("ssh.service"));
+	CHECK(!svc("open-vm-tools.service.requires"));
+	CHECK(!svc("multi-user.target.wants"));
+	CHECK(!svc("open-vm-tools.timer"));
+	CHECK(!svc("vmtoolsd-x.service"));
+	CHECK(!svc("S1open-vm-tools"));
+	CHECK(!svc(".service"));
+	CHECK(!svc(""));
+	CHECK(!old_platform_service("vgauth.service", 5));   /* "vgaut": a prefix only */
+
+	CHECK_STR(mod("xen-blkfront"), "Xen PV driver");
+	CHECK_STR(mod("xen_netfront"), "Xen PV driver");
+	CHECK(!mod("xen"));
+	CHECK(!mod("xenfs"));
+	CHECK(mod("vmw_pvscsi") && strstr(mod("vmw_pvscsi"), "VMware"));
+	CHECK(mod("vmw-pvscsi") && strstr(mod("vmw-pvscsi"), "SCSI"));
+	CHECK(mod("vmxnet3") && strstr(mod("vmxnet3"), "NIC"));
+	CHECK(mod("vmw_balloon") && mod("vmw_vmci") && mod("vmw_vsock_vmci_transport"));
+	CHECK(mod("hv_storvsc") && strstr(mod("hv_storvsc"), "Hyper-V"));
+	CHECK(mod("hv-netvsc") && mod("hv_vmbus") && mod("hv_utils") && mod("hv_balloon"));
+	CHECK(mod("vboxguest") && strstr(mod("vboxguest"), "VirtualBox"));
+	CHECK(mod("vboxsf") && mod("vboxvideo"));
+	/* virtio's and the generic ones stay */
+	CHECK(!mod("vsock"));
+	CHECK(!mod("vmw_vsock_virtio_transport"));
+	CHECK(!mod("virtio_blk"));
+	CHECK(!mod("vmxnet33"));
+	CHECK(!mod("ahci"));
+	CHECK(old_platform_module("vmxnet3", 6) == mod("vmxnet"));   /* VMware Tools' own */
+}
+
 /* grubenv: remapped, then back to its fixed size */
 static void grubenv(void)
 {
@@ -446,4 +511,5 @@ static void grubenv(void)
 	sbuf_free(&out);
 }
 
-UNIT_MAIN(UNIT(names), UNIT(remap), UNIT(consoles), UNIT(grubenv), UNIT(modules), UNIT(grub), UNIT(cpio), UNIT(quick))
+UNIT_MAIN(UNIT(names), UNIT(remap), UNIT(consoles), UNIT(grubenv), UNIT(modules), UNIT(grub), UNIT(cpio), UNIT(quick),
+	  UNIT(old_platform))
