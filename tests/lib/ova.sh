@@ -134,3 +134,30 @@ make_ova() {
 	"${t[@]}" "${members[@]}" || return 1
 	rm -rf "$dir"
 }
+
+# cached_ova IMAGE NAME [KEY=VALUE...]: make_ova's OVA of IMAGE, built once
+# into the tests' cache ($IMAGER_TEST_CACHE, default /var/cache/imager-tests)
+# as NAME-KEY.ova, KEY from IMAGE's name, the options and this file; prints
+# its path.  A fixture builds it; a test (IMAGER_TEST_NO_BUILD set) only
+# finds it, and fails when it is not there.
+cached_ova() {
+	local image=$1 name=$2 cache=${IMAGER_TEST_CACHE:-/var/cache/imager-tests} key out
+	shift 2
+	key=$( (basename "$image"; printf '%s\n' "$@"; sha256sum "${BASH_SOURCE[0]}" | cut -c1-64) |
+		sha256sum | cut -c1-16)
+	out=$cache/$name-$key.ova
+	if [ ! -f "$out" ]; then
+		if [ -n "${IMAGER_TEST_NO_BUILD:-}" ]; then
+			echo "cached_ova: $out is not in the cache: its fixture failed or did not run" >&2
+			return 1
+		fi
+		mkdir -p "$cache"
+		(
+			flock 9
+			[ -f "$out" ] && exit 0
+			rm -f "$out.tmp"
+			make_ova "$image" "$out.tmp" "$@" && mv "$out.tmp" "$out"
+		) 9>"$cache/$name.ova.lock" || return 1
+	fi
+	echo "$out"
+}
