@@ -223,7 +223,7 @@ static void ovf_v2(void)
 		"<Item><rasd:InstanceID>3</rasd:InstanceID><rasd:ResourceSubType>AHCI</rasd:ResourceSubType>"
 		"<rasd:ResourceType>20</rasd:ResourceType></Item>"
 		"<StorageItem><sasd:AddressOnParent>1</sasd:AddressOnParent>"
-		"<sasd:HostResource>/disk/vmdisk1</sasd:HostResource><sasd:InstanceID>4</sasd:InstanceID>"
+		"<sasd:HostResource>ovf://disk/vmdisk1</sasd:HostResource><sasd:InstanceID>4</sasd:InstanceID>"
 		"<sasd:Parent>3</sasd:Parent><sasd:ResourceType>17</sasd:ResourceType></StorageItem>"
 		"<EthernetPortItem><epasd:Address>52-54-00-AB-CD-EF</epasd:Address><epasd:InstanceID>5</epasd:InstanceID>"
 		"<epasd:ResourceSubType>virtio</epasd:ResourceSubType><epasd:ResourceType>10</epasd:ResourceType>"

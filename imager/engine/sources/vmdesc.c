@@ -378,6 +378,8 @@ static int ovf_disk_file(xmlNode *env, const char *host, struct vm_disk *k, stru
 
 	if (!strncmp(disk_id, "ovf:", 4))
 		disk_id += 4;
+	if (!strncmp(disk_id, "//disk/", 7))
+		disk_id++;  /* "ovf://disk/ID", as some writers spell it */
 	if (strncmp(disk_id, "/disk/", 6))
 		return im_errf(err, IM_EXIT_SOURCE, -EINVAL,
 			       "OVF: a disk's HostResource \"%s\" names no disk (ovf:/disk/ID)", host);
