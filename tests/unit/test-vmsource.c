@@ -169,6 +169,17 @@ static void ovf_esxi(void)
 	CHECK(!d.disks[0].gzip);
 	CHECK_STR(d.nics[0].mac, "00:50:56:8a:4f:21");
 	CHECK_STR(d.nics[0].model, "VmxNet3");
+	/* the values of keys it does not read may be long and hold newlines */
+	{
+		char val[400], *h;
+		struct im_err err = { 0 };
+		memset(val, 'v', 300);
+		snprintf(val + 300, sizeof(val) - 300, "&#10;x\"/>");
+		h = replace(x, "TRUE\"/>", val);
+		CHECK_EQ_U(vm_ovf_parse(h, strlen(h), &d, &err), 0);
+		CHECK_EQ_U(d.firmware, VM_FW_EFI);
+		free(h);
+	}
 	free(x);
 }
 
