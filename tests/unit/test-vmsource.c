@@ -418,9 +418,11 @@ static void vmx_hostile(void)
 	EXPECT_ERR(vm_vmx_parse(buf, strlen(buf), &d, E), -EINVAL, IM_EXIT_SOURCE, "control");
 	{
 		size_t n = strlen(base);
-		memcpy(buf, base, n);
-		memset(buf + n, 'a', 5000);
-		EXPECT_ERR(vm_vmx_parse(buf, n + 5000, &d, E), -EINVAL, IM_EXIT_SOURCE, "line 5");
+		char *big = malloc(n + 70000);
+		memcpy(big, base, n);
+		memset(big + n, 'a', 70000);
+		EXPECT_ERR(vm_vmx_parse(big, n + 70000, &d, E), -EINVAL, IM_EXIT_SOURCE, "line 5");
+		free(big);
 	}
 	snprintf(buf, sizeof(buf), "memsize = \"99999999999\"\nscsi0:0.present = \"TRUE\"\n"
 		 "scsi0:0.fileName = \"a.vmdk\"\n");

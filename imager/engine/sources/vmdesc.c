@@ -698,7 +698,7 @@ int vm_ovf_parse(const char *xml, size_t len, struct vm_desc *d, struct im_err *
 
 /* ---- .vmx ---- */
 
-#define VMX_MAX_LINE 4096
+#define VMX_MAX_LINE 65536   /* guestinfo values can be long */
 #define VMX_MAX_KEYS 20000
 
 struct vmx_kv {
