@@ -118,8 +118,8 @@ int vm_ovf_parse(const char *xml, size_t len, struct vm_desc *d, struct im_err *
 
 /* A .vmx file's text[0..len) into *d (zeroed first; firmware BIOS when
  * it does not say, as VMware does).  Returns 0, or -EINVAL
- * (IM_EXIT_SOURCE) naming the line or key: a NUL, a line over 64 KiB
- * bytes, a line that is not `key = "value"`, a key given twice, a value
+ * (IM_EXIT_SOURCE) naming the line or key: a NUL, a line over 64 KiB,
+ * a line that is not `key = "value"`, a key given twice, a value
  * out of its limits, an unknown firmware, a disk without fileName, no
  * disk; -ENOMEM. */
 int vm_vmx_parse(const char *text, size_t len, struct vm_desc *d, struct im_err *err);
