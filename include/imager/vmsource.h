@@ -11,7 +11,7 @@
  *     ResourceSubType the model; VirtualBox's vbox:Machine
  *     Hardware/Network/Adapter MACAddress="080027AABBCC" fill the MACs the
  *     items lack, enabled adapters in slot order), disks (17: HostResource
- *     "ovf:/disk/ID" or "/disk/ID" -> DiskSection Disk ovf:fileRef ->
+ *     "ovf:/disk/ID", "ovf://disk/ID" or "/disk/ID" -> DiskSection Disk ovf:fileRef ->
  *     References File ovf:href, ovf:compression; Parent -> the controller
  *     item: 6 SCSI, 5 IDE, 20 SATA (NVMe when its ResourceSubType says
  *     nvme); the controller's rasd:Address the bus, AddressOnParent the
@@ -118,8 +118,8 @@ int vm_ovf_parse(const char *xml, size_t len, struct vm_desc *d, struct im_err *
 
 /* A .vmx file's text[0..len) into *d (zeroed first; firmware BIOS when
  * it does not say, as VMware does).  Returns 0, or -EINVAL
- * (IM_EXIT_SOURCE) naming the line or key: a NUL, a line over 4096
- * bytes, a line that is not `key = "value"`, a key given twice, a value
+ * (IM_EXIT_SOURCE) naming the line or key: a NUL, a line over 64 KiB,
+ * a line that is not `key = "value"`, a key given twice, a value
  * out of its limits, an unknown firmware, a disk without fileName, no
  * disk; -ENOMEM. */
 int vm_vmx_parse(const char *text, size_t len, struct vm_desc *d, struct im_err *err);
@@ -212,7 +212,9 @@ struct ova {
  * sparse files) refused; names that are absolute, hold a ".." component
  * or a '/' (OVAs are flat; a leading "./" is dropped) refused ("a tar
  * with a path outside"), names twice refused; data past the file's end
- * refused as truncated; at most OVA_MAX_MEMBERS.  Then the single .ovf
+ * refused as truncated; at most OVA_MAX_MEMBERS members and 4096 headers;
+ * a tar that ends without its two zero blocks ends where its last member
+ * does (the padding of that member may be missing).  Then the single .ovf
  * (none or two refused) read and parsed with vm_ovf_parse(), each disk's
  * file mapped to its member (a missing one refused by name), and the
  * .mf noted (two refused).  Fills *o and returns 0; -EINVAL / -ENOENT

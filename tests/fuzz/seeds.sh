@@ -14,7 +14,7 @@ trap 'rm -rf "$t"' EXIT
 c=$here/corpus
 # (regress-* are inputs that once crashed a harness: kept as committed)
 [ -d "$c" ] && find "$c" -type f ! -name 'regress-*' -delete
-mkdir -p "$c"/{fuzz-fs,fuzz-ptable,fuzz-qcow2,fuzz-manifest,fuzz-index,fuzz-partclone,fuzz-lvmtext,fuzz-convtext,fuzz-clonezilla,fuzz-frames,fuzz-journals,fuzz-initrd,fuzz-ovf,fuzz-vmx,fuzz-vmdkdesc}
+mkdir -p "$c"/{fuzz-fs,fuzz-ptable,fuzz-qcow2,fuzz-manifest,fuzz-index,fuzz-partclone,fuzz-lvmtext,fuzz-convtext,fuzz-clonezilla,fuzz-frames,fuzz-journals,fuzz-initrd,fuzz-ovf,fuzz-vmx,fuzz-vmdkdesc,fuzz-ova}
 sp() { python3 "$here/sparse.py" "$1" "$2"; }
 mkdir -p "$t/tree/d"
 echo hello >"$t/tree/a.txt"
@@ -187,4 +187,10 @@ qemu-img create -q -f vmdk -o subformat=streamOptimized "$t/so.vmdk" 64M &&
 	dd if="$t/so.vmdk" bs=512 skip=1 count=1 status=none | tr -d '\000' >"$c/fuzz-vmdkdesc/streamOptimized"
 qemu-img create -q -f vmdk "$t/base.vmdk" 64M && (cd "$t" && qemu-img create -q -f vmdk -b base.vmdk -F vmdk child.vmdk) &&
 	dd if="$t/child.vmdk" bs=512 skip=1 count=1 status=none | tr -d '\000' >"$c/fuzz-vmdkdesc/delta"
+# an OVA: the ESXi sample, its manifest and a small disk, as GNU tar packs it
+mkdir -p "$t/ova"
+cp "$root/tests/data/vm/esxi-debian12.ovf" "$t/ova/debian12.ovf"
+head -c 1500 /dev/urandom >"$t/ova/debian12-disk1.vmdk"
+(cd "$t/ova" && sha256sum --tag debian12.ovf debian12-disk1.vmdk >debian12.mf &&
+	tar --format=ustar -cf "$c/fuzz-ova/esxi.ova" debian12.ovf debian12.mf debian12-disk1.vmdk)
 du -sh "$c"/* | sed 's|'"$c"'/||'

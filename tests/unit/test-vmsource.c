@@ -169,6 +169,17 @@ static void ovf_esxi(void)
 	CHECK(!d.disks[0].gzip);
 	CHECK_STR(d.nics[0].mac, "00:50:56:8a:4f:21");
 	CHECK_STR(d.nics[0].model, "VmxNet3");
+	/* the values of keys it does not read may be long and hold newlines */
+	{
+		char val[400], *h;
+		struct im_err err = { 0 };
+		memset(val, 'v', 300);
+		snprintf(val + 300, sizeof(val) - 300, "&#10;x\"/>");
+		h = replace(x, "TRUE\"/>", val);
+		CHECK_EQ_U(vm_ovf_parse(h, strlen(h), &d, &err), 0);
+		CHECK_EQ_U(d.firmware, VM_FW_EFI);
+		free(h);
+	}
 	free(x);
 }
 
@@ -223,7 +234,7 @@ static void ovf_v2(void)
 		"<Item><rasd:InstanceID>3</rasd:InstanceID><rasd:ResourceSubType>AHCI</rasd:ResourceSubType>"
 		"<rasd:ResourceType>20</rasd:ResourceType></Item>"
 		"<StorageItem><sasd:AddressOnParent>1</sasd:AddressOnParent>"
-		"<sasd:HostResource>/disk/vmdisk1</sasd:HostResource><sasd:InstanceID>4</sasd:InstanceID>"
+		"<sasd:HostResource>ovf://disk/vmdisk1</sasd:HostResource><sasd:InstanceID>4</sasd:InstanceID>"
 		"<sasd:Parent>3</sasd:Parent><sasd:ResourceType>17</sasd:ResourceType></StorageItem>"
 		"<EthernetPortItem><epasd:Address>52-54-00-AB-CD-EF</epasd:Address><epasd:InstanceID>5</epasd:InstanceID>"
 		"<epasd:ResourceSubType>virtio</epasd:ResourceSubType><epasd:ResourceType>10</epasd:ResourceType>"
@@ -407,9 +418,11 @@ static void vmx_hostile(void)
 	EXPECT_ERR(vm_vmx_parse(buf, strlen(buf), &d, E), -EINVAL, IM_EXIT_SOURCE, "control");
 	{
 		size_t n = strlen(base);
-		memcpy(buf, base, n);
-		memset(buf + n, 'a', 5000);
-		EXPECT_ERR(vm_vmx_parse(buf, n + 5000, &d, E), -EINVAL, IM_EXIT_SOURCE, "line 5");
+		char *big = malloc(n + 70000);
+		memcpy(big, base, n);
+		memset(big + n, 'a', 70000);
+		EXPECT_ERR(vm_vmx_parse(big, n + 70000, &d, E), -EINVAL, IM_EXIT_SOURCE, "line 5");
+		free(big);
 	}
 	snprintf(buf, sizeof(buf), "memsize = \"99999999999\"\nscsi0:0.present = \"TRUE\"\n"
 		 "scsi0:0.fileName = \"a.vmdk\"\n");

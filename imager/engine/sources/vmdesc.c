@@ -271,6 +271,22 @@ static int attr_text(xmlNode *n, const char *local, char *out, size_t outlen, st
 	return 0;
 }
 
+/* Is n's attribute `local` (any namespace) exactly value? */
+static bool attr_is(xmlNode *n, const char *local, const char *value)
+{
+	for (xmlAttr *a = n->properties; a; a = a->next) {
+		xmlChar *t;
+		bool eq;
+		if (strcmp((const char *)a->name, local))
+			continue;
+		t = xmlNodeListGetString(n->doc, a->children, 1);
+		eq = t && !strcmp((const char *)t, value);
+		xmlFree(t);
+		return eq;
+	}
+	return false;
+}
+
 /* "byte * 2^20", "MegaBytes", "MB"...: the shift, or -1. */
 static int unit_shift(const char *u)
 {
@@ -378,6 +394,8 @@ static int ovf_disk_file(xmlNode *env, const char *host, struct vm_disk *k, stru
 
 	if (!strncmp(disk_id, "ovf:", 4))
 		disk_id += 4;
+	if (!strncmp(disk_id, "//disk/", 7))
+		disk_id++;  /* "ovf://disk/ID", as some writers spell it */
 	if (strncmp(disk_id, "/disk/", 6))
 		return im_errf(err, IM_EXIT_SOURCE, -EINVAL,
 			       "OVF: a disk's HostResource \"%s\" names no disk (ovf:/disk/ID)", host);
@@ -547,10 +565,13 @@ static int ovf_walk(xmlNode *env, struct vm_desc *d, struct im_err *err)
 		uint64_t type, n;
 		bool has;
 		if (is_el(it, "Config") || is_el(it, "ExtraConfig")) {
-			char key[128], val[64];
-			FORWARD_ERR(attr_text(it, "key", key, sizeof(key), err));
-			FORWARD_ERR(attr_text(it, "value", val, sizeof(val), err));
-			if (!strcmp(key, "firmware")) {
+			char val[64];
+			bool fw = attr_is(it, "key", "firmware"),
+			     sb = attr_is(it, "key", "bootOptions.efiSecureBootEnabled");
+			/* (the values of other keys are not read: they may be long) */
+			if (fw || sb)
+				FORWARD_ERR(attr_text(it, "value", val, sizeof(val), err));
+			if (fw) {
 				if (!strcasecmp(val, "efi"))
 					d->firmware = VM_FW_EFI;
 				else if (!strcasecmp(val, "bios"))
@@ -558,7 +579,7 @@ static int ovf_walk(xmlNode *env, struct vm_desc *d, struct im_err *err)
 				else
 					return im_errf(err, IM_EXIT_SOURCE, -EINVAL,
 						       "OVF: firmware \"%s\" (efi or bios)", val);
-			} else if (!strcmp(key, "bootOptions.efiSecureBootEnabled")) {
+			} else if (sb) {
 				d->secure_boot = !strcasecmp(val, "true");
 			}
 			continue;
@@ -677,7 +698,7 @@ int vm_ovf_parse(const char *xml, size_t len, struct vm_desc *d, struct im_err *
 
 /* ---- .vmx ---- */
 
-#define VMX_MAX_LINE 4096
+#define VMX_MAX_LINE 65536   /* guestinfo values can be long */
 #define VMX_MAX_KEYS 20000
 
 struct vmx_kv {
