@@ -347,7 +347,8 @@ static int p2v_folder(struct p2v *j)
 	if ((r = folder_prepare(j, j->o->output ? j->o->output : dir, &made_dir)) < 0 || (r = write_disks(j)) < 0 ||
 	    (r = convert_disks(j)) < 0)
 		goto fail;
-	dom_host_detect(NULL, true, !j->dom.type, &h, rep->host_why, sizeof(rep->host_why));
+	dom_host_detect(NULL, true, !j->dom.type, &h);
+	snprintf(rep->host_why, sizeof(rep->host_why), "%s", h.why);
 	if ((r = plan_domain(j, &h, &xml)) < 0 ||
 	    (r = dom_xml_save(rep->xml_path, xml, strlen(xml), true, j->err)) < 0)
 		goto fail;
@@ -645,8 +646,8 @@ static int define_domain(struct p2v *j)
 	if (j->dom.net && !strcmp(j->dom.net, "user"))
 		tell(j, P2V_NOTE, "the host's network 'default' is not active: user-mode networking "
 				  "(--network or --bridge choose another)");
-	dom_host_detect(h->conn, h->local, !j->dom.type, &facts, j->rep->host_why,
-			sizeof(j->rep->host_why));
+	dom_host_detect(h->conn, h->local, !j->dom.type, &facts);
+	snprintf(j->rep->host_why, sizeof(j->rep->host_why), "%s", facts.why);
 	tell(j, P2V_HOST, "%s", j->rep->host_why);
 	r = plan_domain(j, &facts, &xml);
 	if (r == 0 && !(j->domain = virDomainDefineXML(h->conn, xml)))

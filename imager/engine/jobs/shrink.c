@@ -511,12 +511,13 @@ static int shrink_lvm(int fd, const char *tmpdir, const struct shrink_part *in,
 	uint64_t lv_min;
 	const struct fs_volume *v = lvm_pick(in, &lv_min);
 	struct lvm_pv_lv pl;
-	char why[300], size[32];
+	struct im_err e = { 0 };
+	char size[32];
 	int r;
 
-	if (lvm_pv_find_lv(fd, lp->old_start, lp->old_size, v->name, lp->new_size, &pl, why,
-			   sizeof(why)) < 0)
-		return im_errf(err, IM_EXIT_UNSUPP, -ENOTSUP, "partition %u: LVM: %s", lp->number, why);
+	if (lvm_pv_find_lv(fd, lp->old_start, lp->old_size, v->name, lp->new_size, &pl, &e) < 0)
+		return im_errf(err, IM_EXIT_UNSUPP, -ENOTSUP, "partition %u: LVM: %s", lp->number,
+			       e.msg);
 	if (pl.new_size < pl.size) {
 		struct layout_part lvp = { .number = lp->number, .old_start = lp->old_start + pl.offset,
 					   .old_size = pl.size, .new_size = pl.new_size };
@@ -531,9 +532,8 @@ static int shrink_lvm(int fd, const char *tmpdir, const struct shrink_part *in,
 			return r;
 		}
 	}
-	if (lvm_pv_shrink(fd, lp->old_start, lp->old_size, v->name, lp->new_size, why,
-			  sizeof(why)) < 0)
-		return im_errf(err, IM_EXIT_IO, -EIO, "partition %u: LVM: %s", lp->number, why);
+	if (lvm_pv_shrink(fd, lp->old_start, lp->old_size, v->name, lp->new_size, &e) < 0)
+		return im_errf(err, IM_EXIT_IO, -EIO, "partition %u: LVM: %s", lp->number, e.msg);
 	return 0;
 }
 

@@ -282,7 +282,7 @@ static int write_pvs(const char *dir, const struct cz_image *cz, struct cz_job *
 {
 	for (size_t v = 0; v < cz->nvgs; v++) {
 		struct lvm_vg_map map;
-		char *text, why[300];
+		char *text;
 		size_t len;
 		int r = cz_load_vg(dir, cz->vgs[v], &map, &text, &len, err);
 
@@ -290,12 +290,13 @@ static int write_pvs(const char *dir, const struct cz_image *cz, struct cz_job *
 			return r;
 		for (size_t i = 0; r == 0 && i < cz->nparts; i++) {
 			const struct cz_part *p = &cz->parts[i];
+			struct im_err e = { 0 };
 			unsigned char *head;
 			if (p->kind != CZ_PV || p->vg != v)
 				continue;
-			if (lvm_pv_head(&map, p->pv, text, len, p->size, &head, why, sizeof(why)) < 0) {
+			if (lvm_pv_head(&map, p->pv, text, len, p->size, &head, &e) < 0) {
 				r = im_errf(err, IM_EXIT_DAMAGED, -EINVAL, "partition %s: VG %s: %s",
-					    p->name, cz->vgs[v], why);
+					    p->name, cz->vgs[v], e.msg);
 				break;
 			}
 			r = writer_put(j->w, i, 0, p->pe_start, head, err);

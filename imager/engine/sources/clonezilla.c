@@ -431,7 +431,8 @@ static int partition_image_disk(const char *dir, char *buf, size_t cap, struct i
 int cz_load_vg(const char *dir, const char *vg, struct lvm_vg_map *map, char **text,
 	       size_t *len, struct im_err *err)
 {
-	char name[200], why[300];
+	char name[200];
+	struct im_err e = { 0 };
 	unsigned char *t = NULL;
 	int r;
 
@@ -441,16 +442,15 @@ int cz_load_vg(const char *dir, const char *vg, struct lvm_vg_map *map, char **t
 		return im_errf(err, IM_EXIT_DAMAGED, r, "%s: no %s for VG %s", dir, name, vg);
 	if (r < 0)
 		return r;
-	r = lvm_text_map((const char *)t, *len, map, why, sizeof(why));
+	r = lvm_text_map((const char *)t, *len, map, &e);
 	if (r == 0 && strcmp(map->vg, vg)) {
 		lvm_vg_map_free(map);
-		r = -EINVAL;
-		snprintf(why, sizeof(why), "it describes VG %s", map->vg);
+		r = lvm_errf(&e, -EINVAL, "it describes VG %s", map->vg);
 	}
 	if (r < 0) {
 		free(t);
 		return im_errf(err, r == -ENOTSUP ? IM_EXIT_UNSUPP : IM_EXIT_DAMAGED, r, "%s/%s: %s",
-			       dir, name, why);
+			       dir, name, e.msg);
 	}
 	*text = (char *)t;
 	return 0;
