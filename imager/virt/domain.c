@@ -67,8 +67,8 @@ static void warn(struct dom_plan *p, const char *fmt, ...)
 	va_list ap;
 
 	va_start(ap, fmt);
-	slot_vprintf(p->warnings[0], sizeof(p->warnings) / sizeof(p->warnings[0]),
-		     sizeof(p->warnings[0]), fmt, ap);
+	util_slot_vprintf(p->warnings[0], sizeof(p->warnings) / sizeof(p->warnings[0]),
+			  sizeof(p->warnings[0]), fmt, ap);
 	va_end(ap);
 }
 
@@ -668,7 +668,7 @@ int dom_xml_save(const char *path, const char *xml, size_t len, bool force, stru
 
 	RETURN_IF(!force && access(path, F_OK) == 0, err, IM_EXIT_TARGET, -EEXIST,
 		  "%s exists (--force replaces it)", path);
-	if ((r = write_file_atomic(path, xml, len)) < 0)
+	if ((r = util_write_file_atomic(path, xml, len)) < 0)
 		return im_errf(err, r == -ENAMETOOLONG ? IM_EXIT_USAGE : IM_EXIT_IO, r, "writing %s: %s",
 			       path, strerror(-r));
 	return 0;

@@ -64,7 +64,7 @@ static void slot_put(char *slots, size_t n, size_t len, const char *fmt, ...)
 	va_list ap;
 
 	va_start(ap, fmt);
-	slot_vprintf(slots, n, len, fmt, ap);
+	util_slot_vprintf(slots, n, len, fmt, ap);
 	va_end(ap);
 }
 
@@ -412,7 +412,7 @@ static int choose_pool(struct p2v *j, const char *want)
 	bool named = want && strcmp(want, "auto");
 	char need[32], avail[32];
 
-	human_size(j->need, need, sizeof(need));
+	util_human_size(j->need, need, sizeof(need));
 	for (size_t i = 0; i < j->o->nuris; i++) {
 		struct host *h = &j->hosts[i];
 		struct im_pool *p;
@@ -421,7 +421,7 @@ static int choose_pool(struct p2v *j, const char *want)
 			continue;
 		p = named ? pools_find(h->pools, h->npools, want) : h->npools ? &h->pools[0] : NULL;
 		if (named && p && !p->fits) {
-			human_size(p->available, avail, sizeof(avail));
+			util_human_size(p->available, avail, sizeof(avail));
 			return im_errf(j->err, IM_EXIT_TARGET, -ENOSPC,
 				       "pool %s on %s has %s available; the disks need %s", want, h->uri,
 				       avail, need);

@@ -48,7 +48,7 @@ static int pvw_label(struct pvw *w, char uuid[33], struct im_err *err)
 	unsigned list = 0, nmda = 0;
 	int s;
 
-	if (w->size < (1u << 20) || pread_full(w->fd, b, sizeof(b), w->off) < 0)
+	if (w->size < (1u << 20) || util_pread_full(w->fd, b, sizeof(b), w->off) < 0)
 		return WHY(-EIO, "the PV cannot be read");
 	s = lvm_label_in(b);
 	if (s < 0)
@@ -95,7 +95,7 @@ static int pvw_text(struct pvw *w, struct im_err *err)
 	char *copy;
 	int r;
 
-	if (pread_full(w->fd, w->mdah, LVM_MDA_HEADER, w->off + w->mda) < 0)
+	if (util_pread_full(w->fd, w->mdah, LVM_MDA_HEADER, w->off + w->mda) < 0)
 		return WHY(-EIO, "the metadata area cannot be read");
 	bad = lvm_mda_check(w->mdah, w->mda, w->mda_size, &w->roff, &w->rsize, &crc);
 	if (bad)
@@ -104,10 +104,10 @@ static int pvw_text(struct pvw *w, struct im_err *err)
 	if (!w->orig)
 		return WHY(-ENOMEM, "out of memory");
 	first = w->roff + w->rsize > w->mda_size ? w->mda_size - w->roff : w->rsize;
-	r = pread_full(w->fd, w->orig, first, w->off + w->mda + w->roff);
+	r = util_pread_full(w->fd, w->orig, first, w->off + w->mda + w->roff);
 	if (r == 0 && first < w->rsize)
-		r = pread_full(w->fd, w->orig + first, w->rsize - first,
-			       w->off + w->mda + LVM_MDA_HEADER);
+		r = util_pread_full(w->fd, w->orig + first, w->rsize - first,
+				    w->off + w->mda + LVM_MDA_HEADER);
 	if (r < 0)
 		return WHY(-EIO, "the metadata text cannot be read");
 	if (lvm_crc(LVM_CRC_SEED, (unsigned char *)w->orig, w->rsize) != crc)
@@ -316,12 +316,12 @@ static int move_down(int fd, uint64_t src, uint64_t dst, uint64_t len)
 				      (off_t)(dst + done), (off_t)n) < 0 ? -errno : 0;
 			if (r == -EOPNOTSUPP) {
 				memset(buf, 0, n);
-				r = pwrite_full(fd, buf, n, dst + done);
+				r = util_pwrite_full(fd, buf, n, dst + done);
 			}
 		} else {
-			r = pread_full(fd, buf, n, src + done);
+			r = util_pread_full(fd, buf, n, src + done);
 			if (r == 0)
-				r = pwrite_full(fd, buf, n, dst + done);
+				r = util_pwrite_full(fd, buf, n, dst + done);
 		}
 		if (r < 0)
 			return r;
@@ -406,7 +406,7 @@ static int pvw_rewrite(struct pvw *w, struct mover *m, uint64_t new_size,
 		free(text);
 		return WHY(-ENOSPC, "the new metadata does not fit its area");
 	}
-	r = pwrite_full(w->fd, text, len, w->off + w->mda + LVM_MDA_HEADER);
+	r = util_pwrite_full(w->fd, text, len, w->off + w->mda + LVM_MDA_HEADER);
 	put_le64(w->mdah + 40, LVM_MDA_HEADER);
 	put_le64(w->mdah + 48, len);
 	put_le32(w->mdah + 56, lvm_crc(LVM_CRC_SEED, (unsigned char *)text, len));
@@ -415,13 +415,13 @@ static int pvw_rewrite(struct pvw *w, struct mover *m, uint64_t new_size,
 	put_le32(w->mdah, lvm_crc(LVM_CRC_SEED, w->mdah + 4, LVM_MDA_HEADER - 4));
 	free(text);
 	if (r == 0)
-		r = pwrite_full(w->fd, w->mdah, LVM_MDA_HEADER, w->off + w->mda);
+		r = util_pwrite_full(w->fd, w->mdah, LVM_MDA_HEADER, w->off + w->mda);
 	put_le64(w->label + w->pvh + 32, new_size);
 	if (le64(w->label + w->pvh + 48))   /* a data area with a size: it ends at the new end */
 		put_le64(w->label + w->pvh + 48, new_size - le64(w->label + w->pvh + 40));
 	put_le32(w->label + 16, lvm_crc(LVM_CRC_SEED, w->label + 20, LVM_SECTOR - 20));
 	if (r == 0)
-		r = pwrite_full(w->fd, w->label, LVM_SECTOR, w->off + w->label_off);
+		r = util_pwrite_full(w->fd, w->label, LVM_SECTOR, w->off + w->label_off);
 	if (r < 0)
 		WHY(r, "writing the PV: %s", strerror(-r));
 	return r;

@@ -227,7 +227,7 @@ int img_manifest_write(const struct img_manifest *m, const char *dir, struct im_
 	}
 	text = json_object_to_json_string_ext(root, JSON_C_TO_STRING_PRETTY | JSON_C_TO_STRING_SPACED |
 					      JSON_C_TO_STRING_NOSLASHESCAPE);
-	r = write_file_atomic(path, text, strlen(text));
+	r = util_write_file_atomic(path, text, strlen(text));
 	json_object_put(root);
 	if (r < 0)
 		return im_errf(err, IM_EXIT_IO, r, "writing %s: %s", path, strerror(-r));
@@ -393,7 +393,7 @@ static void check_name(struct reader *rd, const char *name)
 static int read_manifest_text(const char *dir, const char *path, unsigned char **text,
 			      size_t *len, struct im_err *err)
 {
-	int r = read_whole_file(path, text, len, 64u << 20);
+	int r = util_read_whole_file(path, text, len, 64u << 20);
 
 	if (r == -ENOENT) {
 		struct img_folder f;

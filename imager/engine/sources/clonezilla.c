@@ -51,7 +51,7 @@ int cz_read_file(const char *dir, const char *name, uint64_t max, unsigned char 
 
 	if (path_join(p, sizeof(p), dir, name) < 0)
 		return im_errf(err, IM_EXIT_USAGE, -ENAMETOOLONG, "%s/%s: name too long", dir, name);
-	r = read_whole_file(p, buf, len ? len : &n, max);
+	r = util_read_whole_file(p, buf, len ? len : &n, max);
 	if (r == -EFBIG)
 		return im_errf(err, IM_EXIT_DAMAGED, r, "%s: larger than %llu bytes", p,
 			       (unsigned long long)max);
@@ -626,7 +626,7 @@ static int disk_size(const char *dir, struct cz_image *cz, uint64_t last_lba, ui
 		snprintf(name, sizeof(name), "%s-gpt-1st", cz->disk);
 		snprintf(p, sizeof(p), "%s/%s", dir, name);
 		fd = open(p, O_RDONLY | O_CLOEXEC);
-		if (fd < 0 || fstat(fd, &st) < 0 || pread_full(fd, h, 512, cz->lss) < 0) {
+		if (fd < 0 || fstat(fd, &st) < 0 || util_pread_full(fd, h, 512, cz->lss) < 0) {
 			if (fd >= 0)
 				close(fd);
 			return im_errf(err, IM_EXIT_DAMAGED, -ENOENT, "%s: no readable %s", dir, name);
