@@ -111,7 +111,7 @@ static int probe_source(struct p2v_disk *d, const struct bk_net *net, struct im_
 
 	if (!bk_is_uri(d->source) && stat(d->source, &st) < 0)
 		return im_errf(err, IM_EXIT_SOURCE, -errno, "%s: %s", d->source, strerror(errno));
-	if (!bk_is_uri(d->source) && S_ISDIR(st.st_mode) && cz_detect(d->source)) {
+	if (!bk_is_uri(d->source) && S_ISDIR(st.st_mode) && img_is_clonezilla(d->source)) {
 		struct cz_image *cz = calloc(1, sizeof(*cz));
 		int r;
 

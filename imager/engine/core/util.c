@@ -3,9 +3,11 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <linux/fs.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/ioctl.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
 #include <time.h>
@@ -333,6 +335,30 @@ int util_buf_is_zero(const void *buf, size_t len)
 		if (*p++)
 			return 0;
 	return 1;
+}
+
+int util_fd_geometry(int fd, uint64_t *size, unsigned *lss)
+{
+	struct stat st;
+
+	if (fstat(fd, &st) < 0)
+		return -errno;
+	if (S_ISBLK(st.st_mode)) {
+		unsigned long long bytes;
+		int ss = 512;
+		if (ioctl(fd, BLKGETSIZE64, &bytes) < 0)
+			return -errno;
+		if (ioctl(fd, BLKSSZGET, &ss) < 0 || ss < 512)
+			ss = 512;
+		*size = bytes;
+		*lss = (unsigned)ss;
+		return 0;
+	}
+	if (!S_ISREG(st.st_mode))
+		return -ENOTBLK;
+	*size = (uint64_t)st.st_size;
+	*lss = 512;
+	return 0;
 }
 
 void util_human_size(uint64_t bytes, char *out, size_t len)

@@ -111,6 +111,9 @@ int tmp_dir_make(const char *prefix, char *out, size_t len, struct im_err *err);
  * mkstemp and removed again: the job that writes it creates it). */
 int tmp_file_name(const char *prefix, char *out, size_t len, struct im_err *err);
 
+/* Size in bytes and logical sector size of an open fd (block device or
+ * file; -ENOTBLK for anything else). */
+int util_fd_geometry(int fd, uint64_t *size, unsigned *lss);
 /* "1.5 GiB", "512 B": binary units, one decimal above bytes. */
 void util_human_size(uint64_t bytes, char *out, size_t len);
 /* Format into the first empty one of n strings of len bytes each (slots

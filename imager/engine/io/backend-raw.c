@@ -12,7 +12,6 @@
 #include <unistd.h>
 
 #include "imager/backend.h"
-#include "imager/disk.h"
 #include "util.h"
 
 struct raw_state {
@@ -48,7 +47,7 @@ static int raw_open(struct bk *bk, const char *path, unsigned flags, struct im_e
 	if (s->fd < 0)
 		return im_errf(err, errno == ENOENT ? IM_EXIT_SOURCE : IM_EXIT_IO, -errno, "%s: %s",
 			       path, strerror(errno));
-	r = disk_fd_geometry(s->fd, &size, &lss);
+	r = util_fd_geometry(s->fd, &size, &lss);
 	if (r < 0) {
 		close(s->fd);
 		return im_errf(err, IM_EXIT_SOURCE, r, "%s: %s", path,

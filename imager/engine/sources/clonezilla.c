@@ -25,21 +25,6 @@
 
 #define MiB (1ull << 20)
 
-bool cz_detect(const char *dir)
-{
-	char p[4200];
-	struct stat st;
-
-	snprintf(p, sizeof(p), "%s/manifest.json", dir);
-	if (stat(p, &st) == 0)
-		return false;
-	snprintf(p, sizeof(p), "%s/disk", dir);
-	if (stat(p, &st) == 0 && S_ISREG(st.st_mode))
-		return true;
-	snprintf(p, sizeof(p), "%s/parts", dir);
-	return stat(p, &st) == 0 && S_ISREG(st.st_mode);
-}
-
 /* A file of the folder of at most max bytes, malloc'ed and NUL-terminated;
  * -ENOENT (err untouched) when absent. */
 int cz_read_file(const char *dir, const char *name, uint64_t max, unsigned char **buf,
