@@ -197,10 +197,10 @@ bool img_own_file(const char *name);
 /* Fill f (img_folder_free frees it).  Returns 0 or negative errno (an
  * unreadable folder). */
 int img_folder_probe(const char *dir, struct img_folder *f, struct im_err *err);
+void img_folder_free(struct img_folder *f);
 /* A folder that looks like Clonezilla's (a "disk" or "parts" file, no
  * manifest.json). */
 bool img_is_clonezilla(const char *dir);
-void img_folder_free(struct img_folder *f);
 /* For a folder that is not an image to read: the error that says what it
  * is (missing or not an image: IM_EXIT_SOURCE; unfinished: IM_EXIT_DAMAGED,
  * -ENOENT; a repository: IM_EXIT_SOURCE, -EISDIR, naming its images;

@@ -389,7 +389,10 @@ static void check_name(struct reader *rd, const char *name)
 
 #define MAX_DISK (1ull << 56)   /* 64 PiB: anything larger is a lie */
 /* DIR/manifest.json, whole.  Without it, a missing folder is told apart
- * from a save that never finished (the manifest is written last). */
+ * from a save that never finished (the manifest is written last) by a look
+ * at the folder: restore, verify and p2v read the manifest without one of
+ * their own (info, which looks first, says what a folder that is no image
+ * is without coming here). */
 static int read_manifest_text(const char *dir, const char *path, unsigned char **text,
 			      size_t *len, struct im_err *err)
 {
