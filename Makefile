@@ -64,8 +64,9 @@ WARN      := -Wall -Wextra -Werror
 # folder and of the layers below, are compiled with IMAGER_LAYER set (the
 # headers of a higher layer refuse to be included: #error), and with the
 # pkg-config flags of their own libraries only; `make layers` (run by the
-# setup/layers test) checks each library's undefined symbols, and that each
-# plugin object exports only its descriptor.
+# setup/layers test) checks each library's undefined symbols, that each
+# plugin object exports only its descriptor, and that the engine's rooms
+# include nothing of a room above theirs (imager/engine/README.md).
 #   1 engine   imager/engine + fsplugins  disks, tables, plugins, backends, jobs
 #   2 convert  imager/convert             libguestfs, hivex, virtio-win
 #   3 virt     imager/virt                libvirt: domains, pools, volumes

@@ -259,15 +259,24 @@ static int cmp_piece(const void *a, const void *b)
 	return x->le < y->le ? -1 : x->le > y->le;
 }
 
+/* One LV's pieces on this PV, and why it cannot be read as a linear LV
+ * ("" when it can). */
+struct lv_found {
+	struct piece *pieces;   /* MAX_SEGMENTS of them, the caller's */
+	size_t n;
+	char unreadable[64];
+};
+
 /* The pieces of one LV's segments (at most MAX_SEGMENTS). */
 static int lv_pieces(struct fs_ctx *ctx, struct lvm_priv *p, const struct lvm_node *lv,
-		     struct piece *out, size_t *n, char *why, size_t whylen)
+		     struct lv_found *f)
 {
+	struct piece *out = f->pieces;
 	const struct lvm_tree *t = &p->tree;
 	unsigned others = 0;
 
-	*n = 0;
-	why[0] = '\0';
+	f->n = 0;
+	f->unreadable[0] = '\0';
 	for (uint32_t i = lv->first; i; i = t->nodes[i].next) {
 		const struct lvm_node *seg = &t->nodes[i], *stripes;
 		int64_t start, count, sc = 1;
@@ -293,13 +302,13 @@ static int lv_pieces(struct fs_ctx *ctx, struct lvm_priv *p, const struct lvm_no
 				return fs_error(ctx, -EINVAL, "VG %s, LV %.*s: a bad stripes list",
 						p->vg_name, (int)lv->name_len, lv->name);
 			if (!strcmp(nm->str, p->pv_name)) {
-				if (*n >= MAX_SEGMENTS)
+				if (f->n >= MAX_SEGMENTS)
 					return fs_error(ctx, -ENOTSUP, "an LV with more than %u segments",
 							MAX_SEGMENTS);
-				out[*n] = (struct piece){ (uint64_t)start, len, (uint64_t)pe->num, NULL };
+				out[f->n] = (struct piece){ (uint64_t)start, len, (uint64_t)pe->num, NULL };
 				if (strcmp(type, "striped") || sc != 1)
-					out[*n].kind = sc > 1 ? "striped" : type;
-				(*n)++;
+					out[f->n].kind = sc > 1 ? "striped" : type;
+				f->n++;
 			} else {
 				others++;
 			}
@@ -307,25 +316,25 @@ static int lv_pieces(struct fs_ctx *ctx, struct lvm_priv *p, const struct lvm_no
 			if (++k > 64)
 				return fs_error(ctx, -EINVAL, "a segment with too many stripes");
 		}
-		if (!stripes && strcmp(type, "striped"))
-			snprintf(why, whylen, "%s", type);   /* thin, cache, raid: built from other LVs */
+		if (!stripes && strcmp(type, "striped"))   /* thin, cache, raid: built from other LVs */
+			snprintf(f->unreadable, sizeof(f->unreadable), "%s", type);
 	}
-	for (size_t i = 0; i < *n && !why[0]; i++)
+	for (size_t i = 0; i < f->n && !f->unreadable[0]; i++)
 		if (out[i].kind)
-			snprintf(why, whylen, "%s segments", out[i].kind);
-	if (others && !why[0])
-		snprintf(why, whylen, "it spans other PVs too");
-	qsort(out, *n, sizeof(*out), cmp_piece);
-	for (size_t i = 0; i < *n; i++)
+			snprintf(f->unreadable, sizeof(f->unreadable), "%s segments", out[i].kind);
+	if (others && !f->unreadable[0])
+		snprintf(f->unreadable, sizeof(f->unreadable), "it spans other PVs too");
+	qsort(out, f->n, sizeof(*out), cmp_piece);
+	for (size_t i = 0; i < f->n; i++)
 		if (out[i].pe > p->pe_count || out[i].count > p->pe_count - out[i].pe)
 			return fs_error(ctx, -EINVAL, "VG %s, LV %.*s: extents %llu+%llu past this PV's %llu",
 					p->vg_name, (int)lv->name_len, lv->name,
 					(unsigned long long)out[i].pe, (unsigned long long)out[i].count,
 					(unsigned long long)p->pe_count);
 	/* A linear LV read here must be whole and in order: no hole in its extents. */
-	for (size_t i = 0, le = 0; i < *n && !why[0]; le += out[i].count, i++)
+	for (size_t i = 0, le = 0; i < f->n && !f->unreadable[0]; le += out[i].count, i++)
 		if (out[i].le != le)
-			snprintf(why, whylen, "its extents are not all on this PV");
+			snprintf(f->unreadable, sizeof(f->unreadable), "its extents are not all on this PV");
 	return 0;
 }
 
@@ -363,12 +372,14 @@ static int lvm_used_blocks(struct fs_ctx *ctx, void *priv)
 		r = mark_range(ctx, p, p->mdas[i].off, p->mdas[i].size);
 	for (uint32_t i = lvs ? lvs->first : 0; r == 0 && i; i = t->nodes[i].next) {
 		const struct lvm_node *lv = &t->nodes[i];
-		char name[160], why[64];
-		size_t n = 0;
+		char name[160];
+		struct lv_found f = { .pieces = pieces };
+		size_t n;
 
 		if (lv->kind != LVM_N_SECTION)
 			continue;
-		r = lv_pieces(ctx, p, lv, pieces, &n, why, sizeof(why));
+		r = lv_pieces(ctx, p, lv, &f);
+		n = f.n;
 		if (r < 0 || !n)
 			continue;
 		nlvs++;
@@ -388,7 +399,7 @@ static int lvm_used_blocks(struct fs_ctx *ctx, void *priv)
 						     pieces[k].count * p->extent_bytes };
 		}
 		snprintf(name, sizeof(name), "%s/%.*s", p->vg_name, (int)lv->name_len, lv->name);
-		r = fs_mark_volume(ctx, name, ext, n, why[0] ? why : NULL);
+		r = fs_mark_volume(ctx, name, ext, n, f.unreadable[0] ? f.unreadable : NULL);
 	}
 	if (r == 0 && nranges) {
 		qsort(ranges, nranges, sizeof(*ranges), cmp_range);

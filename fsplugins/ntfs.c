@@ -597,10 +597,14 @@ out:
  * Is Windows hibernated (Fast Startup included)?  As libntfs-3g's
  * ntfs_volume_check_hiberfile(): a hiberfil.sys in the root directory
  * whose first 4096 bytes cannot all be read, or which begin with "hibr" or
- * "HIBR".  *why describes what was found.
+ * "HIBR".  h->why describes what was found.
  */
-static int check_hibernation(struct fs_ctx *ctx, struct ntfs_priv *np, bool *hibernated,
-			     char *why, size_t whylen)
+struct hibernation {
+	bool found;
+	char why[160];
+};
+
+static int check_hibernation(struct fs_ctx *ctx, struct ntfs_priv *np, struct hibernation *h)
 {
 	struct ntfs_attr d = { 0 };
 	unsigned char *rec = NULL, head[HIBERFILE_HEADER];
@@ -609,7 +613,7 @@ static int check_hibernation(struct fs_ctx *ctx, struct ntfs_priv *np, bool *hib
 	bool found;
 	int r;
 
-	*hibernated = false;
+	h->found = false;
 	r = find_in_root(ctx, np, "hiberfil.sys", &mref, &found);
 	if (r < 0 || !found)
 		return r;
@@ -642,12 +646,12 @@ static int check_hibernation(struct fs_ctx *ctx, struct ntfs_priv *np, bool *hib
 			goto out;
 	}
 	if (n < HIBERFILE_HEADER) {
-		*hibernated = true;
-		snprintf(why, whylen, "hiberfil.sys holds only %u bytes, which ntfs-3g takes for a hibernated volume",
+		h->found = true;
+		snprintf(h->why, sizeof(h->why), "hiberfil.sys holds only %u bytes, which ntfs-3g takes for a hibernated volume",
 			 n);
 	} else if (memcmp(head, "hibr", 4) == 0 || memcmp(head, "HIBR", 4) == 0) {
-		*hibernated = true;
-		snprintf(why, whylen, "hiberfil.sys begins with \"%.4s\"", (const char *)head);
+		h->found = true;
+		snprintf(h->why, sizeof(h->why), "hiberfil.sys begins with \"%.4s\"", (const char *)head);
 	}
 out:
 	ntfs_attr_free(&d);
@@ -675,24 +679,23 @@ static int cannot_tell(struct fs_ctx *ctx, struct ntfs_priv *np, int r, const ch
 
 static int check_clean(struct fs_ctx *ctx, struct ntfs_priv *np)
 {
-	char why[160] = "";
-	bool hibernated;
+	struct hibernation h = { 0 };
 	uint16_t flags = 0;
 	int r;
 
-	r = check_hibernation(ctx, np, &hibernated, why, sizeof(why));
+	r = check_hibernation(ctx, np, &h);
 	if (r < 0) {
 		r = cannot_tell(ctx, np, r, "Windows is hibernated", HIBERNATED_FIX);
 		if (r < 0)
 			return r;
-	} else if (hibernated) {
+	} else if (h.found) {
 		if (!fs_forced(ctx))
 			return fs_error(ctx, -EUCLEAN,
 					"Windows is hibernated or was shut down with Fast Startup (%s): "
-					HIBERNATED_FIX, why);
+					HIBERNATED_FIX, h.why);
 		fs_warn(ctx, "Windows is hibernated or was shut down with Fast Startup (%s); "
 			"copied as it is (forced): what Windows kept in memory is not on the disk",
-			why);
+			h.why);
 	}
 
 	r = read_volume_flags(ctx, np, &flags);

@@ -128,7 +128,7 @@ int cli_parse_uint(const char *s, unsigned min, unsigned max, unsigned *out)
 
 void cli_human(uint64_t bytes, char *out, size_t len)
 {
-	human_size(bytes, out, len);
+	util_human_size(bytes, out, len);
 }
 
 double cli_now(void)

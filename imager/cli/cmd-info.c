@@ -338,6 +338,10 @@ static int info_image(const char *dir, bool json, struct cli *cli)
 		img_folder_free(&f);
 		return r;
 	}
+	/* Not an image (missing, unfinished, neither's): said from this look,
+	 * as img_manifest_read() would say it after a look of its own. */
+	if (r == 0 && f.kind != IMG_FOLDER_IMAGE)
+		r = img_folder_refuse(&f, dir, &err);
 	img_folder_free(&f);
 	r = r < 0 ? r : img_manifest_read(&m, dir, &err);
 	if (r < 0) {

@@ -78,7 +78,7 @@ int conv_edit(struct conv_ctx *c, const char *path, struct sbuf *new, const char
 
 /* Copy a malloc'd string (libguestfs's answers; NULL is "") into a fixed
  * buffer and free it. */
-void copy_str(char *dst, size_t len, char *src);
+void conv_copy_str(char *dst, size_t len, char *src);
 
 /* guestfs helpers that never fail loudly (errors are off on the handle). */
 bool gx_is_file(guestfs_h *g, const char *path);     /* regular file, not a link */

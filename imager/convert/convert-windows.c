@@ -595,11 +595,12 @@ static int win_inspect(struct win_plan *wp)
 	struct conv_ctx *c = wp->c;
 	struct conv_report *rep = c->rep;
 
-	copy_str(rep->systemroot, sizeof(rep->systemroot),
-		 guestfs_inspect_get_windows_systemroot(c->g, wp->root));
-	copy_str(rep->control_set, sizeof(rep->control_set),
-		 guestfs_inspect_get_windows_current_control_set(c->g, wp->root));
-	copy_str(rep->variant, sizeof(rep->variant), guestfs_inspect_get_product_variant(c->g, wp->root));
+	conv_copy_str(rep->systemroot, sizeof(rep->systemroot),
+		      guestfs_inspect_get_windows_systemroot(c->g, wp->root));
+	conv_copy_str(rep->control_set, sizeof(rep->control_set),
+		      guestfs_inspect_get_windows_current_control_set(c->g, wp->root));
+	conv_copy_str(rep->variant, sizeof(rep->variant),
+		      guestfs_inspect_get_product_variant(c->g, wp->root));
 	conv_find_firmware(c);
 	wp->syshive = guestfs_inspect_get_windows_system_hive(c->g, wp->root);
 	wp->softhive = guestfs_inspect_get_windows_software_hive(c->g, wp->root);
@@ -646,7 +647,7 @@ static int win_open_hives(struct win_plan *wp)
 	if (c->rep->build < 0 || c->rep->build > 999999)
 		c->rep->build = 0;
 	free(s);
-	copy_str(c->rep->edition, sizeof(c->rep->edition), reg_get_str(wp->soft, cv, "EditionID"));
+	conv_copy_str(c->rep->edition, sizeof(c->rep->edition), reg_get_str(wp->soft, cv, "EditionID"));
 	return 0;
 }
 

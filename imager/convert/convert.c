@@ -280,10 +280,10 @@ static int inspect_guest(struct conv_ctx *c, size_t ndisks, char ***roots, char 
 			       "several operating systems (%s and %s): multi-boot guests are not "
 			       "converted; nothing changed", r[0], r[1]);
 	snprintf(rep->root, sizeof(rep->root), "%s", r[0]);
-	copy_str(rep->os_type, sizeof(rep->os_type), guestfs_inspect_get_type(c->g, r[0]));
-	copy_str(rep->distro, sizeof(rep->distro), guestfs_inspect_get_distro(c->g, r[0]));
-	copy_str(rep->product, sizeof(rep->product), guestfs_inspect_get_product_name(c->g, r[0]));
-	copy_str(rep->arch, sizeof(rep->arch), guestfs_inspect_get_arch(c->g, r[0]));
+	conv_copy_str(rep->os_type, sizeof(rep->os_type), guestfs_inspect_get_type(c->g, r[0]));
+	conv_copy_str(rep->distro, sizeof(rep->distro), guestfs_inspect_get_distro(c->g, r[0]));
+	conv_copy_str(rep->product, sizeof(rep->product), guestfs_inspect_get_product_name(c->g, r[0]));
+	conv_copy_str(rep->arch, sizeof(rep->arch), guestfs_inspect_get_arch(c->g, r[0]));
 	rep->major = guestfs_inspect_get_major_version(c->g, r[0]);
 	rep->minor = guestfs_inspect_get_minor_version(c->g, r[0]);
 	if (!(*mps = guestfs_inspect_get_mountpoints(c->g, r[0])))

@@ -228,8 +228,8 @@ static void check_cache(struct guest_env *e, guestfs_h *g)
 	if (!e->cached) {
 		const char *base = cachedir ? cachedir : "/var/tmp";
 
-		human_size(e->cache_free, have, sizeof(have));
-		human_size(GUEST_APPLIANCE_BYTES, want, sizeof(want));
+		util_human_size(e->cache_free, have, sizeof(have));
+		util_human_size(GUEST_APPLIANCE_BYTES, want, sizeof(want));
 		if (!is_dir(base) || access(base, W_OK | X_OK))
 			need(e, GUEST_NEED_CACHE,
 			     "set LIBGUESTFS_CACHEDIR (or TMPDIR) to a writable folder with room",

@@ -267,7 +267,7 @@ int guest_quick_prepare(const struct guest_env *env, const char *cachedir, struc
 		q->on = true;
 		return 0;
 	}
-	if (read_whole_file(env->kernel, &k, &klen, KERNEL_MAX) < 0 || klen == 0) {
+	if (util_read_whole_file(env->kernel, &k, &klen, KERNEL_MAX) < 0 || klen == 0) {
 		free(k);
 		return why(q, "cannot read %s", env->kernel);
 	}
@@ -283,7 +283,7 @@ int guest_quick_prepare(const struct guest_env *env, const char *cachedir, struc
 	}
 	/* (two imager processes may do this at once: the same bytes, renamed
 	 * over each other) */
-	if (write_file_atomic(q->vmlinux, v, vlen) < 0) {
+	if (util_write_file_atomic(q->vmlinux, v, vlen) < 0) {
 		free(v);
 		return why(q, "cannot write the unpacked kernel into %s", dir);
 	}

@@ -262,7 +262,7 @@ void conv_find_firmware(struct conv_ctx *c)
 
 /* ---- strings ---- */
 
-void copy_str(char *dst, size_t len, char *src)
+void conv_copy_str(char *dst, size_t len, char *src)
 {
 	snprintf(dst, len, "%s", src ? src : "");
 	free(src);

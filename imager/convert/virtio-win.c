@@ -520,7 +520,7 @@ static void iso_label(const char *path, char *out, size_t len)
 	out[0] = '\0';
 	if (fd < 0)
 		return;
-	if (pread_full(fd, pvd, sizeof(pvd), 0x8000) == 0 && pvd[0] == 1 &&
+	if (util_pread_full(fd, pvd, sizeof(pvd), 0x8000) == 0 && pvd[0] == 1 &&
 	    !memcmp(pvd + 1, "CD001", 5)) {
 		for (n = 32; n > 0 && pvd[40 + n - 1] == ' '; n--)
 			;
@@ -659,7 +659,7 @@ int vw_fetch(struct vw_source *s, struct vw_set *set, struct im_err *err)
 			break;
 		}
 		while ((ar = archive_read_data_block(a, &buf, &len, &off)) == ARCHIVE_OK) {
-			if (off < 0 || pwrite_full(fd, buf, len, (uint64_t)off) < 0) {
+			if (off < 0 || util_pwrite_full(fd, buf, len, (uint64_t)off) < 0) {
 				r = im_errf(err, IM_EXIT_IO, -EIO, "%s: writing %s", s->path, p);
 				break;
 			}

@@ -130,8 +130,8 @@ int im_define(const struct define_opts *o, struct define_report *r, struct im_er
 	/* The disks of this machine: it is the source (live media). */
 	if (o->machine)
 		dom_machine_apply(&dom, &r->guest, r->mac, NULL);
-	dom_host_detect(conn, conn ? host_is_local(conn) : true, !dom.type, &h, r->host_why,
-			sizeof(r->host_why));
+	dom_host_detect(conn, conn ? host_is_local(conn) : true, !dom.type, &h);
+	snprintf(r->host_why, sizeof(r->host_why), "%s", h.why);
 	if ((rc = dom_decide(&dom, &r->guest, &h, &r->plan, err)) < 0 ||
 	    (rc = dom_xml(&dom, &r->guest, &r->plan, &r->xml, err)) < 0)
 		goto out;

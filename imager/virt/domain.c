@@ -67,37 +67,45 @@ static void warn(struct dom_plan *p, const char *fmt, ...)
 	va_list ap;
 
 	va_start(ap, fmt);
-	slot_vprintf(p->warnings[0], sizeof(p->warnings) / sizeof(p->warnings[0]),
-		     sizeof(p->warnings[0]), fmt, ap);
+	util_slot_vprintf(p->warnings[0], sizeof(p->warnings) / sizeof(p->warnings[0]),
+			  sizeof(p->warnings[0]), fmt, ap);
 	va_end(ap);
 }
 
 /* Old guests get the i440FX machine ("pc"): no PCIe, no AHCI needed. */
-static bool guest_old(const struct dom_guest *g, char *why, size_t len)
+struct guest_age {
+	bool old;
+	char why[sizeof(((struct dom_choice *)0)->why)];   /* what makes it old, for people */
+};
+
+static struct guest_age guest_old(const struct dom_guest *g)
 {
+	struct guest_age a = { 0 };
+
 	if (!strcmp(g->os_type, "windows")) {
 		if (g->major < 6 || (g->major == 6 && g->minor < 1)) {
-			snprintf(why, len, "Windows NT %d.%d is older than Windows 7/2008 R2",
+			a.old = true;
+			snprintf(a.why, sizeof(a.why), "Windows NT %d.%d is older than Windows 7/2008 R2",
 				 g->major, g->minor);
-			return true;
 		}
-		return false;
+		return a;
 	}
 	if (!strcmp(g->os_type, "linux")) {
 		unsigned kmaj = 0;
 
 		if (g->kernel[0] && sscanf(g->kernel, "%u.", &kmaj) == 1 && kmaj < 3) {
-			snprintf(why, len, "Linux kernel %s is older than 3.0", g->kernel);
-			return true;
+			a.old = true;
+			snprintf(a.why, sizeof(a.why), "Linux kernel %s is older than 3.0", g->kernel);
+			return a;
 		}
 		if ((!strcmp(g->distro, "rhel") || !strcmp(g->distro, "centos") ||
 		     !strcmp(g->distro, "scientificlinux") || !strcmp(g->distro, "oraclelinux")) &&
 		    g->major > 0 && g->major < 6) {
-			snprintf(why, len, "%s %d is older than 6", g->distro, g->major);
-			return true;
+			a.old = true;
+			snprintf(a.why, sizeof(a.why), "%s %d is older than 6", g->distro, g->major);
 		}
 	}
-	return false;
+	return a;
 }
 
 static const char *const TYPES[] = { "kvm", "qemu", NULL };
@@ -184,8 +192,8 @@ int dom_decide(const struct dom_opts *o, const struct dom_guest *g, const struct
 {
 	static const struct dom_guest unknown;
 	static const struct dom_host nohost;
-	char why[sizeof(p->machine.why)];
-	bool known, old, win;
+	struct guest_age age = { 0 };
+	bool known, win;
 
 	memset(p, 0, sizeof(*p));
 	FORWARD_ERR(check_opts(o, err));
@@ -204,11 +212,12 @@ int dom_decide(const struct dom_opts *o, const struct dom_guest *g, const struct
 	else
 		choose(&p->type, "qemu", "the host cannot run guests with KVM: emulation (TCG)");
 
-	old = known && guest_old(g, why, sizeof(why));
+	if (known)
+		age = guest_old(g);
 	if (o->machine)
 		choose(&p->machine, o->machine, "asked");
-	else if (old)
-		choose(&p->machine, "pc", "%s", why);
+	else if (age.old)
+		choose(&p->machine, "pc", "%s", age.why);
 	else
 		choose(&p->machine, "q35", known ? "a modern guest" : "the default for unknown guests");
 
@@ -659,7 +668,7 @@ int dom_xml_save(const char *path, const char *xml, size_t len, bool force, stru
 
 	RETURN_IF(!force && access(path, F_OK) == 0, err, IM_EXIT_TARGET, -EEXIST,
 		  "%s exists (--force replaces it)", path);
-	if ((r = write_file_atomic(path, xml, len)) < 0)
+	if ((r = util_write_file_atomic(path, xml, len)) < 0)
 		return im_errf(err, r == -ENAMETOOLONG ? IM_EXIT_USAGE : IM_EXIT_IO, r, "writing %s: %s",
 			       path, strerror(-r));
 	return 0;

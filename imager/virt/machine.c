@@ -34,8 +34,7 @@ static bool kernel_has_io_uring(void)
 #endif
 }
 
-void dom_host_detect(virConnectPtr conn, bool local, bool ask_kvm, struct dom_host *h,
-		     char *why, size_t len)
+void dom_host_detect(virConnectPtr conn, bool local, bool ask_kvm, struct dom_host *h)
 {
 	unsigned long lib = 0, hv = 0;
 	bool offered = true;
@@ -58,23 +57,24 @@ void dom_host_detect(virConnectPtr conn, bool local, bool ask_kvm, struct dom_ho
 		hv = 5000000;  /* not asked without a daemon: libvirt and the kernel decide */
 	}
 	if (!ask_kvm) {
-		snprintf(why, len, "domain type given");
+		snprintf(h->why, sizeof(h->why), "domain type given");
 	} else if (!offered) {
-		snprintf(why, len, "the host's hypervisor offers no KVM");
+		snprintf(h->why, sizeof(h->why), "the host's hypervisor offers no KVM");
 	} else if (local) {
 		struct guest_accel_choice c;
 		struct im_err err = { 0 };
 
 		if (guest_accel_choose(NULL, &c, &err) == 0) {
 			h->kvm = c.accel == GUEST_ACCEL_KVM;
-			snprintf(why, len, "%s (%s)", h->kvm ? "KVM runs guests here" :
+			snprintf(h->why, sizeof(h->why), "%s (%s)", h->kvm ? "KVM runs guests here" :
 				 "KVM cannot run guests here", guest_accel_why_name(c.why));
 		} else {
-			snprintf(why, len, "%s", err.msg);
+			/* (one line for people: a longer message is cut there) */
+			snprintf(h->why, sizeof(h->why), "%.*s", (int)sizeof(h->why) - 1, err.msg);
 		}
 	} else {
 		h->kvm = true;
-		snprintf(why, len, "the remote hypervisor offers KVM");
+		snprintf(h->why, sizeof(h->why), "the remote hypervisor offers KVM");
 	}
 	h->io_uring = lib >= 6003000 && hv >= 5000000 && (!local || kernel_has_io_uring());
 }

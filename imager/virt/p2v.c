@@ -67,7 +67,7 @@ static void slot_put(char *slots, size_t n, size_t len, const char *fmt, ...)
 	va_list ap;
 
 	va_start(ap, fmt);
-	slot_vprintf(slots, n, len, fmt, ap);
+	util_slot_vprintf(slots, n, len, fmt, ap);
 	va_end(ap);
 }
 
@@ -117,7 +117,7 @@ static int probe_source(struct p2v_disk *d, const struct bk_net *net, struct im_
 	} else if (!bk_is_uri(d->source) && stat(d->source, &st) < 0) {
 		return im_errf(err, IM_EXIT_SOURCE, -errno, "%s: %s", d->source, strerror(errno));
 	}
-	if (!bk_is_uri(d->source) && S_ISDIR(st.st_mode) && cz_detect(d->source)) {
+	if (!bk_is_uri(d->source) && S_ISDIR(st.st_mode) && img_is_clonezilla(d->source)) {
 		struct cz_image *cz = calloc(1, sizeof(*cz));
 		int r;
 
@@ -411,7 +411,8 @@ static int p2v_folder(struct p2v *j)
 	if ((r = folder_prepare(j, j->o->output ? j->o->output : dir, &made_dir)) < 0 || (r = write_disks(j)) < 0 ||
 	    (r = convert_disks(j)) < 0)
 		goto fail;
-	dom_host_detect(NULL, true, !j->dom.type, &h, rep->host_why, sizeof(rep->host_why));
+	dom_host_detect(NULL, true, !j->dom.type, &h);
+	snprintf(rep->host_why, sizeof(rep->host_why), "%s", h.why);
 	if ((r = plan_domain(j, &h, &xml)) < 0 ||
 	    (r = dom_xml_save(rep->xml_path, xml, strlen(xml), true, j->err)) < 0)
 		goto fail;
@@ -475,7 +476,7 @@ static int choose_pool(struct p2v *j, const char *want)
 	bool named = want && strcmp(want, "auto");
 	char need[32], avail[32];
 
-	human_size(j->need, need, sizeof(need));
+	util_human_size(j->need, need, sizeof(need));
 	for (size_t i = 0; i < j->o->nuris; i++) {
 		struct host *h = &j->hosts[i];
 		struct im_pool *p;
@@ -484,7 +485,7 @@ static int choose_pool(struct p2v *j, const char *want)
 			continue;
 		p = named ? pools_find(h->pools, h->npools, want) : h->npools ? &h->pools[0] : NULL;
 		if (named && p && !p->fits) {
-			human_size(p->available, avail, sizeof(avail));
+			util_human_size(p->available, avail, sizeof(avail));
 			return im_errf(j->err, IM_EXIT_TARGET, -ENOSPC,
 				       "pool %s on %s has %s available; the disks need %s", want, h->uri,
 				       avail, need);
@@ -709,8 +710,8 @@ static int define_domain(struct p2v *j)
 	if (j->dom.net && !strcmp(j->dom.net, "user"))
 		tell(j, P2V_NOTE, "the host's network 'default' is not active: user-mode networking "
 				  "(--network or --bridge choose another)");
-	dom_host_detect(h->conn, h->local, !j->dom.type, &facts, j->rep->host_why,
-			sizeof(j->rep->host_why));
+	dom_host_detect(h->conn, h->local, !j->dom.type, &facts);
+	snprintf(j->rep->host_why, sizeof(j->rep->host_why), "%s", facts.why);
 	tell(j, P2V_HOST, "%s", j->rep->host_why);
 	r = plan_domain(j, &facts, &xml);
 	if (r == 0 && !(j->domain = virDomainDefineXML(h->conn, xml)))

@@ -53,8 +53,8 @@ static void add_warning(struct im_pool *p, const char *fmt, ...)
 
 	/* Full: the warnings are added most important first. */
 	va_start(ap, fmt);
-	slot_vprintf(p->warnings[0], sizeof(p->warnings) / sizeof(p->warnings[0]),
-		     sizeof(p->warnings[0]), fmt, ap);
+	util_slot_vprintf(p->warnings[0], sizeof(p->warnings) / sizeof(p->warnings[0]),
+			  sizeof(p->warnings[0]), fmt, ap);
 	va_end(ap);
 }
 
@@ -409,8 +409,8 @@ static void warn(struct im_pool *p)
 			    "(zpool add %s log DEVICE)", p->zpool, p->zpool);
 	if (p->capacity && p->available < p->capacity / 10) {
 		char a[32], c[32];
-		human_size(p->available, a, sizeof(a));
-		human_size(p->capacity, c, sizeof(c));
+		util_human_size(p->available, a, sizeof(a));
+		util_human_size(p->capacity, c, sizeof(c));
 		add_warning(p, "pool nearly full: %s free of %s (less than 10%%)", a, c);
 	}
 	if (p->local && (!strcmp(p->fstype, "tmpfs") || !strcmp(p->fstype, "ramfs")))

@@ -232,6 +232,23 @@ int bk_close(struct bk *bk, struct im_err *err);
 struct bk_range {
 	uint64_t off, len;
 };
+
+/* save --rescue, clone --rescue, as the jobs take them (job.h): read
+ * around unreadable sectors; they become zeros, listed in a map in GNU
+ * ddrescue's mapfile format.  Without it a read error ends the job. */
+struct rescue_opts {
+	bool on;
+	unsigned retries;          /* times an unreadable sector is tried again */
+	const char *map;           /* clone: the map's path (save: DIR/rescue.map) */
+	const char *cmdline;       /* for the map's header */
+};
+
+/* What a rescue met: unreadable bytes and ranges, and where the map is
+ * ("" when nothing was unreadable: no map is written). */
+struct rescue_report {
+	uint64_t bytes, ranges;
+	char map[4096];
+};
 int bk_rescue_start(struct bk *bk, unsigned retries, struct im_err *err);
 /* The unreadable ranges so far, sorted and merged (NULL, 0 when none or
  * not rescuing), and their bytes in all and inside [off, off+len). */

@@ -68,9 +68,10 @@
 #define IMAGER_CLONEZILLA_H
 
 #include <stdbool.h>
+#include <stddef.h>
 #include <stdint.h>
 
-#include "imager/job.h"
+#include "imager/error.h"
 
 #define CZ_MAX_PARTS 128
 #define CZ_MAX_FILES 676   /* split parts of one stream: aa to zz */
@@ -136,10 +137,6 @@ struct cz_image {
 	struct cz_lv lvs[CZ_MAX_LVS];
 };
 
-/* A folder that looks like Clonezilla's (a "disk" or "parts" file, no
- * manifest.json). */
-bool cz_detect(const char *dir);
-
 /* Read and check the folder's description (no stream is read). */
 int cz_read(const char *dir, struct cz_image *cz, struct im_err *err);
 
@@ -154,9 +151,5 @@ struct im_progress;
 int cz_read_stream(const char *dir, const struct cz_part *p, bool read_all,
 		   const struct im_progress *progress, uint64_t *done, uint64_t total,
 		   struct pcl_header *h, uint64_t *strips, struct im_err *err);
-
-/* Restore the folder onto target (as im_restore()). */
-int cz_restore(const struct disk_roots *roots, const char *dir, const char *target,
-	       const struct restore_opts *opts, struct restore_stats *stats, struct im_err *err);
 
 #endif

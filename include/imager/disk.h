@@ -114,9 +114,6 @@ struct disk_ref {
 int disk_resolve(const struct disk_roots *roots, const char *name, struct disk_ref *ref,
 		 struct im_err *err);
 
-/* Size in bytes and logical sector size of an open fd (block device or file). */
-int disk_fd_geometry(int fd, uint64_t *size, unsigned *lss);
-
 /* Is the block device (or any of its partitions) mounted, or used as swap?
  * Fills `what` with the first user found.  Returns 1 yes, 0 no, <0 errno. */
 int disk_in_use(const struct disk_roots *roots, const char *path, char *what, size_t whatlen);

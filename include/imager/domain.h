@@ -70,6 +70,7 @@ struct dom_guest {
 struct dom_host {
 	bool kvm;                     /* guests run with KVM there */
 	bool io_uring;                /* libvirt, qemu and kernel have io_uring */
+	char why[256];                /* how kvm was decided: one line for people */
 };
 
 enum dom_source { DOM_SRC_FILE = 0, DOM_SRC_BLOCK, DOM_SRC_VOLUME };
@@ -146,12 +147,11 @@ int dom_xml_save(const char *path, const char *xml, size_t len, bool force, stru
  * host is this machine, guest.h's probe found that KVM really runs a guest
  * (IMAGER_ACCEL overrides, as there).  io_uring: libvirt >= 6.3 and
  * qemu >= 5.0 (asked of conn; without conn, of the library and qemu-system
- * is not asked) and, on this machine, io_uring_setup() works.  why gets one
- * line for people.  ask_kvm false skips the KVM question (the caller chose
+ * is not asked) and, on this machine, io_uring_setup() works.  h->why gets
+ * one line for people.  ask_kvm false skips the KVM question (the caller chose
  * the domain type; the probe can take seconds).  Never fails: what cannot be found out counts as absent.
  */
-void dom_host_detect(virConnectPtr conn, bool local, bool ask_kvm, struct dom_host *h,
-		     char *why, size_t len);
+void dom_host_detect(virConnectPtr conn, bool local, bool ask_kvm, struct dom_host *h);
 
 /* A physical machine's facts, for P2V: the machine imager runs on (live
  * media), or one described by `imager list --json`'s "machine" object. */

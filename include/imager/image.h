@@ -174,7 +174,7 @@ int img_manifest_read(struct img_manifest *m, const char *dir, struct im_err *er
 /* What a folder is.  An image has manifest.json (written last); an
  * unfinished one has a save's own files (img_own_file: partN.zst, .idx,
  * .jnl, boot-*.bin, manifest.json.tmp, rescue.map) and no manifest;
- * Clonezilla's has its "disk" or "parts" file (cz_detect); a repository
+ * Clonezilla's has its "disk" or "parts" file (img_is_clonezilla); a repository
  * (Clonezilla's /home/partimag, or a folder of saves) holds no image
  * itself but subfolders that are images, listed in entries by name. */
 enum img_folder_kind {
@@ -198,6 +198,9 @@ bool img_own_file(const char *name);
  * unreadable folder). */
 int img_folder_probe(const char *dir, struct img_folder *f, struct im_err *err);
 void img_folder_free(struct img_folder *f);
+/* A folder that looks like Clonezilla's (a "disk" or "parts" file, no
+ * manifest.json). */
+bool img_is_clonezilla(const char *dir);
 /* For a folder that is not an image to read: the error that says what it
  * is (missing or not an image: IM_EXIT_SOURCE; unfinished: IM_EXIT_DAMAGED,
  * -ENOENT; a repository: IM_EXIT_SOURCE, -EISDIR, naming its images;

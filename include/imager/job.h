@@ -14,37 +14,8 @@
 #include "imager/error.h"
 #include "imager/image.h"
 #include "imager/layout.h"
+#include "imager/pipeline.h"
 #include "imager/ptable.h"
-
-/* Progress: the engine calls fn with bytes done of total for the phase;
- * the command decides whether and how often to draw. */
-struct im_progress {
-	void (*fn)(void *opaque, const char *phase, uint64_t done, uint64_t total);
-	void *opaque;
-	/* Set (by a signal handler) to stop the job: it ends between two
-	 * frames with IM_EXIT_INTERRUPTED and cleans up as on any failure. */
-	const volatile sig_atomic_t *cancel;
-	/* A line worth telling before or while the job runs (the plan of a
-	 * shrink, a step begun); NULL: not told. */
-	void (*note)(void *opaque, const char *line);
-};
-
-/* save --rescue, clone --rescue: read around unreadable sectors
- * (backend.h, "rescue reads"); they become zeros, listed in a map in GNU
- * ddrescue's mapfile format.  Without it a read error ends the job. */
-struct rescue_opts {
-	bool on;
-	unsigned retries;          /* times an unreadable sector is tried again */
-	const char *map;           /* clone: the map's path (save: DIR/rescue.map) */
-	const char *cmdline;       /* for the map's header */
-};
-
-/* What a rescue met: unreadable bytes and ranges, and where the map is
- * ("" when nothing was unreadable: no map is written). */
-struct rescue_report {
-	uint64_t bytes, ranges;
-	char map[4096];
-};
 
 struct save_opts {
 	const char *format;        /* source container format; NULL = probe */

@@ -30,7 +30,7 @@
  * Only what is understood is changed: a VG of this one PV, one metadata
  * area (at the PV's start), every LV made of linear segments on it, the
  * shrunk one of a single segment.  Anything else is refused with the
- * reason in why (-ENOTSUP), damage with -EINVAL; nothing is written then.
+ * reason in err (-ENOTSUP), damage with -EINVAL; nothing is written then.
  *
  * A VG's text mapped, and a PV's head made from it
  * (imager/engine/fs/lvm-text.c): Clonezilla's restore of LVM.
@@ -42,6 +42,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "imager/error.h"
+
 /* ---- the on-disk facts (imager/engine/fs/lvmfmt.c) ---- */
 
 #define LVM_SECTOR      512u
@@ -50,6 +52,13 @@
 #define LVM_MDA_MAGIC   "\040\114\126\115\062\040\170\133\065\101\045\162\060\116\052\076"
 #define LVM_TEXT_MAX    (8u << 20)    /* lvm2's own metadata limit is far below */
 #define LVM_CRC_SEED    0xf597a6cfu
+
+/* How the functions below fail: err filled with the message and a class
+ * that follows code (-ENOTSUP: IM_EXIT_UNSUPP, -EIO: IM_EXIT_IO, -ENOMEM:
+ * IM_EXIT_INTERNAL, -ENOSPC: IM_EXIT_TARGET, else IM_EXIT_DAMAGED);
+ * returns code. */
+int lvm_errf(struct im_err *err, int code, const char *fmt, ...)
+	__attribute__((format(printf, 3, 4)));
 
 /* lvm2's CRC-32 of len bytes of p, continuing crc (LVM_CRC_SEED first). */
 uint32_t lvm_crc(uint32_t crc, const unsigned char *p, size_t len);
@@ -122,11 +131,11 @@ struct lvm_pv_lv {
 /* LV name ("vg/lv") of the PV at [off, off+size) of fd, and what it keeps
  * when the PV shrinks to new_size bytes (new_size 0: its size). */
 int lvm_pv_find_lv(int fd, uint64_t off, uint64_t size, const char *name, uint64_t new_size,
-		   struct lvm_pv_lv *out, char *why, size_t whylen);
+		   struct lvm_pv_lv *out, struct im_err *err);
 
 /* The PV shrunk to new_size bytes as lvm_pv_find_lv() planned it. */
 int lvm_pv_shrink(int fd, uint64_t off, uint64_t size, const char *name, uint64_t new_size,
-		  char *why, size_t whylen);
+		  struct im_err *err);
 
 /* ---- a VG's text (vgcfgbackup's format: Clonezilla's lvm_VG.conf;
  *      imager/engine/fs/lvm-text.c) ---- */
@@ -164,8 +173,8 @@ struct lvm_vg_map {
 
 /* The VG of text (hostile: parsed with the bounds above): its PVs and
  * where each LV's bytes lie on them.  Returns 0 or -EINVAL/-ENOTSUP with
- * why; lvm_vg_map_free() in every case. */
-int lvm_text_map(const char *text, size_t len, struct lvm_vg_map *m, char *why, size_t whylen);
+ * err; lvm_vg_map_free() in every case. */
+int lvm_text_map(const char *text, size_t len, struct lvm_vg_map *m, struct im_err *err);
 void lvm_vg_map_free(struct lvm_vg_map *m);
 
 /* The first pe_start bytes of PV pv of map, made afresh as pvcreate
@@ -174,8 +183,8 @@ void lvm_vg_map_free(struct lvm_vg_map *m);
  * one metadata area from 4 KiB to pe_start, the extension marking it
  * used), the metadata area's header, and the text after it (the VG's
  * section first, as lvm2 wants it, then the rest, then a NUL).
- * *head is malloc'ed.  Returns 0 or -EINVAL/-ENOSPC with why. */
+ * *head is malloc'ed.  Returns 0 or -EINVAL/-ENOSPC with err. */
 int lvm_pv_head(const struct lvm_vg_map *m, unsigned pv, const char *text, size_t len,
-		uint64_t size, unsigned char **head, char *why, size_t whylen);
+		uint64_t size, unsigned char **head, struct im_err *err);
 
 #endif

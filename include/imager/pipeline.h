@@ -20,6 +20,19 @@
 
 #include "imager/error.h"
 
+/* Progress, as every job takes it (job.h): the engine calls fn with bytes done of total for the phase;
+ * the command decides whether and how often to draw. */
+struct im_progress {
+	void (*fn)(void *opaque, const char *phase, uint64_t done, uint64_t total);
+	void *opaque;
+	/* Set (by a signal handler) to stop the job: it ends between two
+	 * frames with IM_EXIT_INTERRUPTED and cleans up as on any failure. */
+	const volatile sig_atomic_t *cancel;
+	/* A line worth telling before or while the job runs (the plan of a
+	 * shrink, a step begun); NULL: not told. */
+	void (*note)(void *opaque, const char *line);
+};
+
 struct pipe_slot {
 	uint64_t seq;
 	unsigned char *a, *b;

@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: GPL-2.0-or-later */
 /*
  * The journals of --resume: save's partN.jnl replayed against its stream
- * (jnl_replay, savejnl.h), and the one record of restore's and clone's
+ * (sjournal_replay, sjournal.h), and the one record of restore's and clone's
  * target journal (tjournal_parse, tjournal.h).
  *
  * Byte 0: bit 0 picks the target journal (1) or save's (0); bit 1 has the
@@ -27,7 +27,7 @@
 
 #include "imager/bitmap.h"
 #include "imager/image.h"
-#include "savejnl.h"
+#include "sjournal.h"
 #include "tjournal.h"
 #include "util.h"
 
@@ -58,18 +58,18 @@ static int target_journal(const uint8_t *data, size_t size)
 /* The record checksums and each frame's stream checksum made right. */
 static void fix_records(unsigned char *j, size_t jlen, const unsigned char *st, size_t slen)
 {
-	size_t off = JNL_HEADER;
+	size_t off = SJOURNAL_HEADER;
 
-	while (off + JNL_RECORD <= jlen) {
+	while (off + SJOURNAL_RECORD <= jlen) {
 		unsigned char *rec = j + off;
 		uint64_t co = le64(rec), cs = le32(rec + 8);
 		uint64_t elen = (uint64_t)le32(rec + 16) * IMG_INDEX_EXTENT + 8;
-		if (elen > jlen - off - JNL_RECORD)
+		if (elen > jlen - off - SJOURNAL_RECORD)
 			break;
 		if (co <= slen && cs <= slen - co)
 			put_le64(rec + 32, XXH3_64bits(st + co, cs));
-		put_le64(rec + JNL_RECORD + elen - 8, XXH3_64bits(rec, JNL_RECORD + elen - 8));
-		off += JNL_RECORD + elen;
+		put_le64(rec + SJOURNAL_RECORD + elen - 8, XXH3_64bits(rec, SJOURNAL_RECORD + elen - 8));
+		off += SJOURNAL_RECORD + elen;
 	}
 }
 
@@ -77,7 +77,7 @@ static int save_journal(const uint8_t *data, size_t size)
 {
 	struct fs_info fs;
 	struct img_index ix;
-	struct jnl_kept k;
+	struct sjournal_kept k;
 	XXH3_state_t *h = NULL;
 	uint64_t count, want_bytes = 0, want_stream = 0;
 	const uint8_t *jin, *st;
@@ -103,23 +103,23 @@ static int save_journal(const uint8_t *data, size_t size)
 	st = jin + jin_len;
 	slen = size - 9 - jin_len;
 	/* the journal: the header of this filesystem first when fixing */
-	jlen = jin_len + (fix ? JNL_HEADER : 0);
+	jlen = jin_len + (fix ? SJOURNAL_HEADER : 0);
 	j = malloc(jlen + 1);
 	h = XXH3_createState();
 	if (!j || !h)
 		goto out;
 	if (fix)
-		jnl_header(j, &fs);
-	memcpy(j + (fix ? JNL_HEADER : 0), jin, jin_len);
+		sjournal_header(j, &fs);
+	memcpy(j + (fix ? SJOURNAL_HEADER : 0), jin, jin_len);
 	if (fix)
 		fix_records(j, jlen, st, slen);
 	jfd = memfd_create("jnl", MFD_CLOEXEC);
 	sfd = memfd_create("stream", MFD_CLOEXEC);
-	if (jfd < 0 || sfd < 0 || write_full(jfd, j, jlen) < 0 || write_full(sfd, st, slen) < 0)
+	if (jfd < 0 || sfd < 0 || util_write_full(jfd, j, jlen) < 0 || util_write_full(sfd, st, slen) < 0)
 		goto out;
 	img_index_init(&ix, fs.block_size);
 	XXH3_64bits_reset(h);
-	r = jnl_replay(jfd, sfd, &fs, &ix, h, &k);
+	r = sjournal_replay(jfd, sfd, &fs, &ix, h, &k);
 	if (r < 0 && r != -ENOMEM)
 		abort();
 	/* what it says it kept is what is in the index */

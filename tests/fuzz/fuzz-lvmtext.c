@@ -10,14 +10,13 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
 	struct lvm_vg_map m;
-	char why[256];
+	struct im_err e = { 0 };
 
 	memset(&m, 0, sizeof(m));
-	if (lvm_text_map((const char *)data, size, &m, why, sizeof(why)) == 0) {
+	if (lvm_text_map((const char *)data, size, &m, &e) == 0) {
 		for (unsigned pv = 0; pv < m.npvs; pv++) {
 			unsigned char *head = NULL;
-			if (lvm_pv_head(&m, pv, (const char *)data, size, 64ull << 20, &head, why,
-					sizeof(why)) == 0)
+			if (lvm_pv_head(&m, pv, (const char *)data, size, 64ull << 20, &head, &e) == 0)
 				free(head);
 		}
 	}

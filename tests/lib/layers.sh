@@ -14,9 +14,17 @@
 # lives in the engine.
 # (The headers of a higher layer refuse to be included by a lower one at
 # compile time, IMAGER_LAYER; this checks what the linker would see.)
-# Prints each offending symbol; exits 1 when there is one.
+# And the engine's rooms (imager/engine/README.md), in their order
+#   core < vm < io < disk < fs < image < sources < jobs:
+# a file of a room (imager/engine/ROOM/*.[ch], and the public headers of
+# include/imager that the room implements, listed below) includes only
+# headers of its own room and of the rooms below it; an include/imager
+# header an engine file includes must be in the list.
+# Usage: tests/lib/layers.sh BUILD_DIR [SOURCE_ROOT] (default: this tree).
+# Prints each offending symbol or include; exits 1 when there is one.
 set -u
 b=${1:-build}
+src=${2:-$(cd "$(dirname "$0")/../.." && pwd)}
 for l in engine convert virt; do
 	[ -f "$b/libimager-$l.a" ] || { echo "layers: $b/libimager-$l.a is not built" >&2; exit 2; }
 done
@@ -70,4 +78,62 @@ plugins() {
 	if [ "$pbad" = 1 ]; then bad=1; else echo "layers: each of the $n plugins exports only its descriptor"; fi
 }
 plugins
+
+ROOMS="core vm io disk fs image sources jobs"
+# Each public header of the engine, by the room that implements it.
+room_of_public() {
+	case $1 in
+	error.h|bytes.h|bitmap.h|pipeline.h) echo core ;;
+	vmsource.h) echo vm ;;
+	backend.h) echo io ;;
+	disk.h|layout.h|ptable.h) echo disk ;;
+	fs.h|fsplugin.h|lvmfmt.h|swapfmt.h|ntfsfmt.h|xfsfmt.h|btrfsfmt.h) echo fs ;;
+	image.h) echo image ;;
+	clonezilla.h|partclone.h) echo sources ;;
+	job.h) echo jobs ;;
+	*) echo "" ;;
+	esac
+}
+rank() { # ROOM: its place in ROOMS, from 1
+	i=0
+	for r in $ROOMS; do i=$((i + 1)); [ "$r" = "$1" ] && { echo $i; return; }; done
+	echo 0
+}
+rooms() {
+	rbad=0 n=0
+	for f in "$src"/imager/engine/*/*.[ch] "$src"/include/imager/*.h; do
+		[ -f "$f" ] || continue
+		case $f in
+		"$src"/include/imager/*) room=$(room_of_public "${f##*/}"); [ -n "$room" ] || continue ;;
+		*) room=${f%/*}; room=${room##*/} ;;
+		esac
+		mine=$(rank "$room")
+		[ "$mine" != 0 ] || { echo "layers: ${f#"$src"/} is in no room of the engine ($ROOMS)"; rbad=1; continue; }
+		n=$((n + 1))
+		for inc in $(sed -n 's/^[[:space:]]*#[[:space:]]*include[[:space:]]*"\([^"]*\)".*/\1/p' "$f"); do
+			case $inc in
+			imager/*)
+				theirs=$(room_of_public "${inc#imager/}")
+				if [ -z "$theirs" ]; then
+					case $f in "$src"/include/*) continue ;; esac
+					echo "layers: ${f#"$src"/} includes $inc, which is in no room (tests/lib/layers.sh lists them)"
+					rbad=1
+					continue
+				fi ;;
+			*)
+				theirs=
+				for d in "$src"/imager/engine/*/; do
+					[ -f "$d$inc" ] && { theirs=${d%/}; theirs=${theirs##*/}; }
+				done
+				[ -n "$theirs" ] || continue ;;
+			esac
+			if [ "$(rank "$theirs")" -gt "$mine" ]; then
+				echo "layers: ${f#"$src"/} (room $room) includes $inc of the room $theirs above it"
+				rbad=1
+			fi
+		done
+	done
+	if [ "$rbad" = 1 ]; then bad=1; else echo "layers: the $n files of the engine's rooms include nothing of a room above theirs ($(echo $ROOMS | sed 's/ / < /g'))"; fi
+}
+rooms
 exit $bad

@@ -36,7 +36,7 @@ static bool same(const char *path)
 {
 	unsigned char *got = malloc(FILE_LEN);
 	int fd = open(path, O_RDONLY);
-	bool ok = got && fd >= 0 && pread_full(fd, got, FILE_LEN, 0) == 0 &&
+	bool ok = got && fd >= 0 && util_pread_full(fd, got, FILE_LEN, 0) == 0 &&
 		  memcmp(got, model, FILE_LEN) == 0;
 
 	if (fd >= 0)

@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: GPL-2.0-or-later */
 /*
- * The files hit by unreadable ranges (imager/engine/fs/extfiles.c): debugfs's
+ * The files hit by unreadable ranges (imager/engine/jobs/extfiles.c): debugfs's
  * icheck and ncheck output parsed as hostile text (garbage, overflowing
  * numbers, unasked blocks, a forged line from a name holding a newline, a
  * cut last line); the lookup against a fake debugfs (names capped in

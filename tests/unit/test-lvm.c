@@ -398,16 +398,16 @@ static void test_fuzzed_texts(void)
 		 * made from it, within their bounds */
 		{
 			struct lvm_vg_map m;
-			char why[200];
+			struct im_err e = { 0 };
 			unsigned char *head = NULL;
-			if (lvm_text_map(text, n, &m, why, sizeof(why)) == 0) {
+			if (lvm_text_map(text, n, &m, &e) == 0) {
 				CHECK(m.vg_start < m.vg_end && m.vg_end <= n);
 				for (size_t l = 0; l < m.nlvs; l++)
 					for (size_t k = 0; k < m.lvs[l].nsegs; k++)
 						CHECK(m.lvs[l].segs[k].pv < m.npvs &&
 						      m.lvs[l].segs[k].lv_off + m.lvs[l].segs[k].len <=
 							      m.lvs[l].size);
-				if (m.npvs && lvm_pv_head(&m, 0, text, n, PV_SIZE, &head, why, sizeof(why)) == 0)
+				if (m.npvs && lvm_pv_head(&m, 0, text, n, PV_SIZE, &head, &e) == 0)
 					free(head);
 				lvm_vg_map_free(&m);
 			}
@@ -465,22 +465,22 @@ static void test_shrink(void)
 		"b {\nsegment1 {\nstart_extent = 0\nextent_count = 3\ntype = \"striped\"\nstripe_count = 1\nstripes = [ \"pv0\", 8 ]\n}\n}\n";
 	static unsigned char want[3 * EXTENT], got[3 * EXTENT];
 	const uint64_t new_size = PE_START + 12ull * EXTENT;
-	char path[32], why[200], text[4096];
+	char path[32], text[4096];
 	struct lvm_pv_lv pl;
 	struct fs_info info;
-	struct im_err err;
+	struct im_err err, e = { 0 };
 	int fd = make_pv(vg_text(two), MDA_SIZE - 100, path);   /* wraps */
 
 	for (size_t i = 0; i < sizeof(want); i++)
 		want[i] = (unsigned char)(i * 7 + i / 4096);
 	CHECK(pwrite(fd, want, sizeof(want), PE_START + 8ull * EXTENT) == (ssize_t)sizeof(want));
-	CHECK_EQ_U(lvm_pv_find_lv(fd, 0, PV_SIZE, "vg0/root", new_size, &pl, why, sizeof(why)), 0);
+	CHECK_EQ_U(lvm_pv_find_lv(fd, 0, PV_SIZE, "vg0/root", new_size, &pl, &e), 0);
 	CHECK_EQ_U(pl.offset, PE_START + 2ull * EXTENT);
 	CHECK_EQ_U(pl.size, 4ull * EXTENT);
 	CHECK_EQ_U(pl.new_size, 1ull * EXTENT);
-	CHECK_EQ_U(lvm_pv_shrink(fd, 0, PV_SIZE, "vg0/root", new_size, why, sizeof(why)), 0);
-	if (why[0])
-		fprintf(stderr, "  %s\n", why);
+	CHECK_EQ_U(lvm_pv_shrink(fd, 0, PV_SIZE, "vg0/root", new_size, &e), 0);
+	if (e.msg[0])
+		fprintf(stderr, "  %s\n", e.msg);
 	CHECK(pread(fd, got, sizeof(got), PE_START + 5ull * EXTENT) == (ssize_t)sizeof(got));
 	CHECK(memcmp(want, got, sizeof(want)) == 0);
 	memset(text, 0, sizeof(text));
@@ -510,12 +510,12 @@ static void test_text_map_and_head(void)
 	const char *text = vg_text(LINEAR);
 	struct lvm_vg_map m;
 	unsigned char *head = NULL;
-	char why[200], path[32];
+	char path[32];
 	struct fs_info info;
-	struct im_err err;
+	struct im_err err, e = { 0 };
 	int fd;
 
-	CHECK_EQ_U(lvm_text_map(text, strlen(text), &m, why, sizeof(why)), 0);
+	CHECK_EQ_U(lvm_text_map(text, strlen(text), &m, &e), 0);
 	CHECK_STR(m.vg, "vg0");
 	CHECK_EQ_U(m.npvs, 1);
 	CHECK_STR(m.pvs[0].uuid, UUID);
@@ -528,7 +528,7 @@ static void test_text_map_and_head(void)
 		CHECK_EQ_U(m.lvs[0].nsegs, 1);
 		CHECK_EQ_U(m.lvs[0].segs[0].pv_off, PE_START + 2ull * EXTENT);
 	}
-	CHECK_EQ_U(lvm_pv_head(&m, 0, text, strlen(text), PV_SIZE, &head, why, sizeof(why)), 0);
+	CHECK_EQ_U(lvm_pv_head(&m, 0, text, strlen(text), PV_SIZE, &head, &e), 0);
 	fd = make_pv("", 512, path);
 	CHECK(pwrite(fd, head, PE_START, 0) == (ssize_t)PE_START);
 	CHECK_EQ_U(examine(fd, false, &info, &err), 0);
@@ -542,7 +542,7 @@ static void test_text_map_and_head(void)
 	/* no room before pe_start for the text: refused */
 	m.pvs[0].pe_start = 4608;
 	free(head);
-	CHECK(lvm_pv_head(&m, 0, text, strlen(text), PV_SIZE, &head, why, sizeof(why)) == -ENOSPC);
+	CHECK(lvm_pv_head(&m, 0, text, strlen(text), PV_SIZE, &head, &e) == -ENOSPC);
 	fs_info_free(&info);
 	lvm_vg_map_free(&m);
 	free(head);
@@ -575,28 +575,30 @@ static void test_shrink_refused(void)
 	static unsigned char before[PE_START], after[PE_START];
 
 	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
-		char path[32], why[200] = "";
+		char path[32];
+		struct im_err e = { 0 };
 		int fd = make_pv(vg_text(cases[i].lvs), 512, path);
 
 		CHECK(pread(fd, before, sizeof(before), 0) == (ssize_t)sizeof(before));
-		CHECK_EQ_U(lvm_pv_shrink(fd, 0, PV_SIZE, cases[i].lv, cases[i].new_size, why, sizeof(why)),
+		CHECK_EQ_U(lvm_pv_shrink(fd, 0, PV_SIZE, cases[i].lv, cases[i].new_size, &e),
 			   cases[i].want);
-		CHECK(why[0] != '\0');
+		CHECK(e.msg[0] != '\0');
 		CHECK(pread(fd, after, sizeof(after), 0) == (ssize_t)sizeof(after));
 		CHECK(memcmp(before, after, sizeof(before)) == 0);
 		close(fd);
 	}
 	/* a VG of two PVs */
 	{
-		char *t = vg_text(LINEAR), path[32], why[200] = "", *pvs = strstr(t, "pv0 {");
+		char *t = vg_text(LINEAR), path[32], *pvs = strstr(t, "pv0 {");
+		struct im_err e = { 0 };
 		static char two[1 << 20];
 		int fd;
 		snprintf(two, sizeof(two), "%.*spv1 {\nid = \"x\"\npe_start = 2048\npe_count = 1\n}\n%s",
 			 (int)(pvs - t), t, pvs);
 		fd = make_pv(two, 512, path);
-		CHECK_EQ_U(lvm_pv_shrink(fd, 0, PV_SIZE, "vg0/root", PE_START + 12ull * EXTENT, why,
-					 sizeof(why)), -ENOTSUP);
-		CHECK(strstr(why, "2 PVs") != NULL);
+		CHECK_EQ_U(lvm_pv_shrink(fd, 0, PV_SIZE, "vg0/root", PE_START + 12ull * EXTENT, &e),
+			   -ENOTSUP);
+		CHECK(strstr(e.msg, "2 PVs") != NULL);
 		close(fd);
 	}
 }

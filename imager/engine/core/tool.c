@@ -50,7 +50,7 @@ static int run(const char *const argv[], struct sink *out, struct sink *errs, un
 {
 	posix_spawn_file_actions_t fa;
 	int opipe[2], epipe[2] = { -1, -1 }, status, r;
-	long long deadline = seconds ? mono_ms() + (long long)seconds * 1000 : 0;
+	long long deadline = seconds ? util_mono_ms() + (long long)seconds * 1000 : 0;
 	bool timed_out = false;
 	pid_t pid;
 
@@ -94,7 +94,7 @@ static int run(const char *const argv[], struct sink *out, struct sink *errs, un
 			who[n++] = errs;
 		}
 		if (deadline) {
-			long long left = deadline - mono_ms();
+			long long left = deadline - util_mono_ms();
 			if (left <= 0) {
 				timed_out = true;
 				break;

@@ -3,15 +3,17 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <linux/fs.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/ioctl.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
 
-int pread_full(int fd, void *buf, size_t len, uint64_t off)
+int util_pread_full(int fd, void *buf, size_t len, uint64_t off)
 {
 	size_t done = 0;
 	while (done < len) {
@@ -27,7 +29,7 @@ int pread_full(int fd, void *buf, size_t len, uint64_t off)
 	return 0;
 }
 
-int pwrite_full(int fd, const void *buf, size_t len, uint64_t off)
+int util_pwrite_full(int fd, const void *buf, size_t len, uint64_t off)
 {
 	size_t done = 0;
 	while (done < len) {
@@ -82,14 +84,14 @@ void *dio_alloc(size_t len)
 static int dio_middle(struct dio *d, const unsigned char *buf, size_t len, uint64_t off)
 {
 	if (((uintptr_t)buf & (DIO_ALIGN - 1)) == 0)
-		return pwrite_full(d->fd, buf, len, off);
+		return util_pwrite_full(d->fd, buf, len, off);
 	if (!d->bounce && !(d->bounce = dio_alloc(DIO_BOUNCE)))
 		return -EINVAL;
 	for (size_t done = 0; done < len;) {
 		size_t n = len - done < DIO_BOUNCE ? len - done : DIO_BOUNCE;
 		int r;
 		memcpy(d->bounce, buf + done, n);
-		if ((r = pwrite_full(d->fd, d->bounce, n, off + done)) < 0)
+		if ((r = util_pwrite_full(d->fd, d->bounce, n, off + done)) < 0)
 			return r;
 		done += n;
 	}
@@ -103,26 +105,26 @@ int dio_pwrite(struct dio *d, int fd, const void *buf, size_t len, uint64_t off)
 	int r;
 
 	if (!d->on || len < DIO_MIN)
-		return pwrite_full(fd, buf, len, off);
+		return util_pwrite_full(fd, buf, len, off);
 	head = (size_t)((DIO_ALIGN - off % DIO_ALIGN) % DIO_ALIGN);
 	mid = (len - head) & ~(size_t)(DIO_ALIGN - 1);
-	if (head && (r = pwrite_full(fd, p, head, off)) < 0)
+	if (head && (r = util_pwrite_full(fd, p, head, off)) < 0)
 		return r;
 	r = dio_middle(d, p + head, mid, off + head);
 	if (r == -EINVAL) {
 		/* (A device with larger logical blocks, a file system that
 		 * takes the open but not the write.) */
 		dio_close(d);
-		r = pwrite_full(fd, p + head, mid, off + head);
+		r = util_pwrite_full(fd, p + head, mid, off + head);
 	}
 	if (r < 0)
 		return r;
 	if (len - head - mid)
-		r = pwrite_full(fd, p + head + mid, len - head - mid, off + head + mid);
+		r = util_pwrite_full(fd, p + head + mid, len - head - mid, off + head + mid);
 	return r;
 }
 
-void write_behind(int fd, uint64_t *started, uint64_t end)
+void util_write_behind(int fd, uint64_t *started, uint64_t end)
 {
 	if (end < *started || end - *started < WRITE_BEHIND)
 		return;
@@ -130,14 +132,14 @@ void write_behind(int fd, uint64_t *started, uint64_t end)
 	*started = end;
 }
 
-long long mono_ms(void)
+long long util_mono_ms(void)
 {
 	struct timespec ts;
 	clock_gettime(CLOCK_MONOTONIC, &ts);
 	return (long long)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
 }
 
-int write_full(int fd, const void *buf, size_t len)
+int util_write_full(int fd, const void *buf, size_t len)
 {
 	size_t done = 0;
 	while (done < len) {
@@ -153,7 +155,7 @@ int write_full(int fd, const void *buf, size_t len)
 	return 0;
 }
 
-int fsync_dir(const char *dir)
+int util_fsync_dir(const char *dir)
 {
 	int fd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC), r = 0;
 	if (fd < 0)
@@ -245,7 +247,7 @@ int tmp_file_name(const char *prefix, char *out, size_t len, struct im_err *err)
 	return 0;
 }
 
-int write_file_atomic(const char *path, const void *buf, size_t len)
+int util_write_file_atomic(const char *path, const void *buf, size_t len)
 {
 	char tmp[4096], dir[4096];
 	char *slash;
@@ -256,7 +258,7 @@ int write_file_atomic(const char *path, const void *buf, size_t len)
 	fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
 	if (fd < 0)
 		return -errno;
-	r = write_full(fd, buf, len);
+	r = util_write_full(fd, buf, len);
 	if (r == 0 && fsync(fd) < 0)
 		r = -errno;
 	if (close(fd) < 0 && r == 0)
@@ -273,10 +275,10 @@ int write_file_atomic(const char *path, const void *buf, size_t len)
 		*slash = '\0';
 	else
 		strcpy(dir, ".");
-	return fsync_dir(dir);
+	return util_fsync_dir(dir);
 }
 
-int read_whole_file(const char *path, unsigned char **buf, size_t *len, uint64_t max)
+int util_read_whole_file(const char *path, unsigned char **buf, size_t *len, uint64_t max)
 {
 	struct stat st;
 	unsigned char *b;
@@ -298,7 +300,7 @@ int read_whole_file(const char *path, unsigned char **buf, size_t *len, uint64_t
 		close(fd);
 		return -ENOMEM;
 	}
-	r = pread_full(fd, b, (size_t)st.st_size, 0);
+	r = util_pread_full(fd, b, (size_t)st.st_size, 0);
 	close(fd);
 	if (r < 0) {
 		free(b);
@@ -310,7 +312,7 @@ int read_whole_file(const char *path, unsigned char **buf, size_t *len, uint64_t
 	return 0;
 }
 
-int buf_is_zero(const void *buf, size_t len)
+int util_buf_is_zero(const void *buf, size_t len)
 {
 	const unsigned char *p = buf;
 	const uint64_t *w;
@@ -335,7 +337,31 @@ int buf_is_zero(const void *buf, size_t len)
 	return 1;
 }
 
-void human_size(uint64_t bytes, char *out, size_t len)
+int util_fd_geometry(int fd, uint64_t *size, unsigned *lss)
+{
+	struct stat st;
+
+	if (fstat(fd, &st) < 0)
+		return -errno;
+	if (S_ISBLK(st.st_mode)) {
+		unsigned long long bytes;
+		int ss = 512;
+		if (ioctl(fd, BLKGETSIZE64, &bytes) < 0)
+			return -errno;
+		if (ioctl(fd, BLKSSZGET, &ss) < 0 || ss < 512)
+			ss = 512;
+		*size = bytes;
+		*lss = (unsigned)ss;
+		return 0;
+	}
+	if (!S_ISREG(st.st_mode))
+		return -ENOTBLK;
+	*size = (uint64_t)st.st_size;
+	*lss = 512;
+	return 0;
+}
+
+void util_human_size(uint64_t bytes, char *out, size_t len)
 {
 	static const char *const units[] = { "B", "KiB", "MiB", "GiB", "TiB", "PiB" };
 	double v = (double)bytes;
@@ -348,7 +374,7 @@ void human_size(uint64_t bytes, char *out, size_t len)
 	snprintf(out, len, u ? "%.1f %s" : "%.0f %s", v, units[u]);
 }
 
-void slot_vprintf(char *slots, size_t n, size_t len, const char *fmt, va_list ap)
+void util_slot_vprintf(char *slots, size_t n, size_t len, const char *fmt, va_list ap)
 {
 	for (size_t i = 0; i < n; i++, slots += len) {
 		if (slots[0])

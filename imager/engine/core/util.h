@@ -1,5 +1,7 @@
 /* SPDX-License-Identifier: GPL-2.0-or-later */
-/* Small helpers shared inside the engine (not part of the public API). */
+/* Small helpers shared inside the engine (not part of the public API).
+ * Each name says its family (dio_, path_lock, str_, path_join, tmp_);
+ * the others carry util_. */
 #ifndef IMAGER_UTIL_H
 #define IMAGER_UTIL_H
 
@@ -14,8 +16,8 @@
 
 /* pread/pwrite the whole length, retrying short transfers and EINTR.
  * Return 0, -EIO at end of file, or -errno. */
-int pread_full(int fd, void *buf, size_t len, uint64_t off);
-int pwrite_full(int fd, const void *buf, size_t len, uint64_t off);
+int util_pread_full(int fd, void *buf, size_t len, uint64_t off);
+int util_pwrite_full(int fd, const void *buf, size_t len, uint64_t off);
 /* Direct writes beside a file's buffered descriptor.  Writing through the
  * page cache costs a kernel copy of every byte (on this class of machine
  * buffered writes reach a third of the disk's durable rate), so the large
@@ -34,7 +36,7 @@ struct dio {
  * cannot). */
 void dio_open(struct dio *d, const char *path);
 void dio_close(struct dio *d);
-/* pwrite_full(fd, ...) with the middle through d.  Returns 0 or -errno. */
+/* util_pwrite_full(fd, ...) with the middle through d.  Returns 0 or -errno. */
 int dio_pwrite(struct dio *d, int fd, const void *buf, size_t len, uint64_t off);
 /* A buffer whose start suits direct I/O (4 KiB aligned); free() it.  One
  * of 2 MiB or more starts on a 2 MiB boundary and is advised to be made of
@@ -61,7 +63,7 @@ pid_t path_lock_holder(const char *path);
 /* The refusal's message (IM_EXIT_TARGET): "PATH is in use by PID N". */
 int path_lock_err(struct im_err *err, const char *path, int r, pid_t holder);
 /* write() the whole length to a stream position. */
-int write_full(int fd, const void *buf, size_t len);
+int util_write_full(int fd, const void *buf, size_t len);
 /* Write-behind for a file written through the page cache: once END is
  * WRITE_BEHIND bytes past *started, start the write-out of everything
  * between (sync_file_range(2), without waiting) and move *started to END.
@@ -70,20 +72,20 @@ int write_full(int fd, const void *buf, size_t len);
  * nothing else runs.  Best effort: a file that refuses is left to the
  * kernel. */
 #define WRITE_BEHIND (8u << 20)
-void write_behind(int fd, uint64_t *started, uint64_t end);
+void util_write_behind(int fd, uint64_t *started, uint64_t end);
 /* CLOCK_MONOTONIC in milliseconds. */
-long long mono_ms(void);
+long long util_mono_ms(void);
 
 /* Write a file atomically: path.tmp, fsync, rename over path, fsync the
  * folder.  Returns 0 or -errno. */
-int write_file_atomic(const char *path, const void *buf, size_t len);
+int util_write_file_atomic(const char *path, const void *buf, size_t len);
 /* fsync the folder holding entries we created or renamed. */
-int fsync_dir(const char *dir);
+int util_fsync_dir(const char *dir);
 /* Read a whole file of at most max bytes (-EFBIG beyond).  *buf is
  * malloc'ed (NUL-terminated for convenience).  Returns 0 or -errno. */
-int read_whole_file(const char *path, unsigned char **buf, size_t *len, uint64_t max);
+int util_read_whole_file(const char *path, unsigned char **buf, size_t *len, uint64_t max);
 /* Is the buffer all zero bytes? */
-int buf_is_zero(const void *buf, size_t len);
+int util_buf_is_zero(const void *buf, size_t len);
 /* Checked text: snprintf and a string copy that return 0, or
  * -ENAMETOOLONG when the text did not fit (out then holds a cut copy that
  * must not be used). */
@@ -109,10 +111,13 @@ int tmp_dir_make(const char *prefix, char *out, size_t len, struct im_err *err);
  * mkstemp and removed again: the job that writes it creates it). */
 int tmp_file_name(const char *prefix, char *out, size_t len, struct im_err *err);
 
+/* Size in bytes and logical sector size of an open fd (block device or
+ * file; -ENOTBLK for anything else). */
+int util_fd_geometry(int fd, uint64_t *size, unsigned *lss);
 /* "1.5 GiB", "512 B": binary units, one decimal above bytes. */
-void human_size(uint64_t bytes, char *out, size_t len);
+void util_human_size(uint64_t bytes, char *out, size_t len);
 /* Format into the first empty one of n strings of len bytes each (slots
  * laid out one after another, as char s[n][len]); nothing when all are
  * taken.  For short fixed lists of warnings. */
-void slot_vprintf(char *slots, size_t n, size_t len, const char *fmt, va_list ap);
+void util_slot_vprintf(char *slots, size_t n, size_t len, const char *fmt, va_list ap);
 #endif

@@ -12,11 +12,9 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
-#include <linux/fs.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/ioctl.h>
 #include <sys/stat.h>
 #include <sys/sysmacros.h>
 #include <unistd.h>
@@ -416,30 +414,6 @@ void disk_list_free(struct disk_desc *disks, size_t n)
 	free(disks);
 }
 
-int disk_fd_geometry(int fd, uint64_t *size, unsigned *lss)
-{
-	struct stat st;
-
-	if (fstat(fd, &st) < 0)
-		return -errno;
-	if (S_ISBLK(st.st_mode)) {
-		unsigned long long bytes;
-		int ss = 512;
-		if (ioctl(fd, BLKGETSIZE64, &bytes) < 0)
-			return -errno;
-		if (ioctl(fd, BLKSSZGET, &ss) < 0 || ss < 512)
-			ss = 512;
-		*size = bytes;
-		*lss = (unsigned)ss;
-		return 0;
-	}
-	if (!S_ISREG(st.st_mode))
-		return -ENOTBLK;
-	*size = (uint64_t)st.st_size;
-	*lss = 512;
-	return 0;
-}
-
 /* Kernel name of a block device node, via sysfs/dev/block/MAJ:MIN.
  * Returns 0, or -ENAMETOOLONG when a name does not fit. */
 static int block_sysname(const struct disk_roots *roots, dev_t rdev, const char *path,
@@ -540,7 +514,7 @@ int disk_resolve(const struct disk_roots *roots, const char *name, struct disk_r
 	fd = open(ref->path, O_RDONLY | O_CLOEXEC);
 	if (fd < 0)
 		return im_errf(err, IM_EXIT_SOURCE, -errno, "%s: %s", ref->path, strerror(errno));
-	r = disk_fd_geometry(fd, &ref->size, &ref->logical_sector_size);
+	r = util_fd_geometry(fd, &ref->size, &ref->logical_sector_size);
 	close(fd);
 	if (r < 0)
 		return im_errf(err, IM_EXIT_SOURCE, r, "%s: cannot read its size: %s", ref->path, strerror(-r));

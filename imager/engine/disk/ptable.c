@@ -103,7 +103,7 @@ static void gpt_backup_area(const char *path, uint64_t size, unsigned lss,
 	bool ok = false;
 
 	if (f) {
-		ok = lss <= sizeof(h) && pread_full(fileno(f), h, lss, lss) == 0 &&
+		ok = lss <= sizeof(h) && util_pread_full(fileno(f), h, lss, lss) == 0 &&
 		     gpt_header_parse(h, lss, size, &g) == 0;
 		fclose(f);
 	}
@@ -563,7 +563,7 @@ static int shadow_copy(struct bk *bk, int fd, uint64_t off, uint64_t len, unsign
 		       struct im_err *err)
 {
 	int r = bk_pread(bk, buf, len, off, err);
-	if (r == 0 && pwrite_full(fd, buf, len, off) < 0)
+	if (r == 0 && util_pwrite_full(fd, buf, len, off) < 0)
 		r = im_errf(err, IM_EXIT_INTERNAL, -EIO, "writing the table's shadow: %s", strerror(errno));
 	return r;
 }
@@ -618,7 +618,7 @@ int ptable_read_bk(struct bk *bk, struct ptable *pt, struct im_err *err)
 				const unsigned char *link = sec + 446 + 16;
 				uint64_t following;
 				if (bk_pread(bk, sec, 512, next * 512, err) < 0 ||
-				    pwrite_full(fd, sec, 512, next * 512) < 0) {
+				    util_pwrite_full(fd, sec, 512, next * 512) < 0) {
 					r = -EIO;
 					break;
 				}

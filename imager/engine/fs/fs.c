@@ -55,7 +55,7 @@ static bool in_bounds(const struct fs_ctx *ctx, uint64_t offset, uint64_t len)
 
 static int fd_pread(void *opaque, void *buf, size_t len, uint64_t off)
 {
-	int r = pread_full(*(const int *)opaque, buf, len, off);
+	int r = util_pread_full(*(const int *)opaque, buf, len, off);
 	return r < 0 ? -EIO : 0;   /* a short read: shorter than it claims to be */
 }
 
@@ -370,11 +370,11 @@ static int identify_src(const struct fs_source *src, uint64_t offset, uint64_t s
 	{
 		uint64_t n = size < head ? size : head;
 		if (read_fully(src, buf, n, offset) == 0)
-			pwrite_full(fd, buf, n, 0);
+			util_pwrite_full(fd, buf, n, 0);
 		if (size > head) {
 			uint64_t t = size - head < tail ? size - head : tail;
 			if (read_fully(src, buf, t, offset + size - t) == 0)
-				pwrite_full(fd, buf, t, size - t);
+				util_pwrite_full(fd, buf, t, size - t);
 		}
 	}
 	r = fs_identify(fd, 0, size, out);

@@ -14,7 +14,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#define WHY(...) (void)snprintf(why, whylen, __VA_ARGS__)
+#define WHY(code, ...) lvm_errf(err, (code), __VA_ARGS__)
 #define MAX_LVS  4096u
 #define FAR      (UINT64_C(1) << 50)   /* no sane count of bytes reaches it */
 
@@ -29,7 +29,7 @@ void lvm_vg_map_free(struct lvm_vg_map *m)
 
 /* The PVs of the VG into m. */
 static int map_pvs(const struct lvm_tree *t, const struct lvm_node *pvs, struct lvm_vg_map *m,
-		   char *why, size_t whylen)
+		   struct im_err *err)
 {
 	for (uint32_t i = pvs->first; i; i = t->nodes[i].next) {
 		const struct lvm_node *pv = &t->nodes[i];
@@ -39,15 +39,15 @@ static int map_pvs(const struct lvm_tree *t, const struct lvm_node *pvs, struct 
 		if (pv->kind != LVM_N_SECTION)
 			continue;
 		if (m->npvs == LVM_MAP_PVS)
-			return WHY("VG %s has more than %u PVs", m->vg, LVM_MAP_PVS), -ENOTSUP;
+			return WHY(-ENOTSUP, "VG %s has more than %u PVs", m->vg, LVM_MAP_PVS);
 		if (!id || !lvm_get_int(t, pv, "pe_start", &start) ||
 		    !lvm_get_int(t, pv, "pe_count", &count) || start <= 0 || count < 0 ||
 		    start > (INT64_C(1) << 40) || (uint64_t)count > FAR / m->extent_bytes)
-			return WHY("VG %s: PV %.*s has no sane id, pe_start or pe_count", m->vg,
-				   (int)pv->name_len, pv->name), -EINVAL;
+			return WHY(-EINVAL, "VG %s: PV %.*s has no sane id, pe_start or pe_count", m->vg,
+				   (int)pv->name_len, pv->name);
 		lvm_get_int(t, pv, "dev_size", &dev);
 		if (lvm_uuid_plain(id, m->pvs[m->npvs].uuid) < 32)
-			return WHY("VG %s: a PV id that is not 32 characters", m->vg), -EINVAL;
+			return WHY(-EINVAL, "VG %s: a PV id that is not 32 characters", m->vg);
 		m->pvs[m->npvs].pe_start = (uint64_t)start * LVM_SECTOR;
 		m->pvs[m->npvs].dev_size = dev > 0 && dev < (INT64_C(1) << 50) ? (uint64_t)dev * LVM_SECTOR : 0;
 		m->npvs++;
@@ -74,7 +74,7 @@ static int pv_index(const struct lvm_tree *t, const struct lvm_node *pvs, const 
 
 /* One segment of LV l into l->segs (or l->linear made false). */
 static int map_seg(const struct lvm_tree *t, const struct lvm_node *pvs, const struct lvm_node *seg,
-		   struct lvm_vg_map *m, struct lvm_map_lv *l, char *why, size_t whylen)
+		   struct lvm_vg_map *m, struct lvm_map_lv *l, struct im_err *err)
 {
 	const struct lvm_node *stripes, *nm, *pe;
 	const char *type = lvm_get_str(t, seg, "type");
@@ -86,8 +86,7 @@ static int map_seg(const struct lvm_tree *t, const struct lvm_node *pvs, const s
 	if (!lvm_get_int(t, seg, "start_extent", &start) ||
 	    !lvm_get_int(t, seg, "extent_count", &count) || start < 0 || count <= 0 ||
 	    (uint64_t)start > FAR / m->extent_bytes || (uint64_t)count > FAR / m->extent_bytes)
-		return WHY("VG %s, LV %s: a segment without a sane start or count", m->vg, l->name),
-		       -EINVAL;
+		return WHY(-EINVAL, "VG %s, LV %s: a segment without a sane start or count", m->vg, l->name);
 	if (l->size < (uint64_t)(start + count) * m->extent_bytes)
 		l->size = (uint64_t)(start + count) * m->extent_bytes;
 	if (!type || strcmp(type, "striped") || sc != 1 || !stripes ||
@@ -99,13 +98,12 @@ static int map_seg(const struct lvm_tree *t, const struct lvm_node *pvs, const s
 	pe = nm->next ? &t->nodes[nm->next] : NULL;
 	if (nm->kind != LVM_N_STRING || !pe || pe->kind != LVM_N_INT || pe->num < 0 ||
 	    (uint64_t)pe->num > FAR / m->extent_bytes)
-		return WHY("VG %s, LV %s: a bad stripes list", m->vg, l->name), -EINVAL;
+		return WHY(-EINVAL, "VG %s, LV %s: a bad stripes list", m->vg, l->name);
 	pvi = pv_index(t, pvs, nm->str);
 	if (pvi < 0)
-		return WHY("VG %s, LV %s: a segment on an unknown PV", m->vg, l->name), -EINVAL;
+		return WHY(-EINVAL, "VG %s, LV %s: a segment on an unknown PV", m->vg, l->name);
 	if (l->nsegs == LVM_MAP_SEGS)
-		return WHY("VG %s, LV %s has more than %u segments", m->vg, l->name, LVM_MAP_SEGS),
-		       -ENOTSUP;
+		return WHY(-ENOTSUP, "VG %s, LV %s has more than %u segments", m->vg, l->name, LVM_MAP_SEGS);
 	l->segs[l->nsegs++] = (struct lvm_seg){
 		(uint64_t)start * m->extent_bytes, (uint64_t)count * m->extent_bytes, (unsigned)pvi,
 		m->pvs[pvi].pe_start + (uint64_t)pe->num * m->extent_bytes };
@@ -115,7 +113,7 @@ static int map_seg(const struct lvm_tree *t, const struct lvm_node *pvs, const s
 /* LV lv's segments into l; a linear LV is whole: its segments cover it
  * without a hole. */
 static int map_lv(const struct lvm_tree *t, const struct lvm_node *pvs, const struct lvm_node *lv,
-		  struct lvm_vg_map *m, struct lvm_map_lv *l, char *why, size_t whylen)
+		  struct lvm_vg_map *m, struct lvm_map_lv *l, struct im_err *err)
 {
 	uint64_t covered = 0;
 
@@ -127,7 +125,7 @@ static int map_lv(const struct lvm_tree *t, const struct lvm_node *pvs, const st
 
 		if (!lvm_is_segment(&t->nodes[k]))
 			continue;
-		r = map_seg(t, pvs, &t->nodes[k], m, l, why, whylen);
+		r = map_seg(t, pvs, &t->nodes[k], m, l, err);
 		if (r)
 			return r;
 	}
@@ -135,7 +133,7 @@ static int map_lv(const struct lvm_tree *t, const struct lvm_node *pvs, const st
 		for (size_t b = a + 1; b < l->nsegs; b++)
 			if (l->segs[a].lv_off < l->segs[b].lv_off + l->segs[b].len &&
 			    l->segs[b].lv_off < l->segs[a].lv_off + l->segs[a].len)
-				return WHY("VG %s, LV %s: two segments overlap", m->vg, l->name), -EINVAL;
+				return WHY(-EINVAL, "VG %s, LV %s: two segments overlap", m->vg, l->name);
 	if (l->linear) {
 		for (size_t a = 0; a < l->nsegs; a++)
 			covered += l->segs[a].len;
@@ -147,7 +145,7 @@ static int map_lv(const struct lvm_tree *t, const struct lvm_node *pvs, const st
 
 /* The VG vg of t into m. */
 static int map_vg(const struct lvm_tree *t, const struct lvm_node *vg, struct lvm_vg_map *m,
-		  char *why, size_t whylen)
+		  struct im_err *err)
 {
 	const struct lvm_node *pvs = lvm_child(t, vg, "physical_volumes"), *lvs;
 	int64_t ext;
@@ -157,9 +155,9 @@ static int map_vg(const struct lvm_tree *t, const struct lvm_node *vg, struct lv
 	m->vg_start = vg->pos;
 	m->vg_end = vg->pos + vg->len;
 	if (!lvm_get_int(t, vg, "extent_size", &ext) || ext <= 0 || ext > (INT64_C(1) << 35))
-		return WHY("VG %s: no sane extent_size", m->vg), -EINVAL;
+		return WHY(-EINVAL, "VG %s: no sane extent_size", m->vg);
 	m->extent_bytes = (uint64_t)ext * LVM_SECTOR;
-	r = map_pvs(t, pvs, m, why, whylen);
+	r = map_pvs(t, pvs, m, err);
 	if (r)
 		return r;
 	lvs = lvm_child(t, vg, "logical_volumes");
@@ -167,22 +165,22 @@ static int map_vg(const struct lvm_tree *t, const struct lvm_node *vg, struct lv
 		if (t->nodes[i].kind == LVM_N_SECTION)
 			m->nlvs++;
 	if (m->nlvs > MAX_LVS)
-		return WHY("VG %s has too many LVs", m->vg), -EINVAL;
+		return WHY(-EINVAL, "VG %s has too many LVs", m->vg);
 	m->lvs = calloc(m->nlvs ? m->nlvs : 1, sizeof(*m->lvs));
 	if (!m->lvs)
-		return WHY("out of memory"), -ENOMEM;
+		return WHY(-ENOMEM, "out of memory");
 	m->nlvs = 0;
 	for (uint32_t i = lvs ? lvs->first : 0; i; i = t->nodes[i].next) {
 		if (t->nodes[i].kind != LVM_N_SECTION)
 			continue;
-		r = map_lv(t, pvs, &t->nodes[i], m, &m->lvs[m->nlvs++], why, whylen);
+		r = map_lv(t, pvs, &t->nodes[i], m, &m->lvs[m->nlvs++], err);
 		if (r)
 			return r;
 	}
 	return 0;
 }
 
-int lvm_text_map(const char *text, size_t len, struct lvm_vg_map *m, char *why, size_t whylen)
+int lvm_text_map(const char *text, size_t len, struct lvm_vg_map *m, struct im_err *err)
 {
 	struct lvm_tree t;
 	const struct lvm_node *vg;
@@ -191,20 +189,18 @@ int lvm_text_map(const char *text, size_t len, struct lvm_vg_map *m, char *why, 
 
 	memset(m, 0, sizeof(*m));
 	if (len > LVM_TEXT_MAX)
-		return WHY("the VG's text is larger than %u bytes", LVM_TEXT_MAX), -EINVAL;
+		return WHY(-EINVAL, "the VG's text is larger than %u bytes", LVM_TEXT_MAX);
 	copy = malloc(len + 1);
 	if (!copy)
-		return WHY("out of memory"), -ENOMEM;
+		return WHY(-ENOMEM, "out of memory");
 	memcpy(copy, text, len);
 	copy[len] = '\0';
 	if (lvm_tree_parse(&t, copy, len) < 0) {
-		WHY("the VG's text: %s (at byte %zu)", t.err, t.pos);
-		r = -EINVAL;
+		r = WHY(-EINVAL, "the VG's text: %s (at byte %zu)", t.err, t.pos);
 	} else if (!(vg = lvm_tree_vg(&t))) {
-		WHY("the text holds no volume group");
-		r = -EINVAL;
+		r = WHY(-EINVAL, "the text holds no volume group");
 	} else {
-		r = map_vg(&t, vg, m, why, whylen);
+		r = map_vg(&t, vg, m, err);
 	}
 	lvm_tree_free(&t);
 	if (r)
@@ -215,27 +211,26 @@ int lvm_text_map(const char *text, size_t len, struct lvm_vg_map *m, char *why, 
 /* ---- a PV's head made from it ---- */
 
 int lvm_pv_head(const struct lvm_vg_map *m, unsigned pv, const char *text, size_t len,
-		uint64_t size, unsigned char **head, char *why, size_t whylen)
+		uint64_t size, unsigned char **head, struct im_err *err)
 {
 	uint64_t pe_start, mda = 4096, mda_size;
 	unsigned char *h, *l, *a;
 
 	*head = NULL;
 	if (pv >= m->npvs)
-		return WHY("no PV %u", pv), -EINVAL;
+		return WHY(-EINVAL, "no PV %u", pv);
 	pe_start = m->pvs[pv].pe_start;
 	if (pe_start > (64u << 20) || pe_start > size || pe_start % LVM_SECTOR)
-		return WHY("PV %s: pe_start %llu does not fit", m->pvs[pv].uuid,
-			   (unsigned long long)pe_start), -EINVAL;
+		return WHY(-EINVAL, "PV %s: pe_start %llu does not fit", m->pvs[pv].uuid,
+			   (unsigned long long)pe_start);
 	if (m->vg_end > len || m->vg_start >= m->vg_end)
-		return WHY("the VG's section is not in this text"), -EINVAL;
+		return WHY(-EINVAL, "the VG's section is not in this text");
 	if (pe_start < mda + LVM_MDA_HEADER + len + 2)
-		return WHY("PV %s: the VG's text does not fit before pe_start", m->pvs[pv].uuid),
-		       -ENOSPC;
+		return WHY(-ENOSPC, "PV %s: the VG's text does not fit before pe_start", m->pvs[pv].uuid);
 	mda_size = pe_start - mda;
 	h = calloc(1, pe_start);
 	if (!h)
-		return WHY("out of memory"), -ENOMEM;
+		return WHY(-ENOMEM, "out of memory");
 	l = h + LVM_SECTOR;
 	memcpy(l, "LABELONE", 8);
 	put_le64(l + 8, 1);

@@ -10,11 +10,26 @@
 #include "imager/bytes.h"
 
 #include <errno.h>
+#include <stdarg.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #define MAX_NODES       200000u
 #define MAX_DEPTH       16u
+
+int lvm_errf(struct im_err *err, int code, const char *fmt, ...)
+{
+	char msg[sizeof(err->msg)];
+	va_list ap;
+
+	va_start(ap, fmt);
+	vsnprintf(msg, sizeof(msg), fmt, ap);
+	va_end(ap);
+	return im_errf(err, code == -ENOTSUP ? IM_EXIT_UNSUPP : code == -EIO ? IM_EXIT_IO :
+		       code == -ENOMEM ? IM_EXIT_INTERNAL : code == -ENOSPC ? IM_EXIT_TARGET :
+		       IM_EXIT_DAMAGED, code, "%s", msg);
+}
 
 uint32_t lvm_crc(uint32_t crc, const unsigned char *p, size_t len)
 {

@@ -11,7 +11,6 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "imager/clonezilla.h"
 #include "imager/image.h"
 #include "util.h"
 
@@ -37,6 +36,21 @@ bool img_own_file(const char *n)
 	return !strcmp(base, IMG_RESCUE_MAP);
 }
 
+bool img_is_clonezilla(const char *dir)
+{
+	char p[4200];
+	struct stat st;
+
+	snprintf(p, sizeof(p), "%s/manifest.json", dir);
+	if (stat(p, &st) == 0)
+		return false;
+	snprintf(p, sizeof(p), "%s/disk", dir);
+	if (stat(p, &st) == 0 && S_ISREG(st.st_mode))
+		return true;
+	snprintf(p, sizeof(p), "%s/parts", dir);
+	return stat(p, &st) == 0 && S_ISREG(st.st_mode);
+}
+
 /* DIR/NAME is a regular file. */
 static bool has_file(const char *dir, const char *name)
 {
@@ -51,7 +65,7 @@ static enum img_folder_kind kind_of(const char *dir)
 {
 	if (has_file(dir, IMG_MANIFEST))
 		return IMG_FOLDER_IMAGE;
-	if (cz_detect(dir))
+	if (img_is_clonezilla(dir))
 		return IMG_FOLDER_CLONEZILLA;
 	return IMG_FOLDER_OTHER;
 }

@@ -112,7 +112,7 @@ int image_read_area(const char *dir, const struct img_area *a, unsigned char **b
 
 	if ((r = path_join_err(path, sizeof(path), dir, a->file, err)) < 0)
 		return r;
-	r = read_whole_file(path, buf, &len, a->length);
+	r = util_read_whole_file(path, buf, &len, a->length);
 	if (r < 0)
 		return im_errf(err, IM_EXIT_DAMAGED, r, "boot area %s: %s: %s", a->name, path,
 			       r == -EFBIG ? "larger than the manifest says" : strerror(-r));
@@ -137,7 +137,7 @@ int frame_produce(struct frame_reader *fr, struct pipe_slot *s)
 	m->frame = fr->next++;
 	m->damaged = false;
 	m->what[0] = '\0';
-	r = pread_full(fr->fd, s->a, f->comp_size, f->comp_offset);
+	r = util_pread_full(fr->fd, s->a, f->comp_size, f->comp_offset);
 	if (r < 0) {
 		m->damaged = true;
 		snprintf(m->what, sizeof(m->what), "%s",

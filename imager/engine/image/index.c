@@ -104,7 +104,7 @@ int img_index_write(const struct img_index *ix, const char *path, uint64_t *size
 	put_le64(p, h);
 	*size = len;
 	*xxh3 = XXH3_64bits(buf, len);
-	r = write_file_atomic(path, buf, len);
+	r = util_write_file_atomic(path, buf, len);
 	free(buf);
 	if (r < 0)
 		return im_errf(err, IM_EXIT_IO, r, "writing %s: %s", path, strerror(-r));
@@ -120,7 +120,7 @@ int img_index_read(struct img_index *ix, const char *path, uint64_t block_count,
 	int r;
 
 	memset(ix, 0, sizeof(*ix));
-	r = read_whole_file(path, &buf, &len, 1ull << 34);
+	r = util_read_whole_file(path, &buf, &len, 1ull << 34);
 	if (r < 0)
 		return im_errf(err, r == -ENOENT ? IM_EXIT_DAMAGED : IM_EXIT_IO, r,
 			       "%s: %s", path, r == -EFBIG ? "implausibly large" : strerror(-r));

@@ -227,7 +227,7 @@ int img_manifest_write(const struct img_manifest *m, const char *dir, struct im_
 	}
 	text = json_object_to_json_string_ext(root, JSON_C_TO_STRING_PRETTY | JSON_C_TO_STRING_SPACED |
 					      JSON_C_TO_STRING_NOSLASHESCAPE);
-	r = write_file_atomic(path, text, strlen(text));
+	r = util_write_file_atomic(path, text, strlen(text));
 	json_object_put(root);
 	if (r < 0)
 		return im_errf(err, IM_EXIT_IO, r, "writing %s: %s", path, strerror(-r));
@@ -389,11 +389,14 @@ static void check_name(struct reader *rd, const char *name)
 
 #define MAX_DISK (1ull << 56)   /* 64 PiB: anything larger is a lie */
 /* DIR/manifest.json, whole.  Without it, a missing folder is told apart
- * from a save that never finished (the manifest is written last). */
+ * from a save that never finished (the manifest is written last) by a look
+ * at the folder: restore, verify and p2v read the manifest without one of
+ * their own (info, which looks first, says what a folder that is no image
+ * is without coming here). */
 static int read_manifest_text(const char *dir, const char *path, unsigned char **text,
 			      size_t *len, struct im_err *err)
 {
-	int r = read_whole_file(path, text, len, 64u << 20);
+	int r = util_read_whole_file(path, text, len, 64u << 20);
 
 	if (r == -ENOENT) {
 		struct img_folder f;

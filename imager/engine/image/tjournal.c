@@ -45,8 +45,8 @@ int tjournal_write(struct tjournal *jn, uint32_t part, uint64_t pos, uint64_t by
 	put_le64(rec + 40, bytes);
 	put_le64(rec + 56, XXH3_64bits(rec, 56));
 	jn->mine = true;
-	jn->written_ms = mono_ms();
-	return write_file_atomic(jn->path, rec, sizeof(rec));
+	jn->written_ms = util_mono_ms();
+	return util_write_file_atomic(jn->path, rec, sizeof(rec));
 }
 
 int tjournal_parse(struct tjournal *jn, const unsigned char *rec, size_t len, uint32_t nparts,
@@ -80,7 +80,7 @@ int tjournal_read(struct tjournal *jn, uint32_t nparts, struct im_err *err)
 {
 	unsigned char *rec = NULL;
 	size_t len = 0;
-	int r = read_whole_file(jn->path, &rec, &len, 4096);
+	int r = util_read_whole_file(jn->path, &rec, &len, 4096);
 
 	if (r == -EFBIG)
 		return im_errf(err, IM_EXIT_TARGET, -EBADMSG, "%s: not a %s journal, or damaged",

@@ -45,7 +45,7 @@ struct tjournal {
 	uint64_t identity, target_size;
 	uint32_t part;             /* read: where the last run was */
 	uint64_t pos, bytes;
-	long long written_ms;      /* when this run last replaced the record (mono_ms; 0: never) */
+	long long written_ms;      /* when this run last replaced the record (util_mono_ms; 0: never) */
 };
 
 /* Where the journal of TARGET lives: beside a file (TARGET.imager-resume),

@@ -417,8 +417,8 @@ static int vhd_open(struct bk *bk, const char *path, unsigned flags, struct im_e
 	int fd = open(path, O_RDONLY | O_CLOEXEC);
 
 	if (fd >= 0 && fstat(fd, &st) == 0 && st.st_size >= 512 &&
-	    (pread_full(fd, f, 512, 0) == 0 && !memcmp(f, "conectix", 8) ?
-	     0 : pread_full(fd, f, 512, (uint64_t)st.st_size - 512)) == 0 &&
+	    (util_pread_full(fd, f, 512, 0) == 0 && !memcmp(f, "conectix", 8) ?
+	     0 : util_pread_full(fd, f, 512, (uint64_t)st.st_size - 512)) == 0 &&
 	    !memcmp(f, "conectix", 8))
 		snprintf(bk->detail, sizeof(bk->detail), "%s",
 			 f[63] == 2 ? "fixed" : f[63] == 3 ? "dynamic" : f[63] == 4 ? "differencing" : "");

@@ -12,7 +12,6 @@
 #include <unistd.h>
 
 #include "imager/backend.h"
-#include "imager/disk.h"
 #include "util.h"
 
 struct raw_state {
@@ -48,7 +47,7 @@ static int raw_open(struct bk *bk, const char *path, unsigned flags, struct im_e
 	if (s->fd < 0)
 		return im_errf(err, errno == ENOENT ? IM_EXIT_SOURCE : IM_EXIT_IO, -errno, "%s: %s",
 			       path, strerror(errno));
-	r = disk_fd_geometry(s->fd, &size, &lss);
+	r = util_fd_geometry(s->fd, &size, &lss);
 	if (r < 0) {
 		close(s->fd);
 		return im_errf(err, IM_EXIT_SOURCE, r, "%s: %s", path,
@@ -75,7 +74,7 @@ static int write_zero_bufs(int fd, uint64_t off, uint64_t len)
 
 	while (len) {
 		size_t n = len < sizeof(zeros) ? (size_t)len : sizeof(zeros);
-		int r = pwrite_full(fd, zeros, n, off);
+		int r = util_pwrite_full(fd, zeros, n, off);
 		if (r < 0)
 			return r;
 		off += n;
@@ -164,7 +163,7 @@ static int raw_create(struct bk *bk, const char *path, const struct bk_create_op
 static int raw_pread(struct bk *bk, void *buf, size_t len, uint64_t off)
 {
 	struct raw_state *s = bk->priv;
-	return pread_full(s->fd, buf, len, off);
+	return util_pread_full(s->fd, buf, len, off);
 }
 
 /* Rescue reads: the sectors asked for, read with O_DIRECT (a buffered
@@ -186,10 +185,10 @@ static int raw_pread_direct(struct bk *bk, void *buf, size_t len, uint64_t off)
 	if (b > bk->size)
 		b = bk->size;
 	if (s->rfd < 0 || (b - a) % g || !(bounce = dio_alloc(b - a)))
-		return pread_full(s->fd, buf, len, off);
-	r = pread_full(s->rfd, bounce, b - a, a);
+		return util_pread_full(s->fd, buf, len, off);
+	r = util_pread_full(s->rfd, bounce, b - a, a);
 	if (r == -EINVAL)   /* refused after all: buffered */
-		r = pread_full(s->fd, bounce, b - a, a);
+		r = util_pread_full(s->fd, bounce, b - a, a);
 	if (r == 0)
 		memcpy(buf, bounce + (off - a), len);
 	free(bounce);

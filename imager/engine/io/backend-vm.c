@@ -158,7 +158,7 @@ static int embedded_desc(int fd, uint64_t off, uint64_t size, struct vmdk_desc *
 			 const char *what, struct im_err *err)
 {
 	unsigned char h[512];
-	int r = pread_full(fd, h, sizeof(h), off);
+	int r = util_pread_full(fd, h, sizeof(h), off);
 
 	if (r < 0)
 		return im_errf(err, IM_EXIT_IO, r, "%s: %s", what, strerror(-r));
@@ -174,7 +174,7 @@ static int embedded_desc(int fd, uint64_t off, uint64_t size, struct vmdk_desc *
 	char *text = malloc(dsize * 512 + 1);
 	if (!text)
 		return im_errf(err, IM_EXIT_INTERNAL, -ENOMEM, "out of memory");
-	r = pread_full(fd, text, dsize * 512, off + doff * 512);
+	r = util_pread_full(fd, text, dsize * 512, off + doff * 512);
 	if (r == 0) {
 		text[dsize * 512] = '\0';
 		r = vmdk_desc_parse(text, strlen(text), d, err);
@@ -240,7 +240,7 @@ static int inflate_member(int fd, uint64_t off, uint64_t len, uint64_t max, cons
 			r = im_errf(err, IM_EXIT_DAMAGED, -EBADMSG, "%s: the gzip stream ends early", what);
 			break;
 		}
-		if ((r = pread_full(fd, in, n, off + done)) < 0) {
+		if ((r = util_pread_full(fd, in, n, off + done)) < 0) {
 			r = im_errf(err, IM_EXIT_IO, r, "%s: %s", what, strerror(-r));
 			break;
 		}
@@ -263,7 +263,7 @@ static int inflate_member(int fd, uint64_t off, uint64_t len, uint64_t max, cons
 					    "can hold", what, (unsigned long long)max);
 				break;
 			}
-			if (got && (r = write_full(ofd, buf, got)) < 0)
+			if (got && (r = util_write_full(ofd, buf, got)) < 0)
 				r = im_errf(err, IM_EXIT_TARGET, r, "%s: %s", out, strerror(-r));
 		} while (r == 0 && z.avail_out == 0 && zr != Z_STREAM_END);
 	}
@@ -315,7 +315,7 @@ static int ova_disk(struct bk *bk, const char *file, const struct ova *o, size_t
 		return r;
 	}
 	memset(head, 0, sizeof(head));
-	r = pread_full(fd, head, m->size < sizeof(head) ? m->size : sizeof(head), m->offset);
+	r = util_pread_full(fd, head, m->size < sizeof(head) ? m->size : sizeof(head), m->offset);
 	if (r < 0) {
 		close(fd);
 		return im_errf(err, IM_EXIT_IO, r, "%s: %s", what, strerror(-r));
@@ -404,7 +404,7 @@ static int read_vmx(const char *file, struct vm_desc *d, struct im_err *err)
 {
 	unsigned char *text;
 	size_t len;
-	int r = read_whole_file(file, &text, &len, VM_MAX_DESC);
+	int r = util_read_whole_file(file, &text, &len, VM_MAX_DESC);
 
 	if (r < 0)
 		return im_errf(err, r == -EFBIG ? IM_EXIT_SOURCE : IM_EXIT_IO, r, "%s: %s", file,

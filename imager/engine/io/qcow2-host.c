@@ -17,7 +17,7 @@
 
 int qc_host_read(struct qc_state *s, void *buf, size_t len, uint64_t off)
 {
-	return pread_full(s->fd, buf, len, off);
+	return util_pread_full(s->fd, buf, len, off);
 }
 
 /* A table of count big-endian 64-bit entries at off (the L1 table, the
@@ -42,7 +42,7 @@ int qc_data_read(struct qc_state *s, void *buf, size_t len, uint64_t off)
 {
 	if (off > s->file_size || len > s->file_size - off)
 		return -EBADMSG;
-	return pread_full(s->fd, buf, len, off);
+	return util_pread_full(s->fd, buf, len, off);
 }
 
 int qc_host_write(struct qc_state *s, const void *buf, size_t len, uint64_t off)

@@ -399,7 +399,7 @@ int qc_pwrite(struct bk *bk, const void *buf, size_t len, uint64_t off)
 
 		if ((r = lookup(s, gc, &m)) < 0)
 			return r;
-		if ((m.kind == QC_UNALLOC || (m.kind == QC_ZERO && !m.host)) && buf_is_zero(p, n)) {
+		if ((m.kind == QC_UNALLOC || (m.kind == QC_ZERO && !m.host)) && util_buf_is_zero(p, n)) {
 			/* Zeros over a cluster that reads as zeros: nothing to do. */
 			goto next;
 		}

@@ -293,7 +293,7 @@ int bk_rescue_write_map(const struct bk *bk, const char *path, const char *cmdli
 		free(text);
 		return im_errf(err, IM_EXIT_INTERNAL, -ENOMEM, "out of memory");
 	}
-	r = write_file_atomic(path, text, textlen);
+	r = util_write_file_atomic(path, text, textlen);
 	free(text);
 	if (r < 0)
 		return im_errf(err, r == -ENOSPC || r == -EIO ? IM_EXIT_IO : IM_EXIT_TARGET, r,

@@ -61,7 +61,7 @@ int cj_checkpoint(struct copyjob *j, size_t part, uint64_t pos, struct im_err *e
 
 int cj_tick(struct copyjob *j, size_t part, uint64_t pos, struct im_err *err)
 {
-	if (!j->jn.on || mono_ms() - j->jn.written_ms < j->o->checkpoint_ms)
+	if (!j->jn.on || util_mono_ms() - j->jn.written_ms < j->o->checkpoint_ms)
 		return 0;
 	return cj_checkpoint(j, part, pos, err);
 }
@@ -182,7 +182,7 @@ static void shrink_notes(const struct shrink_part *sp, const struct layout_part 
 {
 	for (size_t i = 0; i < n && i < PT_MAX_PARTS; i++) {
 		char u[32];
-		human_size(sp[i].used, u, sizeof(u));
+		util_human_size(sp[i].used, u, sizeof(u));
 		rep->grown_fs[i][0] = '\0';
 		if (lp[i].new_size < lp[i].old_size)
 			snprintf(rep->note[i], sizeof(rep->note[i]), "%s shrunk (%s used)%s",

@@ -136,4 +136,10 @@ int disksrc_open(struct disksrc *d, const struct disk_roots *roots, const char *
 		 struct im_err *err);
 void disksrc_close(struct disksrc *d);
 
+/* ---- a Clonezilla folder as the source (clonezilla-restore.c) ---- */
+
+/* Restore the folder onto target (as im_restore(), which calls it). */
+int cz_restore(const struct disk_roots *roots, const char *dir, const char *target,
+	       const struct restore_opts *opts, struct restore_stats *stats, struct im_err *err);
+
 #endif

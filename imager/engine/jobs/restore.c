@@ -251,7 +251,7 @@ int im_restore(const struct disk_roots *roots, const char *dir, const char *targ
 	int r;
 
 	memset(stats, 0, sizeof(*stats));
-	if (cz_detect(dir)) {  /* a Clonezilla image folder */
+	if (img_is_clonezilla(dir)) {  /* a Clonezilla image folder */
 		if (opts->resume)
 			return im_errf(err, IM_EXIT_UNSUPP, -ENOTSUP,
 				       "%s: a Clonezilla image cannot be resumed; restore it anew", dir);

@@ -22,7 +22,7 @@
 #include "imager/fs.h"
 #include "imager/pipeline.h"
 #include "extfiles.h"
-#include "savejnl.h"
+#include "sjournal.h"
 #include "source.h"
 #include "util.h"
 
@@ -94,7 +94,7 @@ struct part_job {
 };
 
 /* partN.jnl for the stream partN.zst */
-static void jnl_name(const char *stream, char *out, size_t n)
+static void sjournal_name(const char *stream, char *out, size_t n)
 {
 	size_t len = strlen(stream);
 	snprintf(out, n, "%.*s.jnl", (int)(len > 4 ? len - 4 : len), stream);
@@ -105,10 +105,10 @@ static uint64_t bitmap_hash(const struct bitmap *b)
 	return XXH3_64bits(b->words, (size_t)((b->nbits + 63) / 64) * 8);
 }
 
-void jnl_header(unsigned char *h, const struct fs_info *fs)
+void sjournal_header(unsigned char *h, const struct fs_info *fs)
 {
-	memset(h, 0, JNL_HEADER);
-	memcpy(h, JNL_MAGIC, 8);
+	memset(h, 0, SJOURNAL_HEADER);
+	memcpy(h, SJOURNAL_MAGIC, 8);
 	put_le32(h + 8, fs->block_size);
 	put_le64(h + 16, fs->block_count);
 	put_le64(h + 24, fs->used_blocks);
@@ -116,9 +116,10 @@ void jnl_header(unsigned char *h, const struct fs_info *fs)
 	put_le64(h + 40, XXH3_64bits(h, 40));
 }
 
-static int jnl_append(int fd, const struct img_frame *f, const struct img_extent *ext, uint32_t n)
+static int sjournal_append(int fd, const struct img_frame *f, const struct img_extent *ext,
+			   uint32_t n)
 {
-	size_t len = JNL_RECORD + (size_t)n * IMG_INDEX_EXTENT + 8;
+	size_t len = SJOURNAL_RECORD + (size_t)n * IMG_INDEX_EXTENT + 8;
 	unsigned char *rec = malloc(len), *p;
 	int r;
 
@@ -131,34 +132,34 @@ static int jnl_append(int fd, const struct img_frame *f, const struct img_extent
 	put_le32(rec + 20, 0);
 	put_le64(rec + 24, f->raw_xxh3);
 	put_le64(rec + 32, f->comp_xxh3);
-	p = rec + JNL_RECORD;
+	p = rec + SJOURNAL_RECORD;
 	for (uint32_t i = 0; i < n; i++, p += IMG_INDEX_EXTENT) {
 		put_le64(p, ext[i].start);
 		put_le32(p + 8, ext[i].count);
 		put_le32(p + 12, ext[i].flags);
 	}
 	put_le64(p, XXH3_64bits(rec, len - 8));
-	r = write_full(fd, rec, len);
+	r = util_write_full(fd, rec, len);
 	free(rec);
 	return r;
 }
 
-int jnl_replay(int jfd, int sfd, const struct fs_info *fs, struct img_index *ix,
-	       XXH3_state_t *stream_hash, struct jnl_kept *k)
+int sjournal_replay(int jfd, int sfd, const struct fs_info *fs, struct img_index *ix,
+		    XXH3_state_t *stream_hash, struct sjournal_kept *k)
 {
 	const uint64_t max_ext = 2 * (IMG_FRAME_BLOCKS_BYTES / fs->block_size + 1);
-	unsigned char want[JNL_HEADER], h[JNL_HEADER], *rec = NULL, *ext, *comp = NULL;
-	uint64_t joff = JNL_HEADER, next_block = 0;
+	unsigned char want[SJOURNAL_HEADER], h[SJOURNAL_HEADER], *rec = NULL, *ext, *comp = NULL;
+	uint64_t joff = SJOURNAL_HEADER, next_block = 0;
 	struct img_extent *e = NULL;
 	int r = 0;
 
 	memset(k, 0, sizeof(*k));
-	jnl_header(want, fs);
-	if (pread_full(jfd, h, JNL_HEADER, 0) < 0 || memcmp(h, want, JNL_HEADER))
+	sjournal_header(want, fs);
+	if (util_pread_full(jfd, h, SJOURNAL_HEADER, 0) < 0 || memcmp(h, want, SJOURNAL_HEADER))
 		return 0;
-	k->jnl_len = JNL_HEADER;
+	k->jnl_len = SJOURNAL_HEADER;
 	comp = malloc(ZSTD_compressBound(IMG_FRAME_BLOCKS_BYTES));
-	rec = malloc(JNL_RECORD + max_ext * IMG_INDEX_EXTENT + 8);
+	rec = malloc(SJOURNAL_RECORD + max_ext * IMG_INDEX_EXTENT + 8);
 	e = malloc(max_ext * sizeof(*e));
 	if (!comp || !rec || !e) {
 		r = -ENOMEM;
@@ -170,7 +171,7 @@ int jnl_replay(int jfd, int sfd, const struct fs_info *fs, struct img_index *ix,
 		uint32_t n;
 		size_t elen;
 
-		if (pread_full(jfd, rec, JNL_RECORD, joff) < 0)
+		if (util_pread_full(jfd, rec, SJOURNAL_RECORD, joff) < 0)
 			break;
 		f.comp_offset = le64(rec);
 		f.comp_size = le32(rec + 8);
@@ -186,9 +187,9 @@ int jnl_replay(int jfd, int sfd, const struct fs_info *fs, struct img_index *ix,
 		    f.raw_size > IMG_FRAME_BLOCKS_BYTES || n == 0 || n > max_ext)
 			break;
 		elen = (size_t)n * IMG_INDEX_EXTENT + 8;
-		ext = rec + JNL_RECORD;
-		if (pread_full(jfd, ext, elen, joff + JNL_RECORD) < 0 ||
-		    XXH3_64bits(rec, JNL_RECORD + elen - 8) != le64(ext + elen - 8))
+		ext = rec + SJOURNAL_RECORD;
+		if (util_pread_full(jfd, ext, elen, joff + SJOURNAL_RECORD) < 0 ||
+		    XXH3_64bits(rec, SJOURNAL_RECORD + elen - 8) != le64(ext + elen - 8))
 			break;
 		bool ok = true;
 		for (uint32_t i = 0; i < n && ok; i++) {
@@ -210,7 +211,7 @@ int jnl_replay(int jfd, int sfd, const struct fs_info *fs, struct img_index *ix,
 		if (!ok || data * fs->block_size != f.raw_size)
 			break;
 		/* the frame's bytes are in the stream, as the record says */
-		if (pread_full(sfd, comp, f.comp_size, f.comp_offset) < 0 ||
+		if (util_pread_full(sfd, comp, f.comp_size, f.comp_offset) < 0 ||
 		    XXH3_64bits(comp, f.comp_size) != f.comp_xxh3)
 			break;
 		r = img_index_add(ix, &f, e, n);
@@ -220,7 +221,7 @@ int jnl_replay(int jfd, int sfd, const struct fs_info *fs, struct img_index *ix,
 		k->stream_len += f.comp_size;
 		k->bytes += (data + zero) * fs->block_size;
 		k->next_block = next_block;
-		joff += JNL_RECORD + elen;
+		joff += SJOURNAL_RECORD + elen;
 		k->jnl_len = joff;
 	}
 	r = ix->nframes ? 1 : 0;
@@ -291,13 +292,13 @@ static int save_consume(void *ctx, struct pipe_slot *s, struct im_err *err)
 		*err = s->err;
 		return s->status;
 	}
-	r = write_full(j->out_fd, s->b, s->b_len);
+	r = util_write_full(j->out_fd, s->b, s->b_len);
 	if (r == -ENOSPC || r == -EDQUOT) {
 		struct statvfs vf;
 		char f[32] = "?", w[32];
 		if (fstatvfs(j->out_fd, &vf) == 0)
-			human_size((uint64_t)vf.f_bavail * vf.f_frsize, f, sizeof(f));
-		human_size(j->out_off, w, sizeof(w));
+			util_human_size((uint64_t)vf.f_bavail * vf.f_frsize, f, sizeof(f));
+		util_human_size(j->out_off, w, sizeof(w));
 		return im_errf(err, IM_EXIT_IO, r,
 			       "the filesystem holding the image is full (%s free, %s) after %s of this "
 			       "partition's stream, %llu%% of the used data read: the unfinished image "
@@ -310,11 +311,11 @@ static int save_consume(void *ctx, struct pipe_slot *s, struct im_err *err)
 	XXH3_64bits_update(j->stream_hash, s->b, s->b_len);
 	m->frame.comp_offset = j->out_off;
 	j->out_off += s->b_len;
-	write_behind(j->out_fd, &j->out_started, j->out_off);
+	util_write_behind(j->out_fd, &j->out_started, j->out_off);
 	r = img_index_add(j->ix, &m->frame, m->ext + m->nin, m->nout);
 	if (r < 0)
 		return im_errf(err, IM_EXIT_INTERNAL, r, "out of memory");
-	r = jnl_append(j->jnl_fd, &m->frame, m->ext + m->nin, m->nout);
+	r = sjournal_append(j->jnl_fd, &m->frame, m->ext + m->nin, m->nout);
 	if (r < 0)
 		return im_errf(err, r == -ENOMEM ? IM_EXIT_INTERNAL : IM_EXIT_IO, r,
 			       "writing the journal: %s", strerror(-r));
@@ -352,7 +353,7 @@ static int describe_stream(const char *dir, const struct img_index *ix, const st
 static int resumed_complete(const char *dir, const struct fs_info *fs, struct img_part *ip,
 			    struct save_stats *stats, struct im_err *err)
 {
-	unsigned char want[JNL_HEADER], h[JNL_HEADER];
+	unsigned char want[SJOURNAL_HEADER], h[SJOURNAL_HEADER];
 	char path[4200];
 	struct img_index ix;
 	struct im_err e = { 0 };
@@ -360,12 +361,13 @@ static int resumed_complete(const char *dir, const struct fs_info *fs, struct im
 	int fd, r;
 
 	char jname[64];
-	jnl_name(ip->stream, jname, sizeof(jname));
+	sjournal_name(ip->stream, jname, sizeof(jname));
 	if ((r = path_join_err(path, sizeof(path), dir, jname, err)) < 0)
 		return r;
 	fd = open(path, O_RDONLY | O_CLOEXEC);
-	jnl_header(want, fs);
-	r = fd >= 0 && pread_full(fd, h, JNL_HEADER, 0) == 0 && !memcmp(h, want, JNL_HEADER);
+	sjournal_header(want, fs);
+	r = fd >= 0 && util_pread_full(fd, h, SJOURNAL_HEADER, 0) == 0 &&
+	    !memcmp(h, want, SJOURNAL_HEADER);
 	if (fd >= 0)
 		close(fd);
 	if (!r || path_join(path, sizeof(path), dir, ip->index) < 0 ||
@@ -389,11 +391,11 @@ static int open_stream(const char *dir, const struct fs_info *fs, bool resume, s
 		       struct im_err *err)
 {
 	char spath[4200], jpath[4200], ipath[4200], jname[64];
-	unsigned char h[JNL_HEADER];
-	struct jnl_kept k;
+	unsigned char h[SJOURNAL_HEADER];
+	struct sjournal_kept k;
 	int r = 0;
 
-	jnl_name(j->ip->stream, jname, sizeof(jname));
+	sjournal_name(j->ip->stream, jname, sizeof(jname));
 	if ((r = path_join_err(spath, sizeof(spath), dir, j->ip->stream, err)) < 0 ||
 	    (r = path_join_err(jpath, sizeof(jpath), dir, jname, err)) < 0 ||
 	    (r = path_join_err(ipath, sizeof(ipath), dir, j->ip->index, err)) < 0)
@@ -401,7 +403,7 @@ static int open_stream(const char *dir, const struct fs_info *fs, bool resume, s
 	if (resume) {
 		int sfd = open(spath, O_RDWR | O_CLOEXEC), jfd = open(jpath, O_RDWR | O_CLOEXEC);
 		if (sfd >= 0 && jfd >= 0)
-			r = jnl_replay(jfd, sfd, fs, j->ix, j->stream_hash, &k);
+			r = sjournal_replay(jfd, sfd, fs, j->ix, j->stream_hash, &k);
 		if (r > 0) {
 			/* the reader goes on from the block after the last frame's */
 			j->out_off = k.stream_len;
@@ -440,8 +442,8 @@ static int open_stream(const char *dir, const struct fs_info *fs, bool resume, s
 	if (j->out_fd < 0)
 		return im_errf(err, IM_EXIT_TARGET, -errno, "%s: %s", spath, strerror(errno));
 	j->jnl_fd = open(jpath, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
-	jnl_header(h, fs);
-	if (j->jnl_fd < 0 || write_full(j->jnl_fd, h, JNL_HEADER) < 0) {
+	sjournal_header(h, fs);
+	if (j->jnl_fd < 0 || util_write_full(j->jnl_fd, h, SJOURNAL_HEADER) < 0) {
 		r = im_errf(err, IM_EXIT_TARGET, -errno, "%s: %s", jpath, strerror(errno));
 		close(j->out_fd);
 		if (j->jnl_fd >= 0)
@@ -478,7 +480,7 @@ static int save_partition(struct bk *src, const struct pt_part *pp, const struct
 		blocks_per_frame = 1;
 	snprintf(ip->stream, sizeof(ip->stream), "part%u.zst", pp->number);
 	snprintf(ip->index, sizeof(ip->index), "part%u.idx", pp->number);
-	jnl_name(ip->stream, jname, sizeof(jname));
+	sjournal_name(ip->stream, jname, sizeof(jname));
 	if (created_add(cr, ip->stream) < 0 || created_add(cr, ip->index) < 0 ||
 	    created_add(cr, jname) < 0)
 		return im_errf(err, IM_EXIT_INTERNAL, -ENOMEM, "out of memory");
@@ -609,7 +611,7 @@ static int save_area(struct source *src, const struct pt_area *a, size_t i, stru
 	}
 	r = created_add(cr, ia->file);
 	if (r == 0)
-		r = write_file_atomic(path, buf, a->length);
+		r = util_write_file_atomic(path, buf, a->length);
 	free(buf);
 	if (r < 0)
 		return im_errf(err, IM_EXIT_IO, r, "writing %s: %s", path, strerror(-r));

@@ -167,9 +167,9 @@ static void describe(const struct shrink_part *in, const struct layout_part *lp,
 		if (lp[i].new_start != lp[i].old_start)
 			snprintf(moved, sizeof(moved), ", moves down by %llu MiB",
 				 (unsigned long long)((lp[i].old_start - lp[i].new_start) >> 20));
-		human_size(lp[i].old_size, o, sizeof(o));
-		human_size(lp[i].new_size, s, sizeof(s));
-		human_size(in[i].used, u, sizeof(u));
+		util_human_size(lp[i].old_size, o, sizeof(o));
+		util_human_size(lp[i].new_size, s, sizeof(s));
+		util_human_size(in[i].used, u, sizeof(u));
 		if (lp[i].new_size != lp[i].old_size && how_to_shrink(&in[i], &why) == LVMPV) {
 			uint64_t lv_min;
 			const struct fs_volume *v = lvm_pick(&in[i], &lv_min);
@@ -213,13 +213,13 @@ int shrink_plan(const char *table, unsigned lss, uint64_t new_disk, const struct
 		/* Say what holds the room. */
 		char need[32], have[32], list[600] = "";
 		size_t len = 0;
-		human_size(needed, need, sizeof(need));
-		human_size(new_disk, have, sizeof(have));
+		util_human_size(needed, need, sizeof(need));
+		util_human_size(new_disk, have, sizeof(have));
 		for (size_t i = 0; i < n && len < sizeof(list) - 1; i++) {
 			char sz[32], u[32];
 			const char *why;
-			human_size(mins[i], sz, sizeof(sz));
-			human_size(in[i].used, u, sizeof(u));
+			util_human_size(mins[i], sz, sizeof(sz));
+			util_human_size(in[i].used, u, sizeof(u));
 			if (how_to_shrink(&in[i], &why) == KEEP)
 				len += (size_t)snprintf(list + len, sizeof(list) - len, "; partition %u %s %s%s%s", in[i].lp.number,
 							in[i].fs[0] ? in[i].fs : "(unknown)", sz,
@@ -247,8 +247,8 @@ int shrink_refuse(const char *target, uint64_t tsize, uint64_t source_size, cons
 	size_t len = 0;
 	int r = shrink_plan(table, lss, tsize, in, n, lp, note, &e);
 
-	human_size(tsize, t, sizeof(t));
-	human_size(source_size, s, sizeof(s));
+	util_human_size(tsize, t, sizeof(t));
+	util_human_size(source_size, s, sizeof(s));
 	for (size_t i = 0; r == 0 && i < n && len < sizeof(plan) - 1; i++)
 		if (note[i][0])
 			len += (size_t)snprintf(plan + len, sizeof(plan) - len, "%s%s",
@@ -281,9 +281,9 @@ static int sparse_copy(int src, uint64_t off, uint64_t len, int dst, uint64_t ds
 			h = (off_t)end;
 		for (uint64_t p = (uint64_t)d; p < (uint64_t)h;) {
 			size_t n = (uint64_t)h - p < sizeof(buf) ? (size_t)((uint64_t)h - p) : sizeof(buf);
-			int r = pread_full(src, buf, n, p);
+			int r = util_pread_full(src, buf, n, p);
 			if (r == 0)
-				r = pwrite_full(dst, buf, n, p - off + dst_off);
+				r = util_pwrite_full(dst, buf, n, p - off + dst_off);
 			if (r < 0)
 				return im_errf(err, IM_EXIT_IO, r, "copying a partition: %s",
 					       strerror(-r));
@@ -325,7 +325,7 @@ static int ntfs_fix_boot(int fd, uint64_t at, uint64_t new_size, uint64_t new_lb
 {
 	unsigned char b[512];
 	uint64_t sectors, bps, spc, want;
-	int r = pread_full(fd, b, sizeof(b), at);
+	int r = util_pread_full(fd, b, sizeof(b), at);
 
 	if (r < 0)
 		return im_errf(err, IM_EXIT_IO, r, "reading a boot sector: %s", strerror(-r));
@@ -346,9 +346,9 @@ static int ntfs_fix_boot(int fd, uint64_t at, uint64_t new_size, uint64_t new_lb
 			       (unsigned long long)sectors);
 	put_le64(b + 0x28, sectors);
 	put_le32(b + 0x1C, new_lba > 0xFFFFFFFFull ? 0xFFFFFFFFu : (uint32_t)new_lba);
-	r = pwrite_full(fd, b, sizeof(b), at);
+	r = util_pwrite_full(fd, b, sizeof(b), at);
 	if (r == 0)
-		r = pwrite_full(fd, b, sizeof(b), at + sectors * bps);
+		r = util_pwrite_full(fd, b, sizeof(b), at + sectors * bps);
 	return r < 0 ? im_errf(err, IM_EXIT_IO, r, "writing a boot sector: %s", strerror(-r)) : 0;
 }
 
@@ -419,7 +419,7 @@ static int shrink_fat(int fd, const char *tmpdir, const struct layout_part *lp, 
 	char label[12] = "";
 	const char *argv[24];
 	unsigned fsz16, off, n = 0;
-	int r = pread_full(fd, b, sizeof(b), lp->old_start), ofd, nfd;
+	int r = util_pread_full(fd, b, sizeof(b), lp->old_start), ofd, nfd;
 
 	if (r < 0)
 		return im_errf(err, IM_EXIT_IO, r, "partition %u: %s", lp->number, strerror(-r));
@@ -511,12 +511,13 @@ static int shrink_lvm(int fd, const char *tmpdir, const struct shrink_part *in,
 	uint64_t lv_min;
 	const struct fs_volume *v = lvm_pick(in, &lv_min);
 	struct lvm_pv_lv pl;
-	char why[300], size[32];
+	struct im_err e = { 0 };
+	char size[32];
 	int r;
 
-	if (lvm_pv_find_lv(fd, lp->old_start, lp->old_size, v->name, lp->new_size, &pl, why,
-			   sizeof(why)) < 0)
-		return im_errf(err, IM_EXIT_UNSUPP, -ENOTSUP, "partition %u: LVM: %s", lp->number, why);
+	if (lvm_pv_find_lv(fd, lp->old_start, lp->old_size, v->name, lp->new_size, &pl, &e) < 0)
+		return im_errf(err, IM_EXIT_UNSUPP, -ENOTSUP, "partition %u: LVM: %s", lp->number,
+			       e.msg);
 	if (pl.new_size < pl.size) {
 		struct layout_part lvp = { .number = lp->number, .old_start = lp->old_start + pl.offset,
 					   .old_size = pl.size, .new_size = pl.new_size };
@@ -531,9 +532,8 @@ static int shrink_lvm(int fd, const char *tmpdir, const struct shrink_part *in,
 			return r;
 		}
 	}
-	if (lvm_pv_shrink(fd, lp->old_start, lp->old_size, v->name, lp->new_size, why,
-			  sizeof(why)) < 0)
-		return im_errf(err, IM_EXIT_IO, -EIO, "partition %u: LVM: %s", lp->number, why);
+	if (lvm_pv_shrink(fd, lp->old_start, lp->old_size, v->name, lp->new_size, &e) < 0)
+		return im_errf(err, IM_EXIT_IO, -EIO, "partition %u: LVM: %s", lp->number, e.msg);
 	return 0;
 }
 
@@ -585,12 +585,12 @@ static int shrink_one(int fd, const char *tmpdir, const struct shrink_part *in,
 	} else if (h == SWAP) {
 		unsigned char page[4096], uuid[16];
 		char label[SWAP_LABEL_LEN + 1] = "";
-		r = pread_full(fd, page, sizeof(page), lp->old_start);
+		r = util_pread_full(fd, page, sizeof(page), lp->old_start);
 		if (r == 0 && !memcmp(page + 4096 - SWAP_MAGIC_LEN, SWAP_MAGIC_V1, SWAP_MAGIC_LEN)) {
 			memcpy(uuid, page + SWAP_UUID_OFF, 16);
 			memcpy(label, page + SWAP_LABEL_OFF, SWAP_LABEL_LEN);
 			swap_header_make(page, lp->new_size, uuid, label);
-			r = pwrite_full(fd, page, sizeof(page), lp->old_start);
+			r = util_pwrite_full(fd, page, sizeof(page), lp->old_start);
 		}
 		if (r < 0)
 			r = im_errf(err, IM_EXIT_IO, r, "partition %u: swap header: %s", lp->number,
@@ -609,8 +609,8 @@ int shrink_tmpdir(char *dir, size_t len, uint64_t need, struct im_err *err)
 
 	if (statvfs(base, &sv) == 0 && (uint64_t)sv.f_bavail * sv.f_frsize < need) {
 		char n[32], h[32];
-		human_size(need, n, sizeof(n));
-		human_size((uint64_t)sv.f_bavail * sv.f_frsize, h, sizeof(h));
+		util_human_size(need, n, sizeof(n));
+		util_human_size((uint64_t)sv.f_bavail * sv.f_frsize, h, sizeof(h));
 		return im_errf(err, IM_EXIT_IO, -ENOSPC,
 			       "shrinking needs %s of temporary space in %s (set TMPDIR), and it has %s",
 			       n, base, h);

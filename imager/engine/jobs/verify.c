@@ -172,7 +172,7 @@ int im_verify(const char *dir, unsigned threads, const struct im_progress *progr
 	int r;
 
 	memset(rep, 0, sizeof(*rep));
-	if (cz_detect(dir))
+	if (img_is_clonezilla(dir))
 		return cz_verify(dir, progress, rep, err);
 	r = img_manifest_read(&m, dir, err);
 	if (r < 0)

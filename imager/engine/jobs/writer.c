@@ -98,8 +98,8 @@ static int no_room_to_create(const char *path, const struct bk_create_opts *co, 
 	uint64_t free_b;
 
 	if (free_of_dir(path, &free_b))
-		human_size(free_b, f, sizeof(f));
-	human_size(co->size, n, sizeof(n));
+		util_human_size(free_b, f, sizeof(f));
+	util_human_size(co->size, n, sizeof(n));
 	if (err)
 		err->exit_class = 0;   /* (this says more than the backend's) */
 	return im_errf(err, IM_EXIT_IO, -ENOSPC,
@@ -341,8 +341,8 @@ int writer_check_room(struct writer *w, uint64_t bytes, struct im_err *err)
 	need = bytes + bytes / 256 + (1u << 20);
 	if (taken >= need || need - taken <= free_b)
 		return 0;
-	human_size(need - taken, n, sizeof(n));
-	human_size(free_b, f, sizeof(f));
+	util_human_size(need - taken, n, sizeof(n));
+	util_human_size(free_b, f, sizeof(f));
 	return im_errf(err, IM_EXIT_IO, -ENOSPC,
 		       "%s: not enough room on its filesystem: the job writes %s, %s is free; "
 		       "nothing was written (free some space or choose another place)",
@@ -357,8 +357,8 @@ static int full(struct writer *w, int r, struct im_err *err)
 
 	if (r != -ENOSPC || w->info.block_device || !room_of(w->info.path, &free_b, &taken))
 		return r;
-	human_size(w->written, a, sizeof(a));
-	human_size(free_b, f, sizeof(f));
+	util_human_size(w->written, a, sizeof(a));
+	util_human_size(free_b, f, sizeof(f));
 	if (err)
 		err->exit_class = 0;   /* (this says more than the backend's) */
 	return im_errf(err, IM_EXIT_IO, r,

@@ -2,12 +2,13 @@
 /*
  * Clonezilla image folders' private header: what their files share (the
  * public contract is include/imager/clonezilla.h).
- *   clonezilla.c          reading the folder: cz_detect, cz_read, the
+ *   clonezilla.c          reading the folder: cz_read, the
  *                         partition table, the streams' names, LVM
  *   clonezilla-stream.c   reading the streams: split parts joined and
  *                         decompressed (libarchive), partclone, dd and
  *                         ntfsclone readers, cz_read_stream, used bytes
- *   clonezilla-restore.c  restoring: the boot areas, cz_put, the PVs,
+ *   ../jobs/clonezilla-restore.c  restoring (a copy job source): the boot
+ *                         areas, cz_put, the PVs,
  *                         the folder as the copy job's source, cz_restore
  */
 #ifndef IMAGER_CLONEZILLA_INT_H
@@ -20,11 +21,17 @@
 #include "imager/lvmfmt.h"
 #include "source.h"
 
-/* A restore's state while streams are written. */
+/* A restore's state while streams are written (jobs/clonezilla-restore.c
+ * fills it): the stream readers hand each run of bytes to put(). */
+struct writer;
 struct cz_job {
-	struct writer *w;
+	/* A write of [off, off+len) of partition i, or, for an LV (lv), of
+	 * the LV's bytes, split over its segments. */
+	int (*put)(struct cz_job *j, size_t i, uint64_t off, uint64_t len, const void *buf,
+		   struct im_err *err);
+	struct writer *w;          /* the restore's (put's, jobs/writer.h) */
 	uint64_t done, total;
-	const struct restore_opts *opts;
+	const struct im_progress *progress;
 	const struct cz_lv *lv;    /* the LV being written, or NULL */
 };
 
@@ -55,12 +62,5 @@ int cz_read_ntfsclone(const char *dir, const struct cz_part *p, size_t i, struct
  * partition's (a PV's with its LVs'). */
 int cz_count_used(const char *dir, const struct cz_image *cz, uint64_t *total,
 		  uint64_t *used, uint64_t *lv_used, struct im_err *err);
-
-/* ---- clonezilla-restore.c ---- */
-
-/* A write of [off, off+len) of partition i, or, for an LV (j->lv), of the
- * LV's bytes, split over its segments. */
-int cz_put(struct cz_job *j, size_t i, uint64_t off, uint64_t len, const void *buf,
-	   struct im_err *err);
 
 #endif

@@ -2,8 +2,8 @@
 /*
  * Clonezilla image folders (clonezilla.c): reading the partitions' streams.
  * The split parts joined and decompressed through libarchive, then read
- * as partclone, partclone.dd or ntfsclone images; written through cz_put
- * (clonezilla-restore.c) or only read (verify).
+ * as partclone, partclone.dd or ntfsclone images; written through the
+ * job's put() (jobs/clonezilla-restore.c) or only read (verify).
  */
 #include "imager/clonezilla.h"
 
@@ -242,12 +242,12 @@ static int ptcl_consume(void *ctx, struct pipe_slot *s, struct im_err *err)
 		len = q->p->size - off;
 	if (m->first == 0 && len >= 512)
 		memcpy(q->boot, s->a, 512);
-	rc = cz_put(j, q->i, off, len, s->a, err);
-	if (rc == 0 && j->opts->progress.cancel && *j->opts->progress.cancel)
+	rc = j->put(j, q->i, off, len, s->a, err);
+	if (rc == 0 && j->progress->cancel && *j->progress->cancel)
 		rc = im_errf(err, IM_EXIT_INTERRUPTED, -EINTR, "interrupted");
 	j->done += len;
-	if (j->opts->progress.fn)
-		j->opts->progress.fn(j->opts->progress.opaque, "restore", j->done, j->total);
+	if (j->progress->fn)
+		j->progress->fn(j->progress->opaque, "restore", j->done, j->total);
 	return rc;
 }
 
@@ -265,7 +265,7 @@ static int ntfs_backup_boot(struct ptcl_job *q, struct im_err *err)
 	if ((bps == 512 || bps == 1024 || bps == 2048 || bps == 4096) &&
 	    sectors < q->p->size / bps &&
 	    sectors * bps >= q->r->h.total_blocks * q->r->h.block_size)
-		return cz_put(q->j, q->i, sectors * bps, 512, boot, err);
+		return q->j->put(q->j, q->i, sectors * bps, 512, boot, err);
 	return 0;
 }
 
@@ -341,14 +341,14 @@ int cz_read_dd(const char *dir, const struct cz_part *p, size_t i, struct cz_job
 			break;
 		}
 		if (got && j)
-			rc = cz_put(j, i, off, got, buf, err);
+			rc = j->put(j, i, off, got, buf, err);
 		off += got;
-		if (rc == 0 && j && j->opts->progress.cancel && *j->opts->progress.cancel)
+		if (rc == 0 && j && j->progress->cancel && *j->progress->cancel)
 			rc = im_errf(err, IM_EXIT_INTERRUPTED, -EINTR, "interrupted");
 		if (j) {
 			j->done += got;
-			if (j->opts->progress.fn)
-				j->opts->progress.fn(j->opts->progress.opaque, "restore", j->done,
+			if (j->progress->fn)
+				j->progress->fn(j->progress->opaque, "restore", j->done,
 						     j->total);
 		} else if (progress && progress->fn && done) {
 			progress->fn(progress->opaque, "verify", *done + s.consumed, total);
@@ -552,14 +552,14 @@ int cz_read_ntfsclone(const char *dir, const struct cz_part *p, size_t i, struct
 		}
 		if (flush && run_n) {
 			if (j) {
-				rc = cz_put(j, i, run_first * t.cs, (uint64_t)run_n * t.cs, run, err);
+				rc = j->put(j, i, run_first * t.cs, (uint64_t)run_n * t.cs, run, err);
 				j->done += (uint64_t)run_n * t.cs;
 			}
 			run_n = 0;
-			if (rc == 0 && j && j->opts->progress.cancel && *j->opts->progress.cancel)
+			if (rc == 0 && j && j->progress->cancel && *j->progress->cancel)
 				rc = im_errf(err, IM_EXIT_INTERRUPTED, -EINTR, "interrupted");
-			if (j && j->opts->progress.fn)
-				j->opts->progress.fn(j->opts->progress.opaque, "restore", j->done,
+			if (j && j->progress->fn)
+				j->progress->fn(j->progress->opaque, "restore", j->done,
 						     j->total);
 			else if (!j && progress && progress->fn && done)
 				progress->fn(progress->opaque, "verify", *done + t.s.consumed, total);
@@ -576,7 +576,7 @@ int cz_read_ntfsclone(const char *dir, const struct cz_part *p, size_t i, struct
 				     "partition %s: %s: no bytes past the last cluster (command 0x%02x)",
 				     p->name, p->stream, cmd);
 		else if (j)
-			rc = cz_put(j, i, t.clusters * t.cs, n, run, err);
+			rc = j->put(j, i, t.clusters * t.cs, n, run, err);
 		if (rc == 0 && j)
 			j->done += n;
 	}

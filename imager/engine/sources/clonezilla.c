@@ -25,21 +25,6 @@
 
 #define MiB (1ull << 20)
 
-bool cz_detect(const char *dir)
-{
-	char p[4200];
-	struct stat st;
-
-	snprintf(p, sizeof(p), "%s/manifest.json", dir);
-	if (stat(p, &st) == 0)
-		return false;
-	snprintf(p, sizeof(p), "%s/disk", dir);
-	if (stat(p, &st) == 0 && S_ISREG(st.st_mode))
-		return true;
-	snprintf(p, sizeof(p), "%s/parts", dir);
-	return stat(p, &st) == 0 && S_ISREG(st.st_mode);
-}
-
 /* A file of the folder of at most max bytes, malloc'ed and NUL-terminated;
  * -ENOENT (err untouched) when absent. */
 int cz_read_file(const char *dir, const char *name, uint64_t max, unsigned char **buf,
@@ -51,7 +36,7 @@ int cz_read_file(const char *dir, const char *name, uint64_t max, unsigned char 
 
 	if (path_join(p, sizeof(p), dir, name) < 0)
 		return im_errf(err, IM_EXIT_USAGE, -ENAMETOOLONG, "%s/%s: name too long", dir, name);
-	r = read_whole_file(p, buf, len ? len : &n, max);
+	r = util_read_whole_file(p, buf, len ? len : &n, max);
 	if (r == -EFBIG)
 		return im_errf(err, IM_EXIT_DAMAGED, r, "%s: larger than %llu bytes", p,
 			       (unsigned long long)max);
@@ -431,7 +416,8 @@ static int partition_image_disk(const char *dir, char *buf, size_t cap, struct i
 int cz_load_vg(const char *dir, const char *vg, struct lvm_vg_map *map, char **text,
 	       size_t *len, struct im_err *err)
 {
-	char name[200], why[300];
+	char name[200];
+	struct im_err e = { 0 };
 	unsigned char *t = NULL;
 	int r;
 
@@ -441,16 +427,15 @@ int cz_load_vg(const char *dir, const char *vg, struct lvm_vg_map *map, char **t
 		return im_errf(err, IM_EXIT_DAMAGED, r, "%s: no %s for VG %s", dir, name, vg);
 	if (r < 0)
 		return r;
-	r = lvm_text_map((const char *)t, *len, map, why, sizeof(why));
+	r = lvm_text_map((const char *)t, *len, map, &e);
 	if (r == 0 && strcmp(map->vg, vg)) {
 		lvm_vg_map_free(map);
-		r = -EINVAL;
-		snprintf(why, sizeof(why), "it describes VG %s", map->vg);
+		r = lvm_errf(&e, -EINVAL, "it describes VG %s", map->vg);
 	}
 	if (r < 0) {
 		free(t);
 		return im_errf(err, r == -ENOTSUP ? IM_EXIT_UNSUPP : IM_EXIT_DAMAGED, r, "%s/%s: %s",
-			       dir, name, why);
+			       dir, name, e.msg);
 	}
 	*text = (char *)t;
 	return 0;
@@ -626,7 +611,7 @@ static int disk_size(const char *dir, struct cz_image *cz, uint64_t last_lba, ui
 		snprintf(name, sizeof(name), "%s-gpt-1st", cz->disk);
 		snprintf(p, sizeof(p), "%s/%s", dir, name);
 		fd = open(p, O_RDONLY | O_CLOEXEC);
-		if (fd < 0 || fstat(fd, &st) < 0 || pread_full(fd, h, 512, cz->lss) < 0) {
+		if (fd < 0 || fstat(fd, &st) < 0 || util_pread_full(fd, h, 512, cz->lss) < 0) {
 			if (fd >= 0)
 				close(fd);
 			return im_errf(err, IM_EXIT_DAMAGED, -ENOENT, "%s: no readable %s", dir, name);

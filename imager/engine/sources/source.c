@@ -47,7 +47,7 @@ static int examine_rescued(struct source *s, size_t i, const struct fs_source *f
 	memcpy(fs->type, type, sizeof(type));
 	memcpy(fs->uuid, uuid, sizeof(uuid));
 	memcpy(fs->label, label, sizeof(label));
-	human_size(bk_rescue_bad_bytes(s->bk, pp->start, pp->size), bad, sizeof(bad));
+	util_human_size(bk_rescue_bad_bytes(s->bk, pp->start, pp->size), bad, sizeof(bad));
 	snprintf(fs->warning, sizeof(fs->warning),
 		 "unreadable sectors (%s) in its %s metadata: copied whole, as raw data", bad,
 		 type[0] ? type : "filesystem");
@@ -335,7 +335,7 @@ size_t used_split_zeros(struct pipe_slot *s, uint32_t bs)
 			continue;
 		}
 		for (uint32_t b = 0; b < m->ext[i].count; b++, src += bs) {
-			uint32_t flag = buf_is_zero(s->a + src, bs) ? IMG_EXT_ZERO : 0;
+			uint32_t flag = util_buf_is_zero(s->a + src, bs) ? IMG_EXT_ZERO : 0;
 			out_add(out, &m->nout, m->ext[i].start + b, 1, flag);
 			if (!flag) {
 				if (dst != src)

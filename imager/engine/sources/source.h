@@ -10,9 +10,10 @@
 #include <sys/types.h>
 
 #include "imager/backend.h"
+#include "imager/disk.h"
 #include "imager/fs.h"
+#include "imager/image.h"
 #include "imager/layout.h"
-#include "imager/job.h"
 #include "imager/pipeline.h"
 #include "imager/ptable.h"
 

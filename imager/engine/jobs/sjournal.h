@@ -1,7 +1,8 @@
 /* SPDX-License-Identifier: GPL-2.0-or-later */
 /*
- * Save's journal (save.c), declared here for its fuzzing harness
- * (tests/fuzz/fuzz-journals.c).
+ * Save's journal (sjournal_*, in jobs/save.c; the target journal of
+ * restore and clone is tjournal.h's tjournal_*), declared here for its
+ * fuzzing harness (tests/fuzz/fuzz-journals.c).
  *
  * partN.jnl, beside the stream while the save runs (removed once the
  * manifest is written), all integers little-endian:
@@ -17,8 +18,8 @@
  * that does not match the source's filesystem (another disk, or one that
  * changed) starts the partition afresh. */
 
-#ifndef IMAGER_ENGINE_SAVEJNL_H
-#define IMAGER_ENGINE_SAVEJNL_H
+#ifndef IMAGER_ENGINE_SJOURNAL_H
+#define IMAGER_ENGINE_SJOURNAL_H
 
 #include <stdint.h>
 #include <xxhash.h>
@@ -26,15 +27,15 @@
 #include "imager/fs.h"
 #include "imager/image.h"
 
-#define JNL_MAGIC  "IMGJNL\0\1"
-#define JNL_HEADER 48
-#define JNL_RECORD 40
+#define SJOURNAL_MAGIC  "IMGJNL\0\1"
+#define SJOURNAL_HEADER 48
+#define SJOURNAL_RECORD 40
 
 /* The header a journal of the partition holding FS starts with. */
-void jnl_header(unsigned char *h, const struct fs_info *fs);
+void sjournal_header(unsigned char *h, const struct fs_info *fs);
 
 /* What a resumed partition keeps. */
-struct jnl_kept {
+struct sjournal_kept {
 	uint64_t stream_len;   /* the stream's good bytes (where the next frame goes) */
 	uint64_t jnl_len;      /* the journal's good bytes */
 	uint64_t next_block;   /* the block after the last kept frame's */
@@ -47,7 +48,7 @@ struct jnl_kept {
  * stops at the first record that does not check out.  Returns 1 when a
  * frame is kept, 0 when the partition starts afresh (the header is not
  * this filesystem's), or a negative errno (no memory). */
-int jnl_replay(int jfd, int sfd, const struct fs_info *fs, struct img_index *ix,
-	       XXH3_state_t *stream_hash, struct jnl_kept *k);
+int sjournal_replay(int jfd, int sfd, const struct fs_info *fs, struct img_index *ix,
+		    XXH3_state_t *stream_hash, struct sjournal_kept *k);
 
 #endif

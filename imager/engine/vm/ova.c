@@ -150,10 +150,10 @@ static int walk(int fd, const char *ova, uint64_t fsize, struct ova *o, struct i
 		if (fsize - off < TAR_BLOCK)
 			return im_errf(err, IM_EXIT_DAMAGED, -EBADMSG, "%s: the tar is truncated (a part header at byte %llu)",
 				       ova, (unsigned long long)off);
-		r = pread_full(fd, h, TAR_BLOCK, off);
+		r = util_pread_full(fd, h, TAR_BLOCK, off);
 		if (r < 0)
 			return im_errf(err, IM_EXIT_IO, r, "reading %s: %s", ova, strerror(-r));
-		if (buf_is_zero(h, TAR_BLOCK))
+		if (util_buf_is_zero(h, TAR_BLOCK))
 			break;
 		if (headers == TAR_MAX_HEADERS)
 			return im_errf(err, IM_EXIT_SOURCE, -EINVAL, "%s: more than %d tar headers", ova,
@@ -182,7 +182,7 @@ static int walk(int fd, const char *ova, uint64_t fsize, struct ova *o, struct i
 			buf = malloc(size + 1);
 			if (!buf)
 				return im_errf(err, IM_EXIT_INTERNAL, -ENOMEM, "out of memory");
-			r = pread_full(fd, buf, size, data);
+			r = util_pread_full(fd, buf, size, data);
 			if (r < 0) {
 				free(buf);
 				return im_errf(err, IM_EXIT_IO, r, "reading %s: %s", ova, strerror(-r));
@@ -268,7 +268,7 @@ static int read_member(int fd, const char *ova, const struct ova_member *m, uint
 	*buf = malloc(m->size + 1);
 	if (!*buf)
 		return im_errf(err, IM_EXIT_INTERNAL, -ENOMEM, "out of memory");
-	r = pread_full(fd, *buf, m->size, m->offset);
+	r = util_pread_full(fd, *buf, m->size, m->offset);
 	if (r < 0) {
 		free(*buf);
 		*buf = NULL;
@@ -440,7 +440,7 @@ static int mf_check(int fd, uint64_t off, uint64_t size, const struct mf_line *m
 	}
 	for (uint64_t done = 0; done < size;) {
 		size_t n = size - done < chunk ? (size_t)(size - done) : chunk;
-		r = pread_full(fd, buf, n, off + done);
+		r = util_pread_full(fd, buf, n, off + done);
 		if (r == -EIO) {
 			r = im_errf(err, IM_EXIT_DAMAGED, -EBADMSG, "%s is truncated", m->name);
 			goto out;
@@ -542,7 +542,7 @@ int vm_ovf_folder(const char *ovf_path, struct vm_desc *d, char files[][4096], s
 	memset(d, 0, sizeof(*d));
 	if (vm_dirname(ovf_path, dir, sizeof(dir)) < 0 || strlen(ovf_path) + 1 >= sizeof(mf))
 		return im_errf(err, IM_EXIT_SOURCE, -ENAMETOOLONG, "%s: path too long", ovf_path);
-	r = read_whole_file(ovf_path, &buf, &len, VM_MAX_DESC);
+	r = util_read_whole_file(ovf_path, &buf, &len, VM_MAX_DESC);
 	if (r < 0)
 		return im_errf(err, r == -ENOENT ? IM_EXIT_SOURCE : r == -EFBIG ? IM_EXIT_SOURCE : IM_EXIT_IO,
 			       r, "%s: %s", ovf_path, r == -EFBIG ? "too large for an OVF" : strerror(-r));
@@ -564,7 +564,7 @@ int vm_ovf_folder(const char *ovf_path, struct vm_desc *d, char files[][4096], s
 		strcat(mf, ".mf");
 	if (access(mf, F_OK) < 0)
 		return 0;
-	r = read_whole_file(mf, &buf, &len, OVA_MAX_MF);
+	r = util_read_whole_file(mf, &buf, &len, OVA_MAX_MF);
 	if (r < 0) {
 		r = im_errf(err, IM_EXIT_SOURCE, r, "%s: %s", mf, strerror(-r));
 		goto fail;

@@ -239,7 +239,7 @@ static void seen_add(struct seen *s, const char *p)
 
 static int read_at(int fd, void *buf, size_t len, uint64_t off, const char *name, struct im_err *err)
 {
-	int r = pread_full(fd, buf, len, off);
+	int r = util_pread_full(fd, buf, len, off);
 	if (r == -EIO)
 		return im_errf(err, IM_EXIT_DAMAGED, -EBADMSG, "%s is shorter than its header says", name);
 	if (r < 0)
@@ -341,13 +341,13 @@ static int load_desc(const char *path, struct vmdk_desc *d, bool *embedded, stru
 		return im_errf(err, IM_EXIT_SOURCE, -EINVAL,
 			       "%s is neither a sparse VMDK nor a descriptor (%llu bytes of text?)", path,
 			       (unsigned long long)fsize);
-	r = read_whole_file(path, (unsigned char **)&text, &len, VMDK_MAX_DESC);
+	r = util_read_whole_file(path, (unsigned char **)&text, &len, VMDK_MAX_DESC);
 	if (r < 0)
 		return im_errf(err, IM_EXIT_IO, r, "reading %s: %s", path, strerror(-r));
 	/* qemu-img pads its descriptor files with NULs to a whole sector:
 	 * the text ends at the first NUL, and only NULs may follow. */
 	size_t text_len = strnlen(text, len);
-	if (text_len < len && buf_is_zero(text + text_len, len - text_len))
+	if (text_len < len && util_buf_is_zero(text + text_len, len - text_len))
 		len = text_len;
 	r = vmdk_desc_parse(text, len, d, err);
 	free(text);

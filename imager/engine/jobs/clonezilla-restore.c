@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: GPL-2.0-or-later */
 /*
- * Clonezilla image folders (clonezilla.c) restored through the writer:
+ * Clonezilla image folders (../sources/clonezilla.c) restored through the writer:
  * the boot areas planned, the PVs made afresh, each stream written, and
  * the folder described as the copy job's source (copyjob.h).
  */
@@ -218,8 +218,9 @@ static size_t pv_volumes(const struct cz_image *cz, size_t i, const uint64_t *lv
 
 /* A write of [off, off+len) of partition i, or, for an LV (j->lv), of the
  * LV's bytes, split over its segments. */
-int cz_put(struct cz_job *j, size_t i, uint64_t off, uint64_t len, const void *buf,
-	   struct im_err *err)
+/* (struct cz_job's put) */
+static int cz_put(struct cz_job *j, size_t i, uint64_t off, uint64_t len, const void *buf,
+		  struct im_err *err)
 {
 	const struct cz_lv *lv = j->lv;
 	const unsigned char *b = buf;
@@ -282,7 +283,7 @@ static int write_pvs(const char *dir, const struct cz_image *cz, struct cz_job *
 {
 	for (size_t v = 0; v < cz->nvgs; v++) {
 		struct lvm_vg_map map;
-		char *text, why[300];
+		char *text;
 		size_t len;
 		int r = cz_load_vg(dir, cz->vgs[v], &map, &text, &len, err);
 
@@ -290,12 +291,13 @@ static int write_pvs(const char *dir, const struct cz_image *cz, struct cz_job *
 			return r;
 		for (size_t i = 0; r == 0 && i < cz->nparts; i++) {
 			const struct cz_part *p = &cz->parts[i];
+			struct im_err e = { 0 };
 			unsigned char *head;
 			if (p->kind != CZ_PV || p->vg != v)
 				continue;
-			if (lvm_pv_head(&map, p->pv, text, len, p->size, &head, why, sizeof(why)) < 0) {
+			if (lvm_pv_head(&map, p->pv, text, len, p->size, &head, &e) < 0) {
 				r = im_errf(err, IM_EXIT_DAMAGED, -EINVAL, "partition %s: VG %s: %s",
-					    p->name, cz->vgs[v], why);
+					    p->name, cz->vgs[v], e.msg);
 				break;
 			}
 			r = writer_put(j->w, i, 0, p->pe_start, head, err);
@@ -400,7 +402,8 @@ int cz_restore(const struct disk_roots *roots, const char *dir, const char *targ
 	memset(stats, 0, sizeof(*stats));
 	if (c) {
 		c->dir = dir;
-		c->j.opts = opts;
+		c->j.put = cz_put;
+		c->j.progress = &opts->progress;
 		c->cz = calloc(1, sizeof(*c->cz));
 		c->vols = calloc(CZ_MAX_LVS, sizeof(*c->vols));
 	}
