@@ -1,7 +1,8 @@
 /* SPDX-License-Identifier: GPL-2.0-or-later */
 /* The descriptions of virtual machines other hypervisors write: OVF
- * (libxml2) and VMware's .vmx; and the files they name, resolved inside
- * their folder.  Contract: include/imager/vmsource.h. */
+ * (libxml2; VMware's .vmx is vmx.c's), the helpers both readers share,
+ * and the files a description names, resolved inside its folder.
+ * Contract: include/imager/vmsource.h. */
 #include <ctype.h>
 #include <errno.h>
 #include <fcntl.h>
@@ -54,7 +55,7 @@ int vm_parse_u64(const char *s, size_t len, uint64_t *v)
 	return 0;
 }
 
-static int hexval(int c)
+int vm_hexval(int c)
 {
 	if (c >= '0' && c <= '9')
 		return c - '0';
@@ -71,7 +72,7 @@ int vm_mac_norm(const char *s, char out[18])
 	if (len != 17 && len != 12)
 		return -EINVAL;
 	for (int k = 0; k < 6; k++) {
-		int hi = hexval((unsigned char)s[i]), lo = hexval((unsigned char)s[i + 1]);
+		int hi = vm_hexval((unsigned char)s[i]), lo = vm_hexval((unsigned char)s[i + 1]);
 		if (hi < 0 || lo < 0)
 			return -EINVAL;
 		b[k] = (unsigned char)(hi << 4 | lo);
@@ -127,7 +128,7 @@ const char *vm_basename(const char *path)
 	return slash ? slash + 1 : path;
 }
 
-static int check_limits(struct vm_desc *d, const char *src, struct im_err *err)
+int vm_check_limits(struct vm_desc *d, const char *src, struct im_err *err)
 {
 	if (d->memory_mib && (d->memory_mib < VM_MIN_MEMORY_MIB || d->memory_mib > VM_MAX_MEMORY_MIB))
 		return im_errf(err, IM_EXIT_SOURCE, -EINVAL,
@@ -498,12 +499,10 @@ static int ovf_vbox(xmlNode *vs, struct vm_desc *d, struct im_err *err)
 	return 0;
 }
 
-static int ovf_walk(xmlNode *env, struct vm_desc *d, struct im_err *err)
+/* The one VirtualSystem of the envelope. */
+static int ovf_system(xmlNode *env, xmlNode **out, struct im_err *err)
 {
-	xmlNode *vs = NULL, *hw, *os;
-	struct ovf_ctl ctl[64];
-	size_t nctl = 0, nitems = 0;
-	char v[256];
+	xmlNode *vs = NULL;
 
 	for (xmlNode *c = env->children; c; c = c->next) {
 		if (is_el(c, "VirtualSystemCollection"))
@@ -518,10 +517,18 @@ static int ovf_walk(xmlNode *env, struct vm_desc *d, struct im_err *err)
 	}
 	if (!vs)
 		return im_errf(err, IM_EXIT_SOURCE, -EINVAL, "OVF: no VirtualSystem");
+	*out = vs;
+	return 0;
+}
+
+/* The machine's name and guest OS. */
+static int ovf_names(xmlNode *vs, struct vm_desc *d, struct im_err *err)
+{
+	xmlNode *os = child(vs, "OperatingSystemSection");
+
 	FORWARD_ERR(child_text(vs, "Name", d->name, sizeof(d->name), err));
 	if (!d->name[0])
 		FORWARD_ERR(attr_text(vs, "id", d->name, sizeof(d->name), err));
-	os = child(vs, "OperatingSystemSection");
 	if (os) {
 		FORWARD_ERR(attr_text(os, "osType", d->guest_os, sizeof(d->guest_os), err));
 		if (!d->guest_os[0])
@@ -531,10 +538,18 @@ static int ovf_walk(xmlNode *env, struct vm_desc *d, struct im_err *err)
 		if (!d->guest_os[0])
 			FORWARD_ERR(attr_text(os, "id", d->guest_os, sizeof(d->guest_os), err));
 	}
-	hw = child(vs, "VirtualHardwareSection");
-	if (!hw)
-		return im_errf(err, IM_EXIT_SOURCE, -EINVAL, "OVF: no VirtualHardwareSection");
-	/* controllers first: a disk item may come before its controller */
+	return 0;
+}
+
+/* The disk controllers (IDE 5, SCSI 6, SATA or NVMe 20), first: a disk
+ * item may come before its controller. */
+static int ovf_controllers(xmlNode *hw, struct ovf_ctl *ctl, size_t max, size_t *nctl,
+			   struct im_err *err)
+{
+	size_t nitems = 0;
+	char v[256];
+
+	*nctl = 0;
 	for (xmlNode *it = hw->children; it; it = it->next) {
 		uint64_t type, bus = 0;
 		bool has, hasbus;
@@ -550,38 +565,116 @@ static int ovf_walk(xmlNode *env, struct vm_desc *d, struct im_err *err)
 		FORWARD_ERR(child_text(it, "ResourceSubType", v, sizeof(v), err));
 		kind = type == 5 ? "ide" : type == 6 ? "scsi" : strcasestr(v, "nvme") ? "nvme" : "sata";
 		FORWARD_ERR(item_num(it, "Address", &bus, &hasbus, err));
-		if (nctl == sizeof(ctl) / sizeof(ctl[0]))
+		if (*nctl == max)
 			return im_errf(err, IM_EXIT_SOURCE, -EINVAL, "OVF: more than %zu disk controllers",
-				       nctl);
+				       max);
 		if (bus > 64)
 			return im_errf(err, IM_EXIT_SOURCE, -EINVAL, "OVF: controller bus %llu",
 				       (unsigned long long)bus);
-		FORWARD_ERR(child_text(it, "InstanceID", ctl[nctl].id, sizeof(ctl[nctl].id), err));
-		snprintf(ctl[nctl].kind, sizeof(ctl[nctl].kind), "%s", kind);
-		ctl[nctl].bus = (unsigned)bus;
-		nctl++;
+		FORWARD_ERR(child_text(it, "InstanceID", ctl[*nctl].id, sizeof(ctl[*nctl].id), err));
+		snprintf(ctl[*nctl].kind, sizeof(ctl[*nctl].kind), "%s", kind);
+		ctl[*nctl].bus = (unsigned)bus;
+		(*nctl)++;
 	}
+	return 0;
+}
+
+/* VMware's <vmw:Config key="firmware"> and its secure boot. */
+static int ovf_config(xmlNode *it, struct vm_desc *d, struct im_err *err)
+{
+	char val[64];
+	bool fw = attr_is(it, "key", "firmware"),
+	     sb = attr_is(it, "key", "bootOptions.efiSecureBootEnabled");
+
+	/* (the values of other keys are not read: they may be long) */
+	if (fw || sb)
+		FORWARD_ERR(attr_text(it, "value", val, sizeof(val), err));
+	if (fw) {
+		if (!strcasecmp(val, "efi"))
+			d->firmware = VM_FW_EFI;
+		else if (!strcasecmp(val, "bios"))
+			d->firmware = VM_FW_BIOS;
+		else
+			return im_errf(err, IM_EXIT_SOURCE, -EINVAL, "OVF: firmware \"%s\" (efi or bios)",
+				       val);
+	} else if (sb) {
+		d->secure_boot = !strcasecmp(val, "true");
+	}
+	return 0;
+}
+
+static int ovf_nic(xmlNode *it, struct vm_desc *d, struct im_err *err)
+{
+	struct vm_nic *nic;
+	char mac[64];
+
+	if (d->nnics == VM_MAX_NICS)
+		return im_errf(err, IM_EXIT_SOURCE, -EINVAL, "OVF: more than %d network adapters",
+			       VM_MAX_NICS);
+	nic = &d->nics[d->nnics];
+	FORWARD_ERR(child_text(it, "ResourceSubType", nic->model, sizeof(nic->model), err));
+	FORWARD_ERR(child_text(it, "Address", mac, sizeof(mac), err));
+	if (mac[0] && vm_mac_norm(mac, nic->mac) < 0)
+		return im_errf(err, IM_EXIT_SOURCE, -EINVAL,
+			       "OVF: network adapter %zu: MAC address \"%s\" is not valid", d->nnics + 1,
+			       mac);
+	d->nnics++;
+	return 0;
+}
+
+static int ovf_disk(xmlNode *env, xmlNode *it, const struct ovf_ctl *ctl, size_t nctl,
+		    struct vm_desc *d, struct im_err *err)
+{
+	struct vm_disk *k;
+	char host[256], parent[64];
+	uint64_t n;
+	bool has;
+
+	if (d->ndisks == VM_MAX_DISKS)
+		return im_errf(err, IM_EXIT_SOURCE, -EINVAL, "OVF: more than %d disks", VM_MAX_DISKS);
+	k = &d->disks[d->ndisks];
+	FORWARD_ERR(child_text(it, "HostResource", host, sizeof(host), err));
+	if (!host[0])
+		return im_errf(err, IM_EXIT_UNSUPP, -ENOTSUP,
+			       "OVF: disk %zu has no HostResource (a blank disk is not a source)",
+			       d->ndisks + 1);
+	FORWARD_ERR(ovf_disk_file(env, host, k, err));
+	FORWARD_ERR(child_text(it, "Parent", parent, sizeof(parent), err));
+	for (size_t c = 0; parent[0] && c < nctl; c++)
+		if (!strcmp(ctl[c].id, parent)) {
+			snprintf(k->controller, sizeof(k->controller), "%s", ctl[c].kind);
+			k->bus = ctl[c].bus;
+		}
+	if (parent[0] && !k->controller[0])
+		return im_errf(err, IM_EXIT_SOURCE, -EINVAL,
+			       "OVF: disk %s's Parent %s is no disk controller", k->file, parent);
+	FORWARD_ERR(item_num(it, "AddressOnParent", &n, &has, err));
+	if (has && n > 255)
+		return im_errf(err, IM_EXIT_SOURCE, -EINVAL,
+			       "OVF: disk %s at address %llu on its controller", k->file,
+			       (unsigned long long)n);
+	k->unit = has ? (unsigned)n : 0;
+	d->ndisks++;
+	return 0;
+}
+
+static int ovf_walk(xmlNode *env, struct vm_desc *d, struct im_err *err)
+{
+	xmlNode *vs = NULL, *hw;
+	struct ovf_ctl ctl[64];
+	size_t nctl;
+
+	FORWARD_ERR(ovf_system(env, &vs, err));
+	FORWARD_ERR(ovf_names(vs, d, err));
+	hw = child(vs, "VirtualHardwareSection");
+	if (!hw)
+		return im_errf(err, IM_EXIT_SOURCE, -EINVAL, "OVF: no VirtualHardwareSection");
+	FORWARD_ERR(ovf_controllers(hw, ctl, sizeof(ctl) / sizeof(ctl[0]), &nctl, err));
 	for (xmlNode *it = hw->children; it; it = it->next) {
 		uint64_t type, n;
 		bool has;
 		if (is_el(it, "Config") || is_el(it, "ExtraConfig")) {
-			char val[64];
-			bool fw = attr_is(it, "key", "firmware"),
-			     sb = attr_is(it, "key", "bootOptions.efiSecureBootEnabled");
-			/* (the values of other keys are not read: they may be long) */
-			if (fw || sb)
-				FORWARD_ERR(attr_text(it, "value", val, sizeof(val), err));
-			if (fw) {
-				if (!strcasecmp(val, "efi"))
-					d->firmware = VM_FW_EFI;
-				else if (!strcasecmp(val, "bios"))
-					d->firmware = VM_FW_BIOS;
-				else
-					return im_errf(err, IM_EXIT_SOURCE, -EINVAL,
-						       "OVF: firmware \"%s\" (efi or bios)", val);
-			} else if (sb) {
-				d->secure_boot = !strcasecmp(val, "true");
-			}
+			FORWARD_ERR(ovf_config(it, d, err));
 			continue;
 		}
 		if (!is_item(it))
@@ -599,48 +692,9 @@ static int ovf_walk(xmlNode *env, struct vm_desc *d, struct im_err *err)
 		} else if (type == 4) {
 			FORWARD_ERR(ovf_memory(it, d, err));
 		} else if (type == 10) {
-			struct vm_nic *nic;
-			char mac[64];
-			if (d->nnics == VM_MAX_NICS)
-				return im_errf(err, IM_EXIT_SOURCE, -EINVAL,
-					       "OVF: more than %d network adapters", VM_MAX_NICS);
-			nic = &d->nics[d->nnics];
-			FORWARD_ERR(child_text(it, "ResourceSubType", nic->model, sizeof(nic->model), err));
-			FORWARD_ERR(child_text(it, "Address", mac, sizeof(mac), err));
-			if (mac[0] && vm_mac_norm(mac, nic->mac) < 0)
-				return im_errf(err, IM_EXIT_SOURCE, -EINVAL,
-					       "OVF: network adapter %zu: MAC address \"%s\" is not valid",
-					       d->nnics + 1, mac);
-			d->nnics++;
+			FORWARD_ERR(ovf_nic(it, d, err));
 		} else if (type == 17) {
-			struct vm_disk *k;
-			char host[256], parent[64];
-			if (d->ndisks == VM_MAX_DISKS)
-				return im_errf(err, IM_EXIT_SOURCE, -EINVAL, "OVF: more than %d disks",
-					       VM_MAX_DISKS);
-			k = &d->disks[d->ndisks];
-			FORWARD_ERR(child_text(it, "HostResource", host, sizeof(host), err));
-			if (!host[0])
-				return im_errf(err, IM_EXIT_UNSUPP, -ENOTSUP,
-					       "OVF: disk %zu has no HostResource (a blank disk is not a source)",
-					       d->ndisks + 1);
-			FORWARD_ERR(ovf_disk_file(env, host, k, err));
-			FORWARD_ERR(child_text(it, "Parent", parent, sizeof(parent), err));
-			for (size_t c = 0; parent[0] && c < nctl; c++)
-				if (!strcmp(ctl[c].id, parent)) {
-					snprintf(k->controller, sizeof(k->controller), "%s", ctl[c].kind);
-					k->bus = ctl[c].bus;
-				}
-			if (parent[0] && !k->controller[0])
-				return im_errf(err, IM_EXIT_SOURCE, -EINVAL,
-					       "OVF: disk %s's Parent %s is no disk controller", k->file, parent);
-			FORWARD_ERR(item_num(it, "AddressOnParent", &n, &has, err));
-			if (has && n > 255)
-				return im_errf(err, IM_EXIT_SOURCE, -EINVAL,
-					       "OVF: disk %s at address %llu on its controller", k->file,
-					       (unsigned long long)n);
-			k->unit = has ? (unsigned)n : 0;
-			d->ndisks++;
+			FORWARD_ERR(ovf_disk(env, it, ctl, nctl, d, err));
 		}
 	}
 	return ovf_vbox(vs, d, err);
@@ -690,335 +744,9 @@ int vm_ovf_parse(const char *xml, size_t len, struct vm_desc *d, struct im_err *
 		r = ovf_walk(root, d, err);
 	xmlFreeDoc(doc);
 	if (r == 0)
-		r = check_limits(d, "OVF", err);
+		r = vm_check_limits(d, "OVF", err);
 	if (r < 0)
 		memset(d, 0, sizeof(*d));
 	return r;
 }
 
-/* ---- .vmx ---- */
-
-#define VMX_MAX_LINE 65536   /* guestinfo values can be long */
-#define VMX_MAX_KEYS 20000
-
-struct vmx_kv {
-	char *key;      /* lowercased */
-	char *val;      /* |XX decoded */
-	unsigned line;
-};
-
-static int kv_cmp(const void *a, const void *b)
-{
-	return strcmp(((const struct vmx_kv *)a)->key, ((const struct vmx_kv *)b)->key);
-}
-
-static const struct vmx_kv *vmx_get(const struct vmx_kv *kv, size_t n, const char *key)
-{
-	struct vmx_kv k = { .key = (char *)key };
-	return n ? bsearch(&k, kv, n, sizeof(*kv), kv_cmp) : NULL;
-}
-
-static bool vmx_true(const struct vmx_kv *kv, size_t n, const char *key)
-{
-	const struct vmx_kv *e = vmx_get(kv, n, key);
-	return e && (!strcasecmp(e->val, "true") || !strcmp(e->val, "1"));
-}
-
-/* One line (no newline) into *kv; 0 (a key), 1 (blank or comment), -EINVAL. */
-static int vmx_line(const char *s, size_t len, struct vmx_kv *kv, const char **why)
-{
-	size_t i = 0, ks, ke, vs, j;
-	char *val;
-
-	while (i < len && (s[i] == ' ' || s[i] == '\t' || s[i] == '\r'))
-		i++;
-	if (i == len || s[i] == '#')
-		return 1;
-	ks = i;
-	while (i < len && (isalnum((unsigned char)s[i]) || strchr("._:-[]", s[i])))
-		i++;
-	ke = i;
-	if (ke == ks)
-		return *why = "no key", -EINVAL;
-	while (i < len && (s[i] == ' ' || s[i] == '\t'))
-		i++;
-	if (i == len || s[i] != '=')
-		return *why = "no '=' after the key", -EINVAL;
-	i++;
-	while (i < len && (s[i] == ' ' || s[i] == '\t'))
-		i++;
-	if (i == len || s[i] != '"')
-		return *why = "the value is not in quotes", -EINVAL;
-	vs = ++i;
-	while (i < len && s[i] != '"')
-		i++;
-	if (i == len)
-		return *why = "the value's closing quote is missing", -EINVAL;
-	for (j = i + 1; j < len; j++)
-		if (s[j] != ' ' && s[j] != '\t' && s[j] != '\r')
-			break;
-	if (j < len && s[j] != '#')
-		return *why = "text after the value", -EINVAL;
-	kv->key = strndup(s + ks, ke - ks);
-	val = malloc(i - vs + 1);
-	if (!kv->key || !val) {
-		free(kv->key);
-		free(val);
-		kv->key = NULL;
-		return *why = "out of memory", -ENOMEM;
-	}
-	for (char *k = kv->key; *k; k++)
-		*k = (char)tolower((unsigned char)*k);
-	/* |XX escapes (VMware writes '"' as |22, '|' as |7C) */
-	j = 0;
-	for (size_t p = vs; p < i; p++) {
-		if (s[p] == '|' && p + 2 < i && hexval((unsigned char)s[p + 1]) >= 0 &&
-		    hexval((unsigned char)s[p + 2]) >= 0) {
-			val[j++] = (char)(hexval((unsigned char)s[p + 1]) << 4 | hexval((unsigned char)s[p + 2]));
-			p += 2;
-		} else {
-			val[j++] = s[p];
-		}
-	}
-	val[j] = '\0';
-	if (strlen(val) != j) {
-		free(kv->key);
-		free(val);
-		kv->key = NULL;
-		return *why = "a NUL in the value", -EINVAL;
-	}
-	kv->val = val;
-	return 0;
-}
-
-static void vmx_free(struct vmx_kv *kv, size_t n)
-{
-	for (size_t i = 0; i < n; i++) {
-		free(kv[i].key);
-		free(kv[i].val);
-	}
-	free(kv);
-}
-
-static int vmx_str(const struct vmx_kv *kv, size_t n, const char *key, char *out, size_t outlen,
-		   struct im_err *err)
-{
-	const struct vmx_kv *e = vmx_get(kv, n, key);
-	char what[160];
-
-	out[0] = '\0';
-	if (!e)
-		return 0;
-	snprintf(what, sizeof(what), ".vmx line %u: %s", e->line, key);
-	return vm_str_field(out, outlen, e->val, strlen(e->val), what, err);
-}
-
-static int vmx_num(const struct vmx_kv *kv, size_t n, const char *key, uint64_t lo, uint64_t hi,
-		   uint64_t *v, struct im_err *err)
-{
-	const struct vmx_kv *e = vmx_get(kv, n, key);
-
-	if (!e)
-		return 0;
-	if (vm_parse_u64(e->val, strlen(e->val), v) < 0 || *v < lo || *v > hi)
-		return im_errf(err, IM_EXIT_SOURCE, -EINVAL, ".vmx line %u: %s = \"%.40s\" (%llu..%llu)",
-			       e->line, key, e->val, (unsigned long long)lo, (unsigned long long)hi);
-	return 1;
-}
-
-static const char *const vmx_ctl[] = { "scsi", "sata", "nvme", "ide" };
-
-struct vmx_slot {
-	unsigned kind, bus, unit;
-	const struct vmx_kv *present;
-};
-
-static int slot_cmp(const void *a, const void *b)
-{
-	const struct vmx_slot *x = a, *y = b;
-	if (x->kind != y->kind)
-		return x->kind < y->kind ? -1 : 1;
-	if (x->bus != y->bus)
-		return x->bus < y->bus ? -1 : 1;
-	return x->unit < y->unit ? -1 : x->unit > y->unit;
-}
-
-/* "scsi0:1.present" -> kind, bus, unit; false for other keys. */
-static bool disk_key(const char *key, struct vmx_slot *s)
-{
-	for (unsigned k = 0; k < sizeof(vmx_ctl) / sizeof(vmx_ctl[0]); k++) {
-		size_t l = strlen(vmx_ctl[k]);
-		unsigned bus, unit;
-		int used = 0;
-		if (strncmp(key, vmx_ctl[k], l))
-			continue;
-		if (!isdigit((unsigned char)key[l]) ||
-		    sscanf(key + l, "%3u:%3u.present%n", &bus, &unit, &used) != 2 ||
-		    (size_t)used != strlen(key + l) || bus > 99 || unit > 999)
-			return false;
-		s->kind = k;
-		s->bus = bus;
-		s->unit = unit;
-		return true;
-	}
-	return false;
-}
-
-static int vmx_fill(const struct vmx_kv *kv, size_t n, struct vm_desc *d, struct im_err *err)
-{
-	struct vmx_slot slots[64];
-	size_t nslots = 0;
-	uint64_t v;
-	char fw[16], key[64];
-	int r;
-
-	FORWARD_ERR(vmx_str(kv, n, "displayname", d->name, sizeof(d->name), err));
-	FORWARD_ERR(vmx_str(kv, n, "guestos", d->guest_os, sizeof(d->guest_os), err));
-	r = vmx_num(kv, n, "memsize", VM_MIN_MEMORY_MIB, VM_MAX_MEMORY_MIB, &v, err);
-	if (r < 0)
-		return r;
-	if (r)
-		d->memory_mib = v;
-	r = vmx_num(kv, n, "numvcpus", 1, VM_MAX_VCPUS, &v, err);
-	if (r < 0)
-		return r;
-	if (r)
-		d->vcpus = (unsigned)v;
-	FORWARD_ERR(vmx_str(kv, n, "firmware", fw, sizeof(fw), err));
-	if (!fw[0] || !strcasecmp(fw, "bios"))
-		d->firmware = VM_FW_BIOS;
-	else if (!strcasecmp(fw, "efi"))
-		d->firmware = VM_FW_EFI;
-	else
-		return im_errf(err, IM_EXIT_SOURCE, -EINVAL, ".vmx: firmware \"%s\" (efi or bios)", fw);
-	d->secure_boot = vmx_true(kv, n, "uefi.secureboot.enabled");
-
-	for (size_t i = 0; i < n; i++) {
-		struct vmx_slot s;
-		if (!disk_key(kv[i].key, &s) || !vmx_true(kv, n, kv[i].key))
-			continue;
-		if (nslots == sizeof(slots) / sizeof(slots[0]))
-			return im_errf(err, IM_EXIT_SOURCE, -EINVAL, ".vmx: more than %zu devices", nslots);
-		s.present = &kv[i];
-		slots[nslots++] = s;
-	}
-	qsort(slots, nslots, sizeof(slots[0]), slot_cmp);
-	for (size_t i = 0; i < nslots; i++) {
-		const struct vmx_slot *s = &slots[i];
-		char type[32], pfx[32];
-		struct vm_disk *k;
-		snprintf(pfx, sizeof(pfx), "%s%u", vmx_ctl[s->kind], s->bus);
-		snprintf(key, sizeof(key), "%s.present", pfx);
-		if (vmx_get(kv, n, key) && !vmx_true(kv, n, key))
-			continue;  /* its controller is not there */
-		snprintf(key, sizeof(key), "%s:%u.devicetype", pfx, s->unit);
-		FORWARD_ERR(vmx_str(kv, n, key, type, sizeof(type), err));
-		if (strcasestr(type, "cdrom") || strcasestr(type, "floppy") ||
-		    !strcasecmp(type, "scsi-passthru"))
-			continue;
-		if (d->ndisks == VM_MAX_DISKS)
-			return im_errf(err, IM_EXIT_SOURCE, -EINVAL, ".vmx: more than %d disks", VM_MAX_DISKS);
-		k = &d->disks[d->ndisks];
-		snprintf(key, sizeof(key), "%s:%u.filename", pfx, s->unit);
-		FORWARD_ERR(vmx_str(kv, n, key, k->file, sizeof(k->file), err));
-		if (!k->file[0])
-			return im_errf(err, IM_EXIT_SOURCE, -EINVAL, ".vmx line %u: %s:%u has no fileName",
-				       s->present->line, pfx, s->unit);
-		snprintf(k->controller, sizeof(k->controller), "%s", vmx_ctl[s->kind]);
-		k->bus = s->bus;
-		k->unit = s->unit;
-		d->ndisks++;
-	}
-
-	for (unsigned e = 0; e < 100; e++) {
-		char at[16], mac[32];
-		struct vm_nic *nic;
-		snprintf(key, sizeof(key), "ethernet%u.present", e);
-		if (!vmx_true(kv, n, key))
-			continue;
-		if (d->nnics == VM_MAX_NICS)
-			return im_errf(err, IM_EXIT_SOURCE, -EINVAL, ".vmx: more than %d network adapters",
-				       VM_MAX_NICS);
-		nic = &d->nics[d->nnics];
-		snprintf(key, sizeof(key), "ethernet%u.virtualdev", e);
-		FORWARD_ERR(vmx_str(kv, n, key, nic->model, sizeof(nic->model), err));
-		snprintf(key, sizeof(key), "ethernet%u.addresstype", e);
-		FORWARD_ERR(vmx_str(kv, n, key, at, sizeof(at), err));
-		snprintf(key, sizeof(key), "ethernet%u.%s", e,
-			 !strcasecmp(at, "static") ? "address" : "generatedaddress");
-		FORWARD_ERR(vmx_str(kv, n, key, mac, sizeof(mac), err));
-		if (mac[0] && vm_mac_norm(mac, nic->mac) < 0)
-			return im_errf(err, IM_EXIT_SOURCE, -EINVAL, ".vmx: %s = \"%s\" is not a MAC address",
-				       key, mac);
-		d->nnics++;
-	}
-	return check_limits(d, ".vmx", err);
-}
-
-int vm_vmx_parse(const char *text, size_t len, struct vm_desc *d, struct im_err *err)
-{
-	struct vmx_kv *kv = NULL;
-	size_t n = 0, cap = 0;
-	unsigned line = 0;
-	int r = 0;
-
-	memset(d, 0, sizeof(*d));
-	if (len > VM_MAX_DESC)
-		return im_errf(err, IM_EXIT_SOURCE, -EFBIG, ".vmx: %zu bytes, more than %u", len,
-			       VM_MAX_DESC);
-	if (memchr(text, '\0', len))
-		return im_errf(err, IM_EXIT_SOURCE, -EINVAL, ".vmx: a NUL byte at %zu",
-			       (size_t)((const char *)memchr(text, '\0', len) - text));
-	for (size_t at = 0; at < len && r == 0;) {
-		const char *nl = memchr(text + at, '\n', len - at);
-		size_t l = nl ? (size_t)(nl - text) - at : len - at;
-		const char *why = "";
-		line++;
-		if (l > VMX_MAX_LINE) {
-			r = im_errf(err, IM_EXIT_SOURCE, -EINVAL, ".vmx line %u: %zu bytes, more than %d",
-				    line, l, VMX_MAX_LINE);
-			break;
-		}
-		if (n == cap) {
-			struct vmx_kv *g;
-			if (cap >= VMX_MAX_KEYS) {
-				r = im_errf(err, IM_EXIT_SOURCE, -EINVAL, ".vmx: more than %d keys",
-					    VMX_MAX_KEYS);
-				break;
-			}
-			g = realloc(kv, (cap ? cap * 2 : 64) * sizeof(*kv));
-			if (!g) {
-				r = im_errf(err, IM_EXIT_INTERNAL, -ENOMEM, "out of memory");
-				break;
-			}
-			kv = g;
-			cap = cap ? cap * 2 : 64;
-		}
-		memset(&kv[n], 0, sizeof(kv[n]));
-		r = vmx_line(text + at, l, &kv[n], &why);
-		if (r == 0) {
-			kv[n++].line = line;
-		} else if (r == 1) {
-			r = 0;
-		} else {
-			r = im_errf(err, r == -ENOMEM ? IM_EXIT_INTERNAL : IM_EXIT_SOURCE, r,
-				    ".vmx line %u: %s", line, why);
-		}
-		at += l + 1;
-	}
-	if (r == 0 && n) {
-		qsort(kv, n, sizeof(*kv), kv_cmp);
-		for (size_t i = 1; i < n && r == 0; i++)
-			if (!strcmp(kv[i - 1].key, kv[i].key))
-				r = im_errf(err, IM_EXIT_SOURCE, -EINVAL,
-					    ".vmx lines %u and %u: the key %.100s twice",
-					    kv[i - 1].line < kv[i].line ? kv[i - 1].line : kv[i].line,
-					    kv[i - 1].line < kv[i].line ? kv[i].line : kv[i - 1].line, kv[i].key);
-	}
-	if (r == 0)
-		r = vmx_fill(kv, n, d, err);
-	vmx_free(kv, n);
-	if (r < 0)
-		memset(d, 0, sizeof(*d));
-	return r;
-}
