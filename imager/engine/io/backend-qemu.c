@@ -132,19 +132,28 @@ static void child_exec(const char *dir, const char *sock, const char *opts)
 	_exit(errno == ENOENT ? 127 : 126);
 }
 
+/* Reap the child if it ends within ms milliseconds: true (its status in
+ * *status, s->pid cleared), else false. */
+static bool child_reaped(struct qemu_state *s, unsigned ms, int *status)
+{
+	for (unsigned i = 0; i <= ms / 10; i++) {
+		if (waitpid(s->pid, status, WNOHANG) == s->pid) {
+			s->pid = 0;
+			return true;
+		}
+		struct timespec ts = { 0, 10 * 1000 * 1000 };
+		nanosleep(&ts, NULL);
+	}
+	return false;
+}
+
 static void child_stop(struct qemu_state *s)
 {
+	int status;
+
 	if (s->pid > 0) {
 		kill(s->pid, SIGTERM);
-		for (int i = 0; i < 200; i++) {          /* 2 s, then SIGKILL */
-			if (waitpid(s->pid, NULL, WNOHANG) == s->pid) {
-				s->pid = 0;
-				break;
-			}
-			struct timespec ts = { 0, 10 * 1000 * 1000 };
-			nanosleep(&ts, NULL);
-		}
-		if (s->pid > 0) {
+		if (!child_reaped(s, 2000, &status)) {   /* 2 s, then SIGKILL */
 			kill(s->pid, SIGKILL);
 			waitpid(s->pid, NULL, 0);
 			s->pid = 0;
@@ -178,17 +187,12 @@ static int child_ended(struct qemu_state *s, int status, const char *what, struc
 /* The child's end as an error, or false when it still runs after 2 s. */
 static bool child_gone(struct qemu_state *s, const char *what, struct im_err *err)
 {
-	for (int i = 0; i < 200; i++) {
-		int status;
-		if (waitpid(s->pid, &status, WNOHANG) == s->pid) {
-			s->pid = 0;
-			child_ended(s, status, what, err);
-			return true;
-		}
-		struct timespec ts = { 0, 10 * 1000 * 1000 };
-		nanosleep(&ts, NULL);
-	}
-	return false;
+	int status;
+
+	if (!child_reaped(s, 2000, &status))
+		return false;
+	child_ended(s, status, what, err);
+	return true;
 }
 
 /* Wait until the child listens on sock (or dies, or timeout_s passes). */
@@ -415,11 +419,15 @@ static int vhd_open(struct bk *bk, const char *path, unsigned flags, struct im_e
 	unsigned char f[512];
 	struct stat st;
 	int fd = open(path, O_RDONLY | O_CLOEXEC);
+	bool found = false;
 
-	if (fd >= 0 && fstat(fd, &st) == 0 && st.st_size >= 512 &&
-	    (util_pread_full(fd, f, 512, 0) == 0 && !memcmp(f, "conectix", 8) ?
-	     0 : util_pread_full(fd, f, 512, (uint64_t)st.st_size - 512)) == 0 &&
-	    !memcmp(f, "conectix", 8))
+	if (fd >= 0 && fstat(fd, &st) == 0 && st.st_size >= 512) {
+		found = util_pread_full(fd, f, 512, 0) == 0 && !memcmp(f, "conectix", 8);
+		if (!found)
+			found = util_pread_full(fd, f, 512, (uint64_t)st.st_size - 512) == 0 &&
+				!memcmp(f, "conectix", 8);
+	}
+	if (found)
 		snprintf(bk->detail, sizeof(bk->detail), "%s",
 			 f[63] == 2 ? "fixed" : f[63] == 3 ? "dynamic" : f[63] == 4 ? "differencing" : "");
 	if (fd >= 0)
