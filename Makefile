@@ -234,7 +234,7 @@ fuzz: deps
 	@sh tests/fuzz/run.sh $(FUZZ_SECONDS) $(FUZZERS)
 
 # The suites drive the built binary against disks made by the real tools.
-suites: $(BUILD)/imager
+suites: $(BUILD)/imager $(BUILD)/nbdkit-imager-plugin.so
 	@IMAGER=$(abspath $(BUILD)/imager) bash tests/run $(TESTS)
 
 # Everything, with one closing "N passed, N failed, N skipped" line.

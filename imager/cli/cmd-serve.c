@@ -6,12 +6,23 @@
  * nbdkit (exec, in the foreground) with imager's plugin, found next to the
  * binary (build/), in ../lib/imager beside its folder, or in
  * /usr/lib/imager.
+ *
+ * nbdkit runs with --threads 1: one request at a time per connection
+ * (clients that want more open more connections: the export allows
+ * multi-conn, and the plugin is thread-safe).  Debian 12's nbdkit 1.32
+ * aborts (connections.c: raw_send_socket: Assertion `sock >= 0') when a
+ * client goes away with several requests in flight on one connection, a
+ * failed read's client among them, whatever the plugin (its own file
+ * plugin too); with one thread per connection it does not.
  */
 #include <getopt.h>
 #include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/un.h>
 #include <unistd.h>
 
 #include "commands.h"
@@ -42,6 +53,39 @@ static int find_plugin(char *out, size_t len)
 	return access(out, R_OK) == 0 ? 0 : -1;
 }
 
+/* --socket PATH: nothing there, or a socket nobody listens on any more
+ * (nbdkit leaves its socket behind when stopped: removed); a live server's
+ * socket or another file is refused. */
+static int socket_free(const char *path)
+{
+	struct sockaddr_un a = { .sun_family = AF_UNIX };
+	struct stat st;
+	int fd, r;
+
+	if (strlen(path) >= sizeof(a.sun_path)) {
+		cli_error("serve", "%s: a socket path is at most %zu bytes", path, sizeof(a.sun_path) - 1);
+		return IM_EXIT_USAGE;
+	}
+	if (lstat(path, &st) < 0)
+		return IM_EXIT_OK;
+	if (!S_ISSOCK(st.st_mode)) {
+		cli_error("serve", "%s exists and is not a socket", path);
+		return IM_EXIT_TARGET;
+	}
+	memcpy(a.sun_path, path, strlen(path) + 1);
+	fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	if (fd < 0)
+		return IM_EXIT_INTERNAL;
+	r = connect(fd, (struct sockaddr *)&a, sizeof(a));
+	close(fd);
+	if (r == 0) {
+		cli_error("serve", "%s: a server already answers on this socket", path);
+		return IM_EXIT_TARGET;
+	}
+	unlink(path);   /* (left behind by a server that stopped) */
+	return IM_EXIT_OK;
+}
+
 int cmd_serve(int argc, char **argv, struct cli *cli)
 {
 	static const struct option opts[] = {
@@ -58,7 +102,7 @@ int cmd_serve(int argc, char **argv, struct cli *cli)
 	unsigned port = 0;
 	char plugin[PATH_MAX + 64], dirarg[PATH_MAX + 8], partarg[32], cachearg[40], portarg[16];
 	char where[PATH_MAX + 64], *abs;
-	const char *nargv[16];
+	const char *nargv[20];
 	size_t na = 0;
 	int c;
 
@@ -91,6 +135,8 @@ int cmd_serve(int argc, char **argv, struct cli *cli)
 		return cli_fail("serve", &err);
 	uint64_t size = img_reader_size(rd);
 	img_reader_close(rd);
+	if (sock && (c = socket_free(sock)) != IM_EXIT_OK)
+		return c;
 
 	if (find_plugin(plugin, sizeof(plugin)) < 0) {
 		cli_error("serve", "%s not found next to imager, in ../lib/imager or in /usr/lib/imager "
@@ -108,6 +154,8 @@ int cmd_serve(int argc, char **argv, struct cli *cli)
 	nargv[na++] = "nbdkit";
 	nargv[na++] = "--foreground";
 	nargv[na++] = "--readonly";
+	nargv[na++] = "--threads";
+	nargv[na++] = "1";
 	if (sock) {
 		nargv[na++] = "--unix";
 		nargv[na++] = sock;

@@ -5,12 +5,14 @@
  * over several frames, a partition of random bytes) saved, restored into a
  * raw file, then read at random through the reader; every range the
  * extents call zeros reads as zeros on the restored disk; one partition
- * alone; a small cache (evictions); a flipped byte in one frame of the
+ * alone; a small cache (evictions); 6 threads at once through a cache
+ * of 2 frames; a flipped byte in one frame of the
  * stream fails the reads touching that frame (-EIO, the partition and
  * frame named) and no other.
  */
 #include <errno.h>
 #include <fcntl.h>
+#include <pthread.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -253,6 +255,61 @@ static void small_cache(void)
 	img_reader_close(r);
 }
 
+/* 6 threads reading at random through one reader with a cache of 2
+ * frames: frames pinned while copied out, evicted, decoded twice at once. */
+struct par_arg {
+	struct img_reader *r;
+	uint64_t seed;
+	int bad;
+};
+
+static void *par_reader(void *p)
+{
+	struct par_arg *a = p;
+	unsigned char *buf = malloc(1u << 20);
+	uint64_t s = a->seed;
+
+	for (int i = 0; buf && i < 150; i++) {
+		struct im_err err = { 0 };
+		s ^= s << 13;
+		s ^= s >> 7;
+		s ^= s << 17;
+		uint64_t len = 1 + s % (1u << 20), off = (s >> 20) % (want_size - len + 1);
+		if (img_reader_read(a->r, buf, len, off, &err) != 0 || memcmp(buf, want + off, len))
+			a->bad++;
+	}
+	free(buf);
+	return NULL;
+}
+
+static void parallel_reads(void)
+{
+	struct img_reader *r;
+	struct img_reader_opts o = { .cache_bytes = 8u << 20 };
+	struct img_reader_stats st;
+	struct im_err err = { 0 };
+	pthread_t t[6];
+	struct par_arg a[6];
+
+	if (!ready)
+		return;
+	CHECK(img_reader_open(image, &o, &r, &err) == 0);
+	if (!r)
+		return;
+	for (int i = 0; i < 6; i++) {
+		a[i] = (struct par_arg){ .r = r, .seed = 0x12345678ull * (uint64_t)(i + 1) };
+		CHECK(pthread_create(&t[i], NULL, par_reader, &a[i]) == 0);
+	}
+	for (int i = 0; i < 6; i++) {
+		pthread_join(t[i], NULL);
+		CHECK_EQ_U(a[i].bad, 0);
+	}
+	img_reader_stats(r, &st);
+	CHECK(st.evictions > 0);
+	CHECK(st.cached_bytes <= 8u << 20);
+	img_reader_close(r);
+}
+
 /* A byte flipped in one frame of partition 1: reads touching that frame
  * fail with -EIO naming it; the other frames and partitions read right. */
 static void damaged_frame(void)
@@ -349,4 +406,4 @@ static void teardown(void)
 }
 
 UNIT_MAIN(UNIT(setup), UNIT(random_reads), UNIT(extents), UNIT(one_partition), UNIT(small_cache),
-	  UNIT(damaged_frame), UNIT(refused), UNIT(teardown))
+	  UNIT(parallel_reads), UNIT(damaged_frame), UNIT(refused), UNIT(teardown))
