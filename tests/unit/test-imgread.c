@@ -33,10 +33,7 @@ static bool ready;
 static uint64_t rnd_state = 0x9e3779b97f4a7c15ull;
 static uint64_t rnd(void)
 {
-	rnd_state ^= rnd_state << 13;
-	rnd_state ^= rnd_state >> 7;
-	rnd_state ^= rnd_state << 17;
-	return rnd_state;
+	return unit_xorshift(&rnd_state);
 }
 
 static int sh(const char *fmt, const char *a)
@@ -271,9 +268,7 @@ static void *par_reader(void *p)
 
 	for (int i = 0; buf && i < 150; i++) {
 		struct im_err err = { 0 };
-		s ^= s << 13;
-		s ^= s >> 7;
-		s ^= s << 17;
+		unit_xorshift(&s);
 		uint64_t len = 1 + s % (1u << 20), off = (s >> 20) % (want_size - len + 1);
 		if (img_reader_read(a->r, buf, len, off, &err) != 0 || memcmp(buf, want + off, len))
 			a->bad++;
