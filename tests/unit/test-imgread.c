@@ -374,7 +374,8 @@ static void damaged_frame(void)
 	free(buf);
 }
 
-/* Not an image: the folder's own refusal; Clonezilla's: not yet. */
+/* Not an image: the folder's own refusal; Clonezilla's: not yet; a
+ * damaged index: refused (last: the image stays damaged). */
 static void refused(void)
 {
 	struct img_reader *r;
@@ -391,6 +392,15 @@ static void refused(void)
 	err = (struct im_err){ 0 };
 	CHECK(img_reader_open(path, NULL, &r, &err) == -ENOTSUP);
 	CHECK_EQ_U(err.exit_class, IM_EXIT_UNSUPP);
+	/* a damaged index (of the second partition: the first one's is open
+	 * by then, and let go again) */
+	snprintf(path, sizeof(path), "%s/part2.idx", image);
+	CHECK(sh("printf 'X' | dd of=%s bs=1 seek=20 conv=notrunc status=none", path) == 0);
+	err = (struct im_err){ 0 };
+	CHECK(img_reader_open(image, NULL, &r, &err) < 0);
+	CHECK_EQ_U(err.exit_class, IM_EXIT_DAMAGED);
+	CHECK(strstr(err.msg, "partition 2") != NULL);
+	CHECK(r == NULL);
 }
 
 static void teardown(void)

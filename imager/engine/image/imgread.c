@@ -214,10 +214,10 @@ static int open_parts(struct img_reader *r, const char *dir, struct im_err *err)
 
 	r->parts = calloc(r->m.nparts + 1, sizeof(*r->parts));
 	r->area_bytes = calloc(r->m.nareas + 1, sizeof(*r->area_bytes));
+	for (size_t i = 0; r->parts && i < r->m.nparts; i++)
+		r->parts[i].fd = -1;
 	if (!r->parts || !r->area_bytes)
 		return im_errf(err, IM_EXIT_INTERNAL, -ENOMEM, "out of memory");
-	for (size_t i = 0; i < r->m.nparts; i++)
-		r->parts[i].fd = -1;
 	for (size_t i = 0; i < r->m.nparts; i++) {
 		const struct img_part *p = &r->m.parts[i];
 		struct rpart *rp = &r->parts[i];
