@@ -11,10 +11,12 @@ PKGS      := libparted blkid libzstd json-c libxxhash zlib libnbd libguestfs lib
 # no-op when all are present); tests/ts/setup/packages checks that every
 # program the product, the tests and the benches run comes from one of these
 # lists (or from what a bare Debian 12 has).
-#   DEB_BUILD  to build imager (clang and its runtimes: the fuzzing harnesses)
+#   DEB_BUILD  to build imager (clang and its runtimes: the fuzzing harnesses;
+#              nbdkit-plugin-dev: nbdkit-plugin.h, for imager serve's plugin)
 #   DEB_RUN    what imager runs on the host: e2fsck/resize2fs, ntfsresize,
 #              xfs_growfs and btrfs (growing on partition devices; with
-#              resize.f2fs, shrinking with --shrink), and
+#              resize.f2fs, shrinking with --shrink), nbdkit (imager
+#              serve runs it with imager's plugin), and
 #              libguestfs's appliance, which supermin builds from this
 #              machine's kernel (a bare Debian has none: linux-image-amd64)
 #              and qemu runs (libguestfs-xfs: XFS tools inside it, to grow XFS)
@@ -26,9 +28,10 @@ PKGS      := libparted blkid libzstd json-c libxxhash zlib libnbd libguestfs lib
 #              signed, xorriso, ssh, sshfs, nbdkit, dialog; the kernel is DEB_RUN's)
 DEB_BUILD := build-essential pkg-config clang libclang-rt-14-dev libparted-dev libblkid-dev libzstd-dev \
              libjson-c-dev libxxhash-dev zlib1g-dev libnbd-dev libguestfs-dev \
-             libvirt-dev libxml2-dev libhivex-dev libarchive-dev liblzma-dev libssl-dev
+             libvirt-dev libxml2-dev libhivex-dev libarchive-dev liblzma-dev libssl-dev \
+             nbdkit-plugin-dev
 DEB_RUN   := e2fsprogs supermin qemu-system-x86 linux-image-amd64 libguestfs-xfs \
-             ntfs-3g xfsprogs btrfs-progs f2fs-tools dosfstools mtools
+             ntfs-3g xfsprogs btrfs-progs f2fs-tools dosfstools mtools nbdkit
 DEB_TEST  := parted fdisk dosfstools mtools zstd util-linux util-linux-extra time procps file git \
              partclone qemu-utils xxd jq python3 nbdkit libguestfs-tools xxhash \
              cpio mmdebstrap initramfs-tools-core xz-utils lz4 bzip2 \
@@ -106,7 +109,8 @@ LIBS        := $(BUILD)/libimager-virt.a $(BUILD)/libimager-convert.a $(BUILD)/l
 SAN_LIBS    := $(LIBS:%.a=%-san.a)
 
 layer_flags = $(shell pkg-config --cflags $(2) 2>/dev/null) -DIMAGER_LAYER=$(1) $(3)
-ENGINE_FLAGS  = $(call layer_flags,1,$(PKGS_ENGINE),$(ENGINE_INC))
+# (-fPIC: the engine is linked into imager serve's nbdkit plugin as well)
+ENGINE_FLAGS  = $(call layer_flags,1,$(PKGS_ENGINE),$(ENGINE_INC) -fPIC)
 CONVERT_FLAGS = $(call layer_flags,2,$(PKGS_CONVERT),-Iimager/convert $(ENGINE_INC))
 VIRT_FLAGS    = $(call layer_flags,3,$(PKGS_VIRT),-Iimager/virt -Iimager/convert $(ENGINE_INC))
 CLI_FLAGS     = $(call layer_flags,4,$(PKGS),-Iimager/cli -Iimager/virt -Iimager/convert $(ENGINE_INC))
@@ -128,7 +132,7 @@ FUZZ_OBJ     := $(ENGINE_SRC:%.c=$(BUILD)/fz/%.o) $(BUILD)/fz/imager/convert/con
 FUZZ_BASE     = $(BASE_CFLAGS)
 
 .PHONY: all deps check unit unit-san suites demo bench boot install deb layers clean fuzz
-all: $(BUILD)/imager $(BUILD)/imager-live
+all: $(BUILD)/imager $(BUILD)/imager-live $(BUILD)/nbdkit-imager-plugin.so
 
 $(BUILD)/obj/imager/engine/%.o $(BUILD)/san/imager/engine/%.o $(BUILD)/obj/fsplugins/%.o $(BUILD)/san/fsplugins/%.o: LAYER_FLAGS = $(ENGINE_FLAGS)
 $(BUILD)/obj/imager/convert/%.o $(BUILD)/san/imager/convert/%.o: LAYER_FLAGS = $(CONVERT_FLAGS)
@@ -171,6 +175,17 @@ $(BUILD)/libimager-%.a:
 
 $(BUILD)/imager: $(CLI_OBJ) $(LIBS)
 	$(CC) $(BASE_CFLAGS) $(CFLAGS) -o $@ $(CLI_OBJ) $(LIBS) $(LDLIBS) $(LDFLAGS)
+
+# imager serve's nbdkit plugin (imager/nbdkit/): a shared object that links
+# the engine library (built -fPIC; only what the image reader needs is
+# pulled in, and the engine links nothing of nbdkit), exporting nbdkit's
+# entry point alone (the version script); nbdkit_* come from nbdkit itself.
+$(BUILD)/obj/imager/nbdkit/%.o: LAYER_FLAGS = $(call layer_flags,1,$(PKGS_ENGINE),) -fPIC
+$(BUILD)/nbdkit-imager-plugin.so: $(BUILD)/obj/imager/nbdkit/nbdkit-imager-plugin.o \
+		$(BUILD)/libimager-engine.a imager/nbdkit/plugin.map
+	$(CC) $(BASE_CFLAGS) $(CFLAGS) -shared -Wl,--version-script=imager/nbdkit/plugin.map \
+		-o $@ $< $(BUILD)/libimager-engine.a \
+		$(shell pkg-config --libs $(PKGS_ENGINE) 2>/dev/null) -pthread $(LDFLAGS)
 
 # The live medium's parameter checker: boot/params.c (no library but libc).
 $(BUILD)/imager-live: boot/imager-live.c $(BUILD)/libimager-boot.a
@@ -219,7 +234,7 @@ fuzz: deps
 	@sh tests/fuzz/run.sh $(FUZZ_SECONDS) $(FUZZERS)
 
 # The suites drive the built binary against disks made by the real tools.
-suites: $(BUILD)/imager
+suites: $(BUILD)/imager $(BUILD)/nbdkit-imager-plugin.so
 	@IMAGER=$(abspath $(BUILD)/imager) bash tests/run $(TESTS)
 
 # Everything, with one closing "N passed, N failed, N skipped" line.
@@ -246,9 +261,10 @@ bench: deps
 	@$(MAKE) --no-print-directory all
 	@IMAGER=$(abspath $(BUILD)/imager) bash tests/bench/bench.sh
 
-install: $(BUILD)/imager
-	install -d $(DESTDIR)$(PREFIX)/bin $(DESTDIR)$(PREFIX)/share/man/man1
+install: $(BUILD)/imager $(BUILD)/nbdkit-imager-plugin.so
+	install -d $(DESTDIR)$(PREFIX)/bin $(DESTDIR)$(PREFIX)/share/man/man1 $(DESTDIR)$(PREFIX)/lib/imager
 	install -m 755 $(BUILD)/imager $(DESTDIR)$(PREFIX)/bin/imager
+	install -m 644 $(BUILD)/nbdkit-imager-plugin.so $(DESTDIR)$(PREFIX)/lib/imager/nbdkit-imager-plugin.so
 	install -m 644 imager.1 $(DESTDIR)$(PREFIX)/share/man/man1/imager.1
 
 # The Debian package, built by dpkg-buildpackage (debian/) from a copy of

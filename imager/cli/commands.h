@@ -68,6 +68,7 @@ int cmd_pools(int argc, char **argv, struct cli *cli);
 int cmd_p2v(int argc, char **argv, struct cli *cli);
 int cmd_restore(int argc, char **argv, struct cli *cli);
 int cmd_save(int argc, char **argv, struct cli *cli);
+int cmd_serve(int argc, char **argv, struct cli *cli);
 int cmd_verify(int argc, char **argv, struct cli *cli);
 
 /* ---- helpers for command code (cli.c) ---- */

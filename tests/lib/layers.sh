@@ -2,8 +2,9 @@
 # The layer rule, checked on the built libraries (make layers; the
 # setup/layers test): a layer refers to no symbol of a library it may not
 # use.  Usage: tests/lib/layers.sh BUILD_DIR
-#   engine   no libguestfs, hivex or libvirt, and nothing defined by the
-#            convert, virt or CLI layers (libxml2 it may use: the OVF
+#   engine   no libguestfs, hivex, libvirt or nbdkit (imager serve's plugin
+#            links the engine, never the reverse), and nothing defined by
+#            the convert, virt or CLI layers (libxml2 it may use: the OVF
 #            descriptors of virtual machines as sources)
 #   convert  no libvirt, and nothing defined by the virt or CLI layers
 #   virt     nothing defined by the CLI (its objects, BUILD_DIR/obj/imager/cli)
@@ -54,8 +55,8 @@ trap 'rm -rf "$tmp"' EXIT
 for l in convert virt; do defined "$l" >"$tmp/$l.def"; done
 nm -g --defined-only "$b"/obj/imager/cli/*.o 2>/dev/null | awk 'NF == 3 { print $3 }' | sort -u >"$tmp/cli.def"
 [ -s "$tmp/cli.def" ] || { echo "layers: $b/obj/imager/cli/*.o are not built" >&2; exit 2; }
-check engine "libguestfs, hivex, libvirt or the layers above it" \
-	'^(guestfs_|hivex_|vir[A-Z])' convert virt cli
+check engine "libguestfs, hivex, libvirt, nbdkit or the layers above it" \
+	'^(guestfs_|hivex_|vir[A-Z]|nbdkit_)' convert virt cli
 check convert "libvirt or the layers above it" '^vir[A-Z]' virt cli
 check virt "the CLI" "" cli
 plugins() {
@@ -88,7 +89,7 @@ room_of_public() {
 	backend.h) echo io ;;
 	disk.h|layout.h|ptable.h) echo disk ;;
 	fs.h|fsplugin.h|lvmfmt.h|swapfmt.h|ntfsfmt.h|xfsfmt.h|btrfsfmt.h) echo fs ;;
-	image.h) echo image ;;
+	image.h|imgread.h) echo image ;;
 	clonezilla.h|partclone.h) echo sources ;;
 	job.h) echo jobs ;;
 	*) echo "" ;;

@@ -7,6 +7,7 @@
 #ifndef IMAGER_UNIT_H
 #define IMAGER_UNIT_H
 
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -29,6 +30,16 @@ static inline void unit_skip(const char *why)
 	if (!_a || !_b || strcmp(_a, _b)) { unit_failures++; \
 	fprintf(stderr, "  %s:%d: %s == \"%s\", expected \"%s\"\n", __FILE__, __LINE__, #a, \
 		_a ? _a : "(null)", _b ? _b : "(null)"); } } while (0)
+
+/* A deterministic pseudo-random sequence (xorshift64): the next number of
+ * the state *s (never 0). */
+static inline uint64_t unit_xorshift(uint64_t *s)
+{
+	*s ^= *s << 13;
+	*s ^= *s >> 7;
+	*s ^= *s << 17;
+	return *s;
+}
 
 typedef void (*unit_fn)(void);
 struct unit_case { const char *name; unit_fn fn; };
