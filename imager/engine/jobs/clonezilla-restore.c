@@ -226,7 +226,7 @@ static int cz_put(struct cz_job *j, size_t i, uint64_t off, uint64_t len, const 
 	const unsigned char *b = buf;
 
 	if (!lv)
-		return writer_put(j->w, i, off, len, buf, err);
+		return j->part_put(j->sink, i, off, len, buf, err);
 	while (len) {
 		size_t k;
 		uint64_t n;
@@ -241,8 +241,8 @@ static int cz_put(struct cz_job *j, size_t i, uint64_t off, uint64_t len, const 
 		n = lv->segs[k].len - (off - lv->segs[k].lv_off);
 		if (n > len)
 			n = len;
-		r = writer_put(j->w, lv->segs[k].part, lv->segs[k].part_off + (off - lv->segs[k].lv_off),
-			       n, b, err);
+		r = j->part_put(j->sink, lv->segs[k].part,
+				lv->segs[k].part_off + (off - lv->segs[k].lv_off), n, b, err);
 		if (r < 0)
 			return r;
 		off += n;
@@ -300,7 +300,7 @@ static int write_pvs(const char *dir, const struct cz_image *cz, struct cz_job *
 					    p->name, cz->vgs[v], e.msg);
 				break;
 			}
-			r = writer_put(j->w, i, 0, p->pe_start, head, err);
+			r = j->part_put(j->sink, i, 0, p->pe_start, head, err);
 			j->done += p->pe_start;
 			free(head);
 		}
@@ -310,6 +310,17 @@ static int write_pvs(const char *dir, const struct cz_image *cz, struct cz_job *
 			return r;
 	}
 	return 0;
+}
+
+/* Does LV a lie before LV b on the disk (their first segments)?  LVs
+ * without a segment come last. */
+static bool lv_before(const struct cz_lv *a, const struct cz_lv *b)
+{
+	if (!a->nsegs || !b->nsegs)
+		return a->nsegs > b->nsegs;
+	if (a->segs[0].part != b->segs[0].part)
+		return a->segs[0].part < b->segs[0].part;
+	return a->segs[0].part_off < b->segs[0].part_off;
 }
 
 /* ---- the folder as the source of the copy job (copyjob.h) ---- */
@@ -323,10 +334,9 @@ struct czsrc {
 	struct cz_job j;
 };
 
-static int czsrc_plan(void *ctx, struct disk_plan *pl, uint64_t *total, struct im_err *err)
+int cz_plan(const char *dir, const struct cz_image *cz, struct disk_plan *pl, uint64_t *total,
+	    uint64_t *used, uint64_t *lv_used, struct im_err *err)
 {
-	struct czsrc *c = ctx;
-	const struct cz_image *cz = c->cz;
 	int r = disk_plan_alloc(pl, cz->disk_size, cz->table, cz->lss, cz->nparts, 2 + cz->nparts,
 				err);
 
@@ -338,9 +348,17 @@ static int czsrc_plan(void *ctx, struct disk_plan *pl, uint64_t *total, struct i
 		grow_fs_set(&pl->fs[i], p->fs[0] ? p->fs : NULL, NULL, 0);
 	}
 	if (r == 0)
-		r = plan_areas(c->dir, cz, pl, err);
+		r = plan_areas(dir, cz, pl, err);
 	if (r == 0)
-		r = cz_count_used(c->dir, cz, &c->j.total, c->used, c->lv_used, err);
+		r = cz_count_used(dir, cz, total, used, lv_used, err);
+	return r;
+}
+
+static int czsrc_plan(void *ctx, struct disk_plan *pl, uint64_t *total, struct im_err *err)
+{
+	struct czsrc *c = ctx;
+	int r = cz_plan(c->dir, c->cz, pl, &c->j.total, c->used, c->lv_used, err);
+
 	*total = c->j.total;
 	return r;
 }
@@ -362,27 +380,50 @@ static void czsrc_shrink_part(void *ctx, size_t i, struct shrink_part *sp)
 	}
 }
 
+int cz_copy_part(const char *dir, const struct cz_image *cz, size_t i, struct cz_job *j,
+		 struct im_err *err)
+{
+	bool done[CZ_MAX_LVS] = { false };
+	int r = i == 0 ? write_pvs(dir, cz, j, err) : 0;
+
+	if (r == 0)
+		r = restore_part(dir, &cz->parts[i], i, j, err);
+	/* The LVs in the order of their first extent on the disk, so that
+	 * each PV is written front to back. */
+	for (size_t n = 0; r == 0 && i + 1 == cz->nparts && n < cz->nlvs; n++) {
+		size_t l = cz->nlvs;
+		for (size_t k = 0; k < cz->nlvs; k++)
+			if (!done[k] && (l == cz->nlvs || lv_before(&cz->lvs[k], &cz->lvs[l])))
+				l = k;
+		done[l] = true;
+		j->lv = &cz->lvs[l];
+		r = restore_part(dir, &cz->lvs[l].part, 0, j, err);
+		j->lv = NULL;
+	}
+	return r;
+}
+
+/* (the writer as struct cz_job's part_put) */
+static int cz_writer_put(void *sink, size_t i, uint64_t off, uint64_t len, const void *buf,
+			 struct im_err *err)
+{
+	return writer_put(sink, i, off, len, buf, err);
+}
+
 /* Partition i's stream; the PVs made afresh before the first, the LVs
  * written after the last. */
 static int czsrc_copy(void *ctx, struct copyjob *cj, size_t i, uint64_t from, struct im_err *err)
 {
 	struct czsrc *c = ctx;
-	const struct cz_image *cz = c->cz;
-	int r = 0;
+	int r;
 
 	(void)from;   /* (no journal: nothing to resume) */
 	if (i == 0) {
-		c->j.w = &cj->w;
+		c->j.sink = &cj->w;
+		c->j.part_put = cz_writer_put;
 		c->j.done = 0;
-		r = write_pvs(c->dir, cz, &c->j, err);
 	}
-	if (r == 0)
-		r = restore_part(c->dir, &cz->parts[i], i, &c->j, err);
-	for (size_t l = 0; r == 0 && i + 1 == cz->nparts && l < cz->nlvs; l++) {
-		c->j.lv = &cz->lvs[l];
-		r = restore_part(c->dir, &cz->lvs[l].part, 0, &c->j, err);
-		c->j.lv = NULL;
-	}
+	r = cz_copy_part(c->dir, c->cz, i, &c->j, err);
 	cj->written = c->j.done;
 	return r;
 }

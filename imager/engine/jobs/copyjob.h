@@ -138,6 +138,21 @@ void disksrc_close(struct disksrc *d);
 
 /* ---- a Clonezilla folder as the source (clonezilla-restore.c) ---- */
 
+/* The plan of the folder's disk (its partitions and boot areas, as
+ * disk_plan_alloc() makes them: disk_plan_free() frees it), and the bytes
+ * each stream writes: added to *total, used[] per partition (CZ_MAX_PARTS),
+ * lv_used[] per LV (CZ_MAX_LVS). */
+struct cz_image;
+struct cz_job;
+int cz_plan(const char *dir, const struct cz_image *cz, struct disk_plan *pl, uint64_t *total,
+	    uint64_t *used, uint64_t *lv_used, struct im_err *err);
+/* Partition i's bytes through j->put and j->part_put: before the first,
+ * every PV's head made afresh; after the last, the LVs' streams (in the
+ * order of their first extent).  What a restore writes of the partitions,
+ * in that order; the boot areas are the plan's (written last). */
+int cz_copy_part(const char *dir, const struct cz_image *cz, size_t i, struct cz_job *j,
+		 struct im_err *err);
+
 /* Restore the folder onto target (as im_restore(), which calls it). */
 int cz_restore(const struct disk_roots *roots, const char *dir, const char *target,
 	       const struct restore_opts *opts, struct restore_stats *stats, struct im_err *err);

@@ -22,14 +22,18 @@
 #include "source.h"
 
 /* A restore's state while streams are written (jobs/clonezilla-restore.c
- * fills it): the stream readers hand each run of bytes to put(). */
-struct writer;
+ * fills it): the stream readers hand each run of bytes to put(), which
+ * hands them to part_put() at partition offsets: the restore's writer, or
+ * the index that `imager serve` builds (jobs/czindex.c). */
 struct cz_job {
 	/* A write of [off, off+len) of partition i, or, for an LV (lv), of
 	 * the LV's bytes, split over its segments. */
 	int (*put)(struct cz_job *j, size_t i, uint64_t off, uint64_t len, const void *buf,
 		   struct im_err *err);
-	struct writer *w;          /* the restore's (put's, jobs/writer.h) */
+	/* Where put() and the PVs' heads go: [off, off+len) of partition i. */
+	int (*part_put)(void *sink, size_t i, uint64_t off, uint64_t len, const void *buf,
+			struct im_err *err);
+	void *sink;                /* part_put's (the restore's: its writer) */
 	uint64_t done, total;
 	const struct im_progress *progress;
 	const struct cz_lv *lv;    /* the LV being written, or NULL */
