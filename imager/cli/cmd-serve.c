@@ -1,8 +1,12 @@
 /* SPDX-License-Identifier: GPL-2.0-or-later */
 /*
- * imager serve DIR [--socket PATH | --port N] [--partition N] [--cache SIZE]:
- * the disk an image folder holds as a read-only NBD export.  The folder is
- * opened and checked here (the usual exit codes), then imager becomes
+ * imager serve DIR [--socket PATH | --port N] [--partition N] [--cache SIZE]
+ *              [--cache-dir DIR]:
+ * the disk an image folder (imager's or Clonezilla's) holds as a read-only
+ * NBD export.  The folder is opened and checked here (the usual exit
+ * codes; a Clonezilla folder's index found or built here, under
+ * --cache-dir, $IMAGER_CZINDEX_DIR or /var/cache/imager/czindex: job.h's
+ * im_czindex), then imager becomes
  * nbdkit (exec, in the foreground) with imager's plugin, found next to the
  * binary (build/), in ../lib/imager beside its folder, or in
  * /usr/lib/imager.
@@ -27,6 +31,7 @@
 
 #include "commands.h"
 #include "imager/imgread.h"
+#include "imager/job.h"
 
 #define PLUGIN "nbdkit-imager-plugin.so"
 
@@ -93,14 +98,18 @@ int cmd_serve(int argc, char **argv, struct cli *cli)
 		{ "port", required_argument, NULL, 'p' },
 		{ "partition", required_argument, NULL, 'n' },
 		{ "cache", required_argument, NULL, 'c' },
+		{ "cache-dir", required_argument, NULL, 'd' },
 		{ NULL, 0, NULL, 0 },
 	};
 	struct img_reader_opts ro = { 0 };
+	struct im_czindex_opts co = { .cache_dir = getenv("IMAGER_CZINDEX_DIR") };
+	struct im_czindex_report rep;
 	struct img_reader *rd;
 	struct im_err err = { 0 };
 	const char *sock = NULL, *dir;
 	unsigned port = 0;
 	char plugin[PATH_MAX + 64], dirarg[PATH_MAX + 8], partarg[32], cachearg[40], portarg[16];
+	char czarg[PATH_MAX + 16], *czabs = NULL;
 	char where[PATH_MAX + 64], *abs;
 	const char *nargv[20];
 	size_t na = 0;
@@ -121,6 +130,7 @@ int cmd_serve(int argc, char **argv, struct cli *cli)
 			if (cli_parse_size(optarg, &ro.cache_bytes) < 0 || ro.cache_bytes < (1u << 20))
 				return cli_usage("serve", "--cache takes a size of at least 1MiB");
 			break;
+		case 'd': co.cache_dir = optarg; break;
 		default: return cli_usage("serve", "unknown option");
 		}
 	}
@@ -130,11 +140,27 @@ int cmd_serve(int argc, char **argv, struct cli *cli)
 		return cli_usage("serve", "--socket and --port exclude each other");
 	dir = argv[optind];
 
-	/* The folder checked here, so that its faults get imager's exit codes. */
-	if (img_reader_open(dir, &ro, &rd, &err) < 0)
+	/* The folder checked here, so that its faults get imager's exit codes
+	 * (and a Clonezilla folder's index made before nbdkit starts). */
+	if (img_is_clonezilla(dir) && cli->verbose >= 0)
+		fprintf(stderr, "imager serve: %s is a Clonezilla folder: reading it through its index "
+			"in %s\n", dir, co.cache_dir && co.cache_dir[0] ? co.cache_dir
+								: IM_CZINDEX_DIR_DEFAULT);
+	if (im_reader_open(dir, &ro, &co, &rd, &rep, &err) < 0)
 		return cli_fail("serve", &err);
 	uint64_t size = img_reader_size(rd);
 	img_reader_close(rd);
+	if (rep.path[0] && cli->verbose >= 0) {
+		char human[32];
+		cli_human(rep.bytes, human, sizeof(human));
+		fprintf(stderr, "imager serve: index %s %s in %llu.%03llu s (%s)\n", rep.path,
+			rep.built ? "built" : "reused", (unsigned long long)(rep.ms / 1000),
+			(unsigned long long)(rep.ms % 1000), human);
+	}
+	if (rep.path[0] && co.cache_dir && co.cache_dir[0] && !(czabs = realpath(co.cache_dir, NULL))) {
+		cli_error("serve", "%s: cannot resolve the cache's path", co.cache_dir);
+		return IM_EXIT_IO;
+	}
 	if (sock && (c = socket_free(sock)) != IM_EXIT_OK)
 		return c;
 
@@ -177,6 +203,11 @@ int cmd_serve(int argc, char **argv, struct cli *cli)
 	if (ro.cache_bytes) {
 		snprintf(cachearg, sizeof(cachearg), "cache=%llu", (unsigned long long)ro.cache_bytes);
 		nargv[na++] = cachearg;
+	}
+	if (czabs) {
+		snprintf(czarg, sizeof(czarg), "czcache=%s", czabs);
+		nargv[na++] = czarg;
+		free(czabs);
 	}
 	nargv[na] = NULL;
 

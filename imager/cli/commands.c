@@ -61,8 +61,10 @@ const struct command commands[] = {
 	  "SOURCE DIR [--format raw|qcow2] [--level N] [--rescue] [--resume] [--threads N] [--force]\n"
 	  "        [--timeout SECONDS] [--retries N] [--json] [--no-progress]",
 	  "save the used blocks of a disk, partition or image file into a folder" },
-	{ "serve", cmd_serve, 0, "DIR [--socket PATH | --port N] [--partition N] [--cache SIZE]",
-	  "serve the disk an image folder holds as a read-only NBD export (nbdkit), no restore" },
+	{ "serve", cmd_serve, 0, "DIR [--socket PATH | --port N] [--partition N] [--cache SIZE]\n"
+	  "        [--cache-dir DIR]",
+	  "serve the disk an image folder (imager's or Clonezilla's) holds as a read-only NBD\n"
+	  "        export (nbdkit), no restore" },
 	{ "verify", cmd_verify, 0, "DIR [--threads N] [--json] [--no-progress]",
 	  "check every frame and checksum of an image folder (imager's or Clonezilla's)" },
 };

@@ -1,9 +1,14 @@
 /* SPDX-License-Identifier: GPL-2.0-or-later */
 /*
- * nbdkit-imager-plugin: an imager image folder as a read-only NBD export
- * (`imager serve`, or nbdkit itself):
+ * nbdkit-imager-plugin: an imager image folder, or a Clonezilla one, as a
+ * read-only NBD export (`imager serve`, or nbdkit itself):
  *
  *   nbdkit [--readonly] build/nbdkit-imager-plugin.so dir=DIR [partition=N] [cache=SIZE]
+ *          [czcache=DIR]
+ *
+ * A Clonezilla folder is read through its index (include/imager/job.h,
+ * im_czindex), kept under czcache=DIR (default: $IMAGER_CZINDEX_DIR, else
+ * /var/cache/imager/czindex) and built at the first open when missing.
  *
  * The export is the disk a restore onto a fresh raw disk of the image's
  * size writes (or one partition of it), read through the engine's
@@ -22,10 +27,11 @@
 #include <string.h>
 
 #include "imager/imgread.h"
+#include "imager/job.h"
 
 #define THREAD_MODEL NBDKIT_THREAD_MODEL_PARALLEL
 
-static char *dir;
+static char *dir, *czcache;
 static struct img_reader_opts opts;
 static struct img_reader *reader;
 
@@ -34,6 +40,7 @@ static void imager_unload(void)
 	img_reader_close(reader);
 	reader = NULL;
 	free(dir);
+	free(czcache);
 }
 
 static int imager_config(const char *key, const char *value)
@@ -42,6 +49,11 @@ static int imager_config(const char *key, const char *value)
 		free(dir);
 		dir = nbdkit_absolute_path(value);
 		return dir ? 0 : -1;
+	}
+	if (!strcmp(key, "czcache")) {
+		free(czcache);
+		czcache = nbdkit_absolute_path(value);
+		return czcache ? 0 : -1;
 	}
 	if (!strcmp(key, "partition")) {
 		if (nbdkit_parse_unsigned("partition", value, &opts.partition) < 0)
@@ -63,31 +75,35 @@ static int imager_config(const char *key, const char *value)
 		opts.cache_bytes = (uint64_t)n;
 		return 0;
 	}
-	nbdkit_error("unknown parameter '%s' (dir=, partition=, cache=)", key);
+	nbdkit_error("unknown parameter '%s' (dir=, partition=, cache=, czcache=)", key);
 	return -1;
 }
 
 static int imager_config_complete(void)
 {
 	if (!dir) {
-		nbdkit_error("dir=DIR is required: an imager image folder");
+		nbdkit_error("dir=DIR is required: an imager or Clonezilla image folder");
 		return -1;
 	}
 	return 0;
 }
 
 #define imager_config_help \
-	"dir=<DIR>        (required) The imager image folder to export.\n" \
+	"dir=<DIR>        (required) The imager or Clonezilla image folder to export.\n" \
 	"partition=<N>    Export partition N alone (default: the whole disk).\n" \
-	"cache=<SIZE>     Decompressed frames kept (default 64M)."
+	"cache=<SIZE>     Decompressed frames kept (default 64M).\n" \
+	"czcache=<DIR>    Where a Clonezilla folder's index is kept\n" \
+	"                 (default $IMAGER_CZINDEX_DIR, else " IM_CZINDEX_DIR_DEFAULT ")."
 
 /* Opened once, before the first connection: a folder that is not a sound
- * image stops nbdkit at start. */
+ * image stops nbdkit at start (a Clonezilla folder's index is built here
+ * when it is missing). */
 static int imager_get_ready(void)
 {
 	struct im_err err = { 0 };
+	struct im_czindex_opts co = { .cache_dir = czcache ? czcache : getenv("IMAGER_CZINDEX_DIR") };
 
-	if (img_reader_open(dir, &opts, &reader, &err) < 0) {
+	if (im_reader_open(dir, &opts, &co, &reader, NULL, &err) < 0) {
 		nbdkit_error("%s", err.msg);
 		return -1;
 	}

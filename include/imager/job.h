@@ -236,4 +236,61 @@ int im_disk_info(const struct disk_roots *roots, const char *name, struct disk_i
 void im_disk_info_free(struct disk_info *info);
 
 
+/* ---- reading an image folder without a restore (imager serve) ----
+ *
+ * A Clonezilla folder's partclone streams are compressed as a whole
+ * (gzip, zstd, xz, bzip2, lz4, lzo or none, maybe split into .aa .ab
+ * pieces): a byte in the middle can only be reached by decompressing
+ * everything before it.  So the first open makes an index: the restore's
+ * own pass over the folder (its parsing of the folder, the partition
+ * table files, the partclone headers, bitmaps and checksums, the PVs,
+ * LVs, swap headers and EBRs it makes: jobs/clonezilla-restore.c) written
+ * not onto a disk but as an imager image folder of the restored disk
+ * (jobs/czindex.c): each partition's bytes cut into independent zstd
+ * frames of 4 MiB (level IM_CZINDEX_LEVEL) with a frame index, all-zero
+ * 4 KiB chunks left out, and the boot areas as the writer finishes them
+ * (a GPT's backup made from its primary).  img_reader (imgread.h) reads
+ * that folder as any other: the served bytes are the restore's.
+ *
+ * The index is a cache, never inside the image folder (which is never
+ * written): CACHE_DIR/IDENTITY/, IDENTITY the XXH3-64 of the folder's
+ * files' names, sizes, modification times and first 64 KiB each, so a
+ * changed folder gets a new index; the entry is built under
+ * CACHE_DIR/.build-IDENTITY-PID and renamed into place when complete (an
+ * interrupted build leaves nothing that looks complete; leftovers of dead
+ * builds are removed), reused at the next open (its modification time
+ * touched), and rebuilt when its files fail the reader's checks.  After
+ * a build, older entries made from the same folder path are removed, then
+ * the least recently used others while the cache holds more than
+ * max_bytes. */
+#define IM_CZINDEX_DIR_DEFAULT "/var/cache/imager/czindex"
+#define IM_CZINDEX_MAX_DEFAULT (64ull << 30)
+#define IM_CZINDEX_LEVEL 1
+
+struct im_czindex_opts {
+	const char *cache_dir;     /* NULL: IM_CZINDEX_DIR_DEFAULT */
+	uint64_t max_bytes;        /* 0: IM_CZINDEX_MAX_DEFAULT */
+	struct im_progress progress;   /* phase "index": stream bytes written of the total */
+};
+struct im_czindex_report {
+	bool built;                /* false: an index already there was reused */
+	char path[4200];           /* the entry: an imager image folder */
+	uint64_t ms;               /* the time taken */
+	uint64_t bytes;            /* the entry's size on disk */
+};
+/* The index of the Clonezilla folder DIR, found or built.  Damage in the
+ * folder fails as a restore fails (IM_EXIT_DAMAGED, the stream's file and
+ * what is wrong named; nothing left in the cache); a cache that cannot be
+ * written is IM_EXIT_IO, naming it.  0 or negative errno. */
+int im_czindex(const char *dir, const struct im_czindex_opts *o, struct im_czindex_report *rep,
+	       struct im_err *err);
+/* img_reader_open() (imgread.h) of DIR, an imager folder, or of a
+ * Clonezilla folder through its index (im_czindex, co: NULL the
+ * defaults); rep (may be NULL) says what the index cost. */
+struct img_reader;
+struct img_reader_opts;
+int im_reader_open(const char *dir, const struct img_reader_opts *ro,
+		   const struct im_czindex_opts *co, struct img_reader **out,
+		   struct im_czindex_report *rep, struct im_err *err);
+
 #endif

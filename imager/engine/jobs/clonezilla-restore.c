@@ -38,7 +38,7 @@ static int read_area(const char *dir, const char *name, uint64_t need, unsigned 
 }
 
 /* The EBR chain of the logical partitions (facts in clonezilla.h), as
- * boot areas "ebr-N" after the head. */
+ * boot areas "ebr" after the head. */
 static int plan_ebrs(const char *dir, const struct cz_image *cz, struct disk_plan *pl,
 		     struct im_err *err)
 {
@@ -98,9 +98,10 @@ static int plan_ebrs(const char *dir, const struct cz_image *cz, struct disk_pla
 		}
 		sec[510] = 0x55;
 		sec[511] = 0xAA;
-		snprintf(name, sizeof(name), "ebr-%zu", k);
 		pl->area_data[a] = sec;
-		disk_plan_set_area(pl, a, name, pos[k], 512);
+		/* (the plan keeps the name's pointer: a literal; the EBRs are told
+		 * apart by their offsets) */
+		disk_plan_set_area(pl, a, "ebr", pos[k], 512);
 		pl->nareas++;
 	}
 	free(first);
@@ -384,8 +385,10 @@ int cz_copy_part(const char *dir, const struct cz_image *cz, size_t i, struct cz
 		 struct im_err *err)
 {
 	bool done[CZ_MAX_LVS] = { false };
-	int r = i == 0 ? write_pvs(dir, cz, j, err) : 0;
+	int r;
 
+	j->put = cz_put;
+	r = i == 0 ? write_pvs(dir, cz, j, err) : 0;
 	if (r == 0)
 		r = restore_part(dir, &cz->parts[i], i, j, err);
 	/* The LVs in the order of their first extent on the disk, so that

@@ -146,7 +146,7 @@ struct cz_image;
 struct cz_job;
 int cz_plan(const char *dir, const struct cz_image *cz, struct disk_plan *pl, uint64_t *total,
 	    uint64_t *used, uint64_t *lv_used, struct im_err *err);
-/* Partition i's bytes through j->put and j->part_put: before the first,
+/* Partition i's bytes through j->part_put (j->put set here): before the first,
  * every PV's head made afresh; after the last, the LVs' streams (in the
  * order of their first extent).  What a restore writes of the partitions,
  * in that order; the boot areas are the plan's (written last). */
