@@ -31,6 +31,7 @@ struct czs {
 	struct archive *a;
 	unsigned char buf[1 << 17];
 	uint64_t consumed;  /* bytes read from the files */
+	uint64_t at;        /* bytes read from the current file */
 	char why[4600];     /* what went wrong below the partclone layer (a part's path in it) */
 };
 
@@ -66,6 +67,7 @@ static la_ssize_t czs_read_cb(struct archive *a, void *ctx, const void **data)
 				return -1;
 			}
 			posix_fadvise(s->fd, 0, 0, POSIX_FADV_SEQUENTIAL);
+			s->at = 0;
 		}
 		n = read(s->fd, s->buf, sizeof(s->buf));
 		if (n < 0) {
@@ -77,6 +79,7 @@ static la_ssize_t czs_read_cb(struct archive *a, void *ctx, const void **data)
 		if (n > 0) {
 			*data = s->buf;
 			s->consumed += (uint64_t)n;
+			s->at += (uint64_t)n;
 			return n;
 		}
 		close(s->fd);
@@ -90,8 +93,17 @@ static ssize_t czs_read(void *opaque, void *buf, size_t len)
 	struct czs *s = opaque;
 	la_ssize_t n = archive_read_data(s->a, buf, len);
 	if (n < 0) {
-		if (!s->why[0])
-			snprintf(s->why, sizeof(s->why), "%s", archive_error_string(s->a));
+		if (!s->why[0]) {
+			char name[4400];
+			const char *base;
+			/* (the decompressor reads ahead: it failed in the last block read) */
+			part_name(s, s->cur < s->nfiles ? s->cur : s->nfiles - 1, name, sizeof(name));
+			base = strrchr(name, '/');
+			snprintf(s->why, sizeof(s->why), "%s (in %s, within bytes %llu-%llu of it)",
+				 archive_error_string(s->a), base ? base + 1 : name,
+				 (unsigned long long)(s->at > sizeof(s->buf) ? s->at - sizeof(s->buf) : 0),
+				 (unsigned long long)s->at);
+		}
 		return -EBADMSG;
 	}
 	return n;
