@@ -26,7 +26,14 @@
  * out are pinned, so the cache may exceed its budget by at most one frame
  * per reading thread.
  *
- * Clonezilla folders are refused (-ENOTSUP, IM_EXIT_UNSUPP): not yet.
+ * Clonezilla folders: their streams are compressed as a whole, so they
+ * are read through an index, an imager image folder of the restored disk
+ * that the restore's own pass over the folder writes once into a cache
+ * outside it (im_czindex in include/imager/job.h, which says what it
+ * costs).  im_reader_open() (job.h) opens either kind of folder: it hands
+ * img_reader_open() that index.  img_reader_open() itself refuses a
+ * Clonezilla folder (-ENOTSUP, IM_EXIT_UNSUPP, naming im_reader_open): the
+ * index is made above this room (jobs/czindex.c).
  */
 #ifndef IMAGER_IMGREAD_H
 #define IMAGER_IMGREAD_H

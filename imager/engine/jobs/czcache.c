@@ -147,7 +147,7 @@ static bool entry_source(const char *path, char *out, size_t len)
 }
 
 struct entry {
-	char name[64];
+	char name[256];
 	time_t mtime;
 	uint64_t bytes;
 };
