@@ -99,6 +99,7 @@ static int czx_put(void *sink, size_t i, uint64_t off, uint64_t len, const void 
 	struct czx_part *p = &x->parts[i];
 	const unsigned char *b = buf;
 	unsigned number = x->cz->parts[i].number;
+	int r;
 
 	if (off % SECTOR || len % SECTOR)
 		return im_errf(err, IM_EXIT_INTERNAL, -EINVAL,
@@ -112,28 +113,21 @@ static int czx_put(void *sink, size_t i, uint64_t off, uint64_t len, const void 
 	if (!b)   /* (zeros: a fresh disk has them) */
 		return 0;
 	p->pos = off + len;
-	while (len) {
-		uint64_t n = CHUNK - off % CHUNK < len ? CHUNK - off % CHUNK : len;
+	for (uint64_t at = off, n; at < off + len; at += n) {
 		struct img_extent *last = p->next ? &p->ext[p->next - 1] : NULL;
 
-		if (!util_buf_is_zero(b, n)) {
-			if (last && last->start + last->count == off / SECTOR) {
-				last->count += (uint32_t)(n / SECTOR);
-			} else {
-				p->ext[p->next++] = (struct img_extent){ .start = off / SECTOR,
-									 .count = (uint32_t)(n / SECTOR) };
-			}
-			memcpy(p->raw + p->raw_len, b, n);
-			p->raw_len += n;
-			if (p->raw_len == IMG_FRAME_BLOCKS_BYTES) {
-				int r = flush_frame(x, i, err);
-				if (r < 0)
-					return r;
-			}
-		}
-		off += n;
-		b += n;
-		len -= n;
+		n = CHUNK - at % CHUNK < off + len - at ? CHUNK - at % CHUNK : off + len - at;
+		if (util_buf_is_zero(b + (at - off), n))
+			continue;
+		if (last && last->start + last->count == at / SECTOR)
+			last->count += (uint32_t)(n / SECTOR);
+		else
+			p->ext[p->next++] = (struct img_extent){ .start = at / SECTOR,
+								 .count = (uint32_t)(n / SECTOR) };
+		memcpy(p->raw + p->raw_len, b + (at - off), n);
+		p->raw_len += n;
+		if (p->raw_len == IMG_FRAME_BLOCKS_BYTES && (r = flush_frame(x, i, err)) < 0)
+			return r;
 	}
 	return 0;
 }
