@@ -374,7 +374,8 @@ static void damaged_frame(void)
 	free(buf);
 }
 
-/* Not an image: the folder's own refusal; Clonezilla's: not yet; a
+/* Not an image: the folder's own refusal; Clonezilla's: refused here
+ * (im_reader_open, job.h, reads it through its index); a
  * damaged index: refused (last: the image stays damaged). */
 static void refused(void)
 {
