@@ -177,7 +177,10 @@ static int plan_areas(const char *dir, const struct cz_image *cz, struct disk_pl
 		disk_plan_set_area(pl, pl->nareas, "head-gap", 512, len);
 		pl->nareas++;
 	}
-	/* No hidden data: the gap stays as the target has it. */
+	/* No hidden data: the gap stays as the target has it (and read_area's
+	 * "missing" is no error: a later failure names its own cause). */
+	if (r == -ENOENT)
+		memset(err, 0, sizeof(*err));
 	return r == -ENOENT ? 0 : r;
 }
 

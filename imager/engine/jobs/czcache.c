@@ -202,7 +202,8 @@ static void prune(const char *root, const char *keep, const char *source, uint64
 	}
 	if (d)
 		closedir(d);
-	qsort(v, n, sizeof(*v), by_age);
+	if (n)
+		qsort(v, n, sizeof(*v), by_age);
 	for (size_t i = 0; i < n && total > max; i++) {
 		snprintf(p, sizeof(p), "%s/%s", root, v[i].name);
 		remove_entry(p);
