@@ -91,6 +91,40 @@ static int socket_free(const char *path)
 	return IM_EXIT_OK;
 }
 
+/* The folder checked here, so that its faults get imager's exit codes
+ * (and a Clonezilla folder's index made before nbdkit starts): *size the
+ * export's; *czabs the cache's absolute path when one was chosen for a
+ * Clonezilla folder (the plugin gets it).  Returns an exit code. */
+static int check_folder(const char *dir, const struct img_reader_opts *ro,
+			const struct im_czindex_opts *co, struct cli *cli, uint64_t *size,
+			char **czabs)
+{
+	struct im_czindex_report rep;
+	struct img_reader *rd;
+	struct im_err err = { 0 };
+	bool chosen = co->cache_dir && co->cache_dir[0];
+
+	if (img_is_clonezilla(dir) && cli->verbose >= 0)
+		fprintf(stderr, "imager serve: %s is a Clonezilla folder: reading it through its index "
+			"in %s\n", dir, chosen ? co->cache_dir : IM_CZINDEX_DIR_DEFAULT);
+	if (im_reader_open(dir, ro, co, &rd, &rep, &err) < 0)
+		return cli_fail("serve", &err);
+	*size = img_reader_size(rd);
+	img_reader_close(rd);
+	if (rep.path[0] && cli->verbose >= 0) {
+		char human[32];
+		cli_human(rep.bytes, human, sizeof(human));
+		fprintf(stderr, "imager serve: index %s %s in %llu.%03llu s (%s)\n", rep.path,
+			rep.built ? "built" : "reused", (unsigned long long)(rep.ms / 1000),
+			(unsigned long long)(rep.ms % 1000), human);
+	}
+	if (rep.path[0] && chosen && !(*czabs = realpath(co->cache_dir, NULL))) {
+		cli_error("serve", "%s: cannot resolve the cache's path", co->cache_dir);
+		return IM_EXIT_IO;
+	}
+	return IM_EXIT_OK;
+}
+
 int cmd_serve(int argc, char **argv, struct cli *cli)
 {
 	static const struct option opts[] = {
@@ -103,13 +137,11 @@ int cmd_serve(int argc, char **argv, struct cli *cli)
 	};
 	struct img_reader_opts ro = { 0 };
 	struct im_czindex_opts co = { .cache_dir = getenv("IMAGER_CZINDEX_DIR") };
-	struct im_czindex_report rep;
-	struct img_reader *rd;
-	struct im_err err = { 0 };
 	const char *sock = NULL, *dir;
 	unsigned port = 0;
 	char plugin[PATH_MAX + 64], dirarg[PATH_MAX + 8], partarg[32], cachearg[40], portarg[16];
 	char czarg[PATH_MAX + 16], *czabs = NULL;
+	uint64_t size = 0;
 	char where[PATH_MAX + 64], *abs;
 	const char *nargv[20];
 	size_t na = 0;
@@ -140,27 +172,9 @@ int cmd_serve(int argc, char **argv, struct cli *cli)
 		return cli_usage("serve", "--socket and --port exclude each other");
 	dir = argv[optind];
 
-	/* The folder checked here, so that its faults get imager's exit codes
-	 * (and a Clonezilla folder's index made before nbdkit starts). */
-	if (img_is_clonezilla(dir) && cli->verbose >= 0)
-		fprintf(stderr, "imager serve: %s is a Clonezilla folder: reading it through its index "
-			"in %s\n", dir, co.cache_dir && co.cache_dir[0] ? co.cache_dir
-								: IM_CZINDEX_DIR_DEFAULT);
-	if (im_reader_open(dir, &ro, &co, &rd, &rep, &err) < 0)
-		return cli_fail("serve", &err);
-	uint64_t size = img_reader_size(rd);
-	img_reader_close(rd);
-	if (rep.path[0] && cli->verbose >= 0) {
-		char human[32];
-		cli_human(rep.bytes, human, sizeof(human));
-		fprintf(stderr, "imager serve: index %s %s in %llu.%03llu s (%s)\n", rep.path,
-			rep.built ? "built" : "reused", (unsigned long long)(rep.ms / 1000),
-			(unsigned long long)(rep.ms % 1000), human);
-	}
-	if (rep.path[0] && co.cache_dir && co.cache_dir[0] && !(czabs = realpath(co.cache_dir, NULL))) {
-		cli_error("serve", "%s: cannot resolve the cache's path", co.cache_dir);
-		return IM_EXIT_IO;
-	}
+	c = check_folder(dir, &ro, &co, cli, &size, &czabs);
+	if (c != IM_EXIT_OK)
+		return c;
 	if (sock && (c = socket_free(sock)) != IM_EXIT_OK)
 		return c;
 
