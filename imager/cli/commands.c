@@ -63,8 +63,7 @@ const struct command commands[] = {
 	  "save the used blocks of a disk, partition or image file into a folder" },
 	{ "serve", cmd_serve, 0, "DIR [--socket PATH | --port N] [--partition N] [--cache SIZE]\n"
 	  "        [--cache-dir DIR]",
-	  "serve the disk an image folder (imager's or Clonezilla's) holds as a read-only NBD\n"
-	  "        export (nbdkit), no restore" },
+	  "serve the disk an image folder holds (imager's or Clonezilla's) over NBD, read-only" },
 	{ "verify", cmd_verify, 0, "DIR [--threads N] [--json] [--no-progress]",
 	  "check every frame and checksum of an image folder (imager's or Clonezilla's)" },
 };
