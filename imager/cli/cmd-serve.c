@@ -96,18 +96,22 @@ static int socket_free(const char *path)
  * export's; *czabs the cache's absolute path when one was chosen for a
  * Clonezilla folder (the plugin gets it).  Returns an exit code. */
 static int check_folder(const char *dir, const struct img_reader_opts *ro,
-			const struct im_czindex_opts *co, struct cli *cli, uint64_t *size,
-			char **czabs)
+			struct im_czindex_opts *co, struct cli *cli, uint64_t *size, char **czabs)
 {
 	struct im_czindex_report rep;
+	struct cli_progress prog;
 	struct img_reader *rd;
 	struct im_err err = { 0 };
 	bool chosen = co->cache_dir && co->cache_dir[0];
+	int r;
 
 	if (img_is_clonezilla(dir) && cli->verbose >= 0)
 		fprintf(stderr, "imager serve: %s is a Clonezilla folder: reading it through its index "
 			"in %s\n", dir, chosen ? co->cache_dir : IM_CZINDEX_DIR_DEFAULT);
-	if (im_reader_open(dir, ro, co, &rd, &rep, &err) < 0)
+	cli_progress_job(&prog, true, cli, &co->progress);
+	r = im_reader_open(dir, ro, co, &rd, &rep, &err);
+	cli_progress_end(&prog);
+	if (r < 0)
 		return cli_fail("serve", &err);
 	*size = img_reader_size(rd);
 	img_reader_close(rd);

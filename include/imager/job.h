@@ -270,7 +270,7 @@ void im_disk_info_free(struct disk_info *info);
 struct im_czindex_opts {
 	const char *cache_dir;     /* NULL: IM_CZINDEX_DIR_DEFAULT */
 	uint64_t max_bytes;        /* 0: IM_CZINDEX_MAX_DEFAULT */
-	struct im_progress progress;   /* the restore's (phase "restore"): bytes of the total */
+	struct im_progress progress;   /* phase "index": bytes of the restore's total */
 };
 struct im_czindex_report {
 	bool built;                /* false: an index already there was reused */

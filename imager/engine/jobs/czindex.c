@@ -317,17 +317,28 @@ static void describe(struct czx *x, const struct disk_plan *pl, struct img_manif
 	snprintf(m->table, sizeof(m->table), "%s", pl->table);
 }
 
+/* The restore's progress told as the index's. */
+static void index_progress(void *opaque, const char *phase, uint64_t done, uint64_t total)
+{
+	const struct im_progress *p = opaque;
+
+	(void)phase;
+	p->fn(p->opaque, "index", done, total);
+}
+
 int czx_build(const char *dir, const char *out, int level, const struct im_progress *progress,
 	      struct im_err *err)
 {
-	static const struct im_progress none;
+	const struct im_progress told = {
+		.fn = progress && progress->fn ? index_progress : NULL, .opaque = (void *)progress,
+		.cancel = progress ? progress->cancel : NULL,
+	};
 	struct czx x = { .dir = dir, .out = out, .level = level };
 	struct cz_image *cz = calloc(1, sizeof(*cz));
 	uint64_t *used = calloc(CZ_MAX_PARTS + CZ_MAX_LVS, sizeof(*used));
 	struct disk_plan pl = { 0 };
 	struct img_manifest m = { 0 };
-	struct cz_job j = { .part_put = czx_put, .sink = &x,
-			    .progress = progress ? progress : &none };
+	struct cz_job j = { .part_put = czx_put, .sink = &x, .progress = &told };
 	int r = cz && used ? cz_read(dir, cz, err) : oom(err);
 
 	x.cz = cz;
