@@ -20,15 +20,17 @@ static void pause_ms(unsigned ms)
 	nanosleep(&ts, NULL);
 }
 
-static void child_exec(const struct child *c, const char *const argv[], bool die_with_parent)
+static void child_exec(const struct child *c, const char *const argv[], unsigned flags)
 {
 	char path[600];
 	int fd, nul;
 
-	if (die_with_parent)
+	if (flags & CHILD_DIE_WITH_PARENT)
 		prctl(PR_SET_PDEATHSIG, SIGTERM);
 	else
 		setsid();   /* (a server that outlives imager leaves its session) */
+	if (flags & CHILD_SHARED)
+		umask(0);
 	if (path_join(path, sizeof(path), c->dir, "messages") < 0)
 		_exit(126);
 	fd = open(path, O_WRONLY | O_CREAT | O_TRUNC, 0600);
@@ -41,7 +43,7 @@ static void child_exec(const struct child *c, const char *const argv[], bool die
 }
 
 int child_start(struct child *c, const char *prefix, const char *dir, const char *const argv[],
-		bool die_with_parent, struct im_err *err)
+		unsigned flags, struct im_err *err)
 {
 	memset(c, 0, sizeof(*c));
 	if (dir) {
@@ -49,6 +51,12 @@ int child_start(struct child *c, const char *prefix, const char *dir, const char
 	} else {
 		FORWARD_ERR(tmp_dir_make(prefix, c->dir, sizeof(c->dir), err));
 		c->own_dir = true;
+	}
+	if ((flags & CHILD_SHARED) && chmod(c->dir, 0711) < 0) {
+		int r = -errno;
+		im_errf(err, IM_EXIT_IO, r, "%s: %s", c->dir, strerror(-r));
+		child_stop(c);
+		return r;
 	}
 	if (path_join(c->sock, sizeof(c->sock), c->dir, "sock") < 0 || strlen(c->sock) >= 100) {
 		im_errf(err, IM_EXIT_USAGE, -ENAMETOOLONG,
@@ -66,7 +74,7 @@ int child_start(struct child *c, const char *prefix, const char *dir, const char
 		return r;
 	}
 	if (c->pid == 0)
-		child_exec(c, argv, die_with_parent);
+		child_exec(c, argv, flags);
 	return 0;
 }
 

@@ -6,9 +6,12 @@
  * writes on stdout and stderr ("messages").
  *
  * child_start makes the folder (tmp_dir_make, or the folder given) and
- * starts argv (looked up in PATH) with stdin from /dev/null; with
- * die_with_parent the child gets SIGTERM when imager dies
- * (PR_SET_PDEATHSIG).  child_listening waits until the socket exists, the
+ * starts argv (looked up in PATH) with stdin from /dev/null.  Flags:
+ * CHILD_DIE_WITH_PARENT, the child gets SIGTERM when imager dies
+ * (PR_SET_PDEATHSIG; without it, the child leaves imager's session and
+ * outlives it); CHILD_SHARED, the folder may be entered and the socket
+ * connected to by other users (0711, the child's umask 0: qemu run by
+ * libvirt as its own user reads the export).  child_listening waits until the socket exists, the
  * child ends or timeout_s passes.  child_stop sends SIGTERM, then SIGKILL
  * after 2 s, reaps it, and removes the socket, the messages and the folder
  * (a folder it did not make stays).  Killed children are reaped here:
@@ -33,8 +36,9 @@ struct child {
 /* Start argv in a new folder (prefix: tmp_dir_make's) or, with dir, in
  * that existing folder.  The socket's path must fit a sockaddr_un (a
  * too-long $TMPDIR: IM_EXIT_USAGE).  Returns 0 or -errno with err. */
+enum { CHILD_DIE_WITH_PARENT = 1, CHILD_SHARED = 2 };
 int child_start(struct child *c, const char *prefix, const char *dir, const char *const argv[],
-		bool die_with_parent, struct im_err *err);
+		unsigned flags, struct im_err *err);
 /* 0: the socket is there; 1: the child ended first (*status); -ETIMEDOUT. */
 int child_listening(struct child *c, unsigned timeout_s, int *status);
 /* Reap the child if it ends within ms milliseconds: true (*status set,

@@ -133,7 +133,7 @@ int qemu_serve(struct bk *bk, const struct qemu_img *img, struct im_err *err)
 	snprintf(sockopt, sizeof(sockopt), "--socket=%s/sock", dir);
 	const char *argv[] = { QEMU_NBD, "--read-only", "--persistent", "--shared=4", sockopt,
 			       "--image-opts", opts, NULL };
-	r = child_start(&s->child, NULL, dir, argv, true, err);
+	r = child_start(&s->child, NULL, dir, argv, CHILD_DIE_WITH_PARENT, err);
 	s->child.own_dir = true;
 	if (r < 0) {
 		rmdir(dir);
