@@ -8,6 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <sys/un.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -154,6 +155,13 @@ int img_serve_start(const char *dir, const struct img_serve_opts *o, struct img_
 			    : "serving %s: nbdkit %s%s%s", dir,
 			    r == 1 ? "stopped" : "did not listen within 30 s", line[0] ? ": " : "",
 			    line);
+		child_stop(&s->child);
+		goto fail;
+	}
+	/* (nbdkit makes its socket 0755 whatever the umask: connecting needs
+	 * write permission) */
+	if (o->shared && chmod(s->child.sock, 0777) < 0) {
+		r = im_errf(err, IM_EXIT_IO, -errno, "%s: %s", s->child.sock, strerror(errno));
 		child_stop(&s->child);
 		goto fail;
 	}
