@@ -28,7 +28,7 @@
 enum {
 	OPT_CONNECT = 400, OPT_POOL, OPT_FORMAT, OPT_PREALLOC, OPT_OUTPUT, OPT_START, OPT_FORCE,
 	OPT_PROBE, OPT_NO_CONVERT, OPT_REBUILD, OPT_VIRTIO_WIN, OPT_JSON, OPT_NO_PROGRESS, OPT_UPLOAD,
-	OPT_FACTS, OPT_DISK_SIZE, OPT_SHRINK, OPT_INSTANT, OPT_COPY_RATE,
+	OPT_FACTS, OPT_DISK_SIZE, OPT_SHRINK, OPT_INSTANT, OPT_COPY_RATE, OPT_RESUME,
 };
 
 /* What the job's phases are printed with. */
@@ -204,6 +204,7 @@ static int parse_option(int c, const char *arg, struct cmdline *l)
 		break;
 	case OPT_SHRINK: o->shrink = true; break;
 	case OPT_INSTANT: o->instant = o->start = true; break;
+	case OPT_RESUME: o->resume = true; break;
 	case OPT_COPY_RATE:
 		if (cli_parse_size(arg, &o->copy_rate) < 0 || o->copy_rate < (1u << 20))
 			return cli_usage("p2v", "--copy-rate takes bytes per second, at least 1M "
@@ -236,8 +237,11 @@ static int check_options(const struct cmdline *l)
 		return cli_usage("p2v", "--preallocation metadata is for qcow2");
 	if (o->nuris && o->output)
 		return cli_usage("p2v", "--output is for a job without --connect");
-	if (o->copy_rate && !o->instant)
-		return cli_usage("p2v", "--copy-rate is for --instant");
+	if ((o->copy_rate || o->resume) && !o->instant)
+		return cli_usage("p2v", "--copy-rate and --resume are for --instant");
+	if (o->resume && o->force)
+		return cli_usage("p2v", "--resume carries a stopped --instant job on, --force drops it: "
+				 "one or the other");
 	if (o->instant && (!o->nuris || o->upload || o->disk_size || o->shrink))
 		return cli_usage("p2v", "--instant needs --connect, and takes no --upload, "
 				 "--disk-size or --shrink");
@@ -267,6 +271,7 @@ static int parse(int argc, char **argv, struct cmdline *l)
 		{ "shrink", no_argument, NULL, OPT_SHRINK },
 		{ "instant", no_argument, NULL, OPT_INSTANT },
 		{ "copy-rate", required_argument, NULL, OPT_COPY_RATE },
+		{ "resume", no_argument, NULL, OPT_RESUME },
 		CLI_KEY_OPTIONS,
 		{ "timeout", required_argument, NULL, CLI_OPT_TIMEOUT },
 		{ "retries", required_argument, NULL, CLI_OPT_RETRIES },

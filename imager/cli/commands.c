@@ -38,8 +38,8 @@ const struct command commands[] = {
 	{ "p2v", cmd_p2v, CMD_DEVICES,
 	  "SOURCE... --name NAME [--connect URI]... [--pool auto|NAME] [--probe]\n"
 	  "        [--format raw|qcow2] [--preallocation off|metadata|falloc|full]\n"
-	  "        [--output DIR] [--start | --instant [--copy-rate RATE]] [--force] [--no-convert]\n"
-	  "        [--rebuild-initramfs] [--upload]\n"
+	  "        [--output DIR] [--start | --instant [--copy-rate RATE] [--resume]] [--force]\n"
+	  "        [--no-convert] [--rebuild-initramfs] [--upload]\n"
 	  "        [--virtio-win PATH] [--key ID:PASSPHRASE] [--key-file ID:FILE]\n"
 	  "        [--facts FILE] [--disk-size SIZE [--shrink]]\n"
 	  "        [--memory SIZE] [--vcpus N] [--cpu MODE|MODEL] [--machine q35|pc]\n"
@@ -60,8 +60,8 @@ const struct command commands[] = {
 	  "write an image folder (imager's or Clonezilla's) onto a disk or image file" },
 	{ "run", cmd_run, 0,
 	  "DIR... --name NAME [--connect URI] [--pool auto|NAME] [--format raw|qcow2]\n"
-	  "        [--preallocation off|metadata|falloc|full] [--copy-rate RATE] [--force]\n"
-	  "        [--no-convert] [domain options as p2v] [--json] [--no-progress]",
+	  "        [--preallocation off|metadata|falloc|full] [--copy-rate RATE]\n"
+	  "        [--resume | --force] [--no-convert] [domain options as p2v] [--json] [--no-progress]",
 	  "start a VM from image folders at once (p2v --instant on qemu:///system)" },
 	{ "save", cmd_save, CMD_DEVICES,
 	  "SOURCE DIR [--format raw|qcow2] [--level N] [--rescue] [--resume] [--threads N] [--force]\n"

@@ -24,6 +24,7 @@
  * message says how to carry on.
  */
 #include <errno.h>
+#include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -31,12 +32,19 @@
 #include <time.h>
 #include <unistd.h>
 
+#include <libxml/parser.h>
+#include <libxml/xpath.h>
+
 #include "imager/host.h"
 #include "imager/imgserve.h"
 #include "imager/volume.h"
 #include "p2v-int.h"
 #include "tool.h"
 #include "util.h"
+
+/* The definition on the volumes, kept in the state folder from the first
+ * run for a --resume (which has no conversion report to plan from). */
+#define FINAL_XML "domain.xml"
 
 struct instant {
 	struct img_server *srv[P2V_MAX_SOURCES];
@@ -94,6 +102,16 @@ static int state_dir(struct p2v *j, struct instant *in)
 	int r = mkdirs(base);
 	if (r < 0)
 		return im_errf(j->err, IM_EXIT_TARGET, r, "%s: %s", base, strerror(-r));
+	if (j->o->resume) {
+		for (size_t i = 0; i < j->n; i++) {
+			snprintf(path, sizeof(path), "%s/disk%zu.qcow2", in->dir, i + 1);
+			RETURN_IF(access(path, R_OK | W_OK) != 0, j->err, IM_EXIT_TARGET, -ENOENT,
+				  "--resume: %s: %s (no stopped instant job of %s to carry on)", path,
+				  strerror(errno), j->dom.name);
+		}
+		in->made_dir = true;
+		return 0;
+	}
 	if (mkdir(in->dir, 0711) == 0) {
 		in->made_dir = true;
 		return 0;
@@ -101,17 +119,21 @@ static int state_dir(struct p2v *j, struct instant *in)
 	RETURN_IF(errno != EEXIST, j->err, IM_EXIT_TARGET, -errno, "%s: %s", in->dir, strerror(errno));
 	RETURN_IF(!j->o->force, j->err, IM_EXIT_TARGET, -EEXIST,
 		  "%s exists: an instant job of %s was stopped before its copy ended (its overlays "
-		  "hold what the guest wrote); --force starts afresh and drops them", in->dir,
+		  "hold what the guest wrote); --resume carries it on, --force starts afresh and "
+		  "drops them", in->dir,
 		  j->dom.name);
 	for (size_t i = 0; i < P2V_MAX_SOURCES; i++) {
 		snprintf(path, sizeof(path), "%s/disk%zu.qcow2", in->dir, i + 1);
 		unlink(path);
 	}
+	snprintf(path, sizeof(path), "%s/" FINAL_XML, in->dir);
+	unlink(path);
 	in->made_dir = true;
 	return 0;
 }
 
-/* qemu-img create -f qcow2 -F raw -b nbd+unix:///?socket=SOCK OVERLAY SIZE */
+/* qemu-img create -f qcow2 -F raw -b nbd+unix:///?socket=SOCK OVERLAY SIZE
+ * (--resume: the existing overlay rebased onto SOCK, its data kept) */
 static int make_overlay(struct p2v *j, size_t i, const char *sock)
 {
 	struct dst *t = &j->dst[i];
@@ -120,13 +142,17 @@ static int make_overlay(struct p2v *j, size_t i, const char *sock)
 	snprintf(backing, sizeof(backing), "nbd+unix:///?socket=%s", sock);
 	snprintf(size, sizeof(size), "%llu", (unsigned long long)j->rep->disks[i].capacity);
 	snprintf(t->overlay, sizeof(t->overlay), "%s/disk%zu.qcow2", j->inst->dir, i + 1);
-	const char *argv[] = { "qemu-img", "create", "-q", "-f", "qcow2", "-F", "raw", "-b", backing,
-			       t->overlay, size, NULL };
-	int r = tool_run(argv, out, sizeof(out));
+	const char *create[] = { "qemu-img", "create", "-q", "-f", "qcow2", "-F", "raw", "-b",
+				 backing, t->overlay, size, NULL };
+	/* --resume: the overlay's backing is the new server's socket */
+	const char *rebase[] = { "qemu-img", "rebase", "-u", "-f", "qcow2", "-F", "raw", "-b",
+				 backing, t->overlay, NULL };
+	int r = tool_run(j->o->resume ? rebase : create, out, sizeof(out));
 	if (r != 0) {
 		t->overlay[0] = '\0';
 		return im_errf(j->err, r == 127 ? IM_EXIT_UNSUPP : IM_EXIT_TARGET, -EIO,
-			       "creating the overlay of %s: qemu-img: %s", j->rep->disks[i].source,
+			       "%s the overlay of %s: qemu-img: %s",
+			       j->o->resume ? "rebasing" : "creating", j->rep->disks[i].source,
 			       out[0] ? out : "failed");
 	}
 	return 0;
@@ -149,6 +175,7 @@ int instant_prepare(struct p2v *j)
 	if (!(in = j->inst = calloc(1, sizeof(*in))))
 		return im_errf(j->err, IM_EXIT_INTERNAL, -ENOMEM, "out of memory");
 	FORWARD_ERR(state_dir(j, in));
+	in->keep = j->o->resume;   /* (a failed --resume drops nothing) */
 	for (size_t i = 0; i < j->n; i++) {
 		FORWARD_ERR(img_serve_start(j->rep->disks[i].source, &so, &in->srv[i], j->err));
 		FORWARD_ERR(make_overlay(j, i, img_server_socket(in->srv[i])));
@@ -156,9 +183,10 @@ int instant_prepare(struct p2v *j)
 		j->disks[i] = (struct dom_disk){ DOM_SRC_FILE, j->dst[i].overlay, NULL, NULL, "qcow2",
 						 img_server_socket(in->srv[i]) };
 	}
-	p2v_tell(j, P2V_NOTE, "--instant: the guest starts on overlays over the image%s, "
+	p2v_tell(j, P2V_NOTE, "--instant: the guest %s on overlays over the image%s, "
 		 "served by nbdkit; its disk%s then copied into the pool while it runs",
-		 j->n > 1 ? "s" : "", j->n > 1 ? "s are" : " is");
+		 j->o->resume ? "starts again" : "starts", j->n > 1 ? "s" : "",
+		 j->n > 1 ? "s are" : " is");
 	return 0;
 }
 
@@ -220,35 +248,123 @@ static void stop_guest(struct p2v *j)
 	j->inst->keep = true;
 }
 
+int instant_check_resume(struct p2v *j)
+{
+	RETURN_IF(!j->domain, j->err, IM_EXIT_TARGET, -ENOENT,
+		  "--resume: no domain %s on %s to carry on", j->dom.name, j->host->uri);
+	if (virDomainIsActive(j->domain) == 1 && virDomainDestroy(j->domain) < 0)
+		return im_errf(j->err, IM_EXIT_TARGET, -EBUSY, "--resume: stopping %s: %s",
+			       j->dom.name, host_last_error());
+	return 0;
+}
+
+/* The stopped job's domain defined again, each overlay's backing store
+ * pointing at its new server's socket. */
+int instant_redefine(struct p2v *j)
+{
+	char *xml = virDomainGetXMLDesc(j->domain, VIR_DOMAIN_XML_INACTIVE | VIR_DOMAIN_XML_SECURE);
+	xmlDocPtr doc = xml ? xmlReadMemory(xml, (int)strlen(xml), "domain.xml", NULL,
+					    XML_PARSE_NONET) : NULL;
+	xmlXPathContextPtr ctx = doc ? xmlXPathNewContext(doc) : NULL;
+	xmlChar *out = NULL;
+	int len = 0, r = 0;
+
+	free(xml);
+	if (!ctx)
+		r = im_errf(j->err, IM_EXIT_TARGET, -EIO, "--resume: the definition of %s: %s",
+			    j->dom.name, host_last_error());
+	for (size_t i = 0; r == 0 && i < j->n; i++) {
+		char expr[5000];
+		snprintf(expr, sizeof(expr), "/domain/devices/disk[source/@file='%s']/backingStore"
+			 "/source[@protocol='nbd']/host", j->dst[i].overlay);
+		xmlXPathObjectPtr o = xmlXPathEvalExpression(BAD_CAST expr, ctx);
+		if (o && o->nodesetval && o->nodesetval->nodeNr == 1)
+			xmlSetProp(o->nodesetval->nodeTab[0], BAD_CAST "socket",
+				   BAD_CAST img_server_socket(j->inst->srv[i]));
+		else
+			r = im_errf(j->err, IM_EXIT_TARGET, -EINVAL, "--resume: domain %s does not "
+				    "run on the overlay %s of an instant job", j->dom.name,
+				    j->dst[i].overlay);
+		xmlXPathFreeObject(o);
+	}
+	if (r == 0) {
+		xmlDocDumpMemory(doc, &out, &len);
+		virDomainPtr d = out ? virDomainDefineXML(j->host->conn, (const char *)out) : NULL;
+		if (d) {
+			virDomainFree(j->domain);
+			j->domain = d;
+			j->rep->defined = true;
+		} else {
+			r = im_errf(j->err, IM_EXIT_TARGET, -EIO, "--resume: defining %s again: %s",
+				    j->dom.name, host_last_error());
+		}
+	}
+	xmlFree(out);
+	xmlXPathFreeContext(ctx);
+	xmlFreeDoc(doc);
+	return r;
+}
+
+/* The definition on the volumes (as p2v without --instant writes it):
+ * planned now and kept in the state folder, or read from there when
+ * resuming. */
+static int final_xml(struct p2v *j, char **xml)
+{
+	char path[sizeof(j->inst->dir) + 32];
+	struct dom_disk saved[P2V_MAX_SOURCES];
+	struct dom_guest g;
+	int fd, r;
+
+	snprintf(path, sizeof(path), "%s/" FINAL_XML, j->inst->dir);
+	if (j->o->resume) {
+		unsigned char *buf = NULL;
+		size_t len = 0;
+		RETURN_IF(util_read_whole_file(path, &buf, &len, 1 << 20) < 0, j->err,
+			  IM_EXIT_TARGET, -ENOENT, "--resume: %s: %s", path, strerror(errno));
+		*xml = (char *)buf;
+		return 0;
+	}
+	memcpy(saved, j->disks, sizeof(saved));
+	for (size_t i = 0; i < j->n; i++)
+		j->disks[i] = j->inst->vol[i];
+	p2v_guest_facts(j, &g);
+	r = dom_xml(&j->dom, &g, &j->rep->plan, xml, j->err);
+	memcpy(j->disks, saved, sizeof(saved));
+	FORWARD_ERR(r);
+	fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+	if (fd < 0 || util_write_full(fd, *xml, strlen(*xml)) < 0 || fsync(fd) < 0) {
+		r = im_errf(j->err, IM_EXIT_TARGET, -errno, "%s: %s", path, strerror(errno));
+		if (fd >= 0)
+			close(fd);
+		free(*xml);
+		*xml = NULL;
+		return r;
+	}
+	close(fd);
+	return 0;
+}
+
 /* The definition written again with the volumes (the running guest keeps
  * its live definition, pivoted, until it stops), under the domain's UUID.
  * libvirt has already pointed the persistent definition at the volumes'
  * files on pivot: a failure here is a warning, not the job's. */
-static void define_on_volumes(struct p2v *j)
+static void define_on_volumes(struct p2v *j, const char *xml)
 {
-	struct dom_guest g;
-	struct im_err err = { 0 };
-	char uuid[VIR_UUID_STRING_BUFLEN], *xml = NULL, *named = NULL;
+	char uuid[VIR_UUID_STRING_BUFLEN], *named = NULL;
+	const char *at = strstr(xml, "</name>");
 	virDomainPtr d = NULL;
 
-	for (size_t i = 0; i < j->n; i++)
-		j->disks[i] = j->inst->vol[i];
-	p2v_guest_facts(j, &g);
-	if (virDomainGetUUIDString(j->domain, uuid) == 0 &&
-	    dom_xml(&j->dom, &g, &j->rep->plan, &xml, &err) == 0) {
-		char *at = strstr(xml, "</name>");
-		if (at && asprintf(&named, "%.*s</name>\n  <uuid>%s</uuid>%s", (int)(at - xml), xml,
-				   uuid, at + 7) > 0)
-			d = virDomainDefineXML(j->host->conn, named);
-	}
+	if (at && virDomainGetUUIDString(j->domain, uuid) == 0 &&
+	    asprintf(&named, "%.*s</name>\n  <uuid>%s</uuid>%s", (int)(at - xml), xml, uuid,
+		     at + 7) > 0)
+		d = virDomainDefineXML(j->host->conn, named);
 	if (d)
 		virDomainFree(d);
 	else
 		p2v_tell(j, P2V_WARNING, "%s runs on its volumes, but its definition could not be "
 			 "written again with them (%s): it names their files", j->dom.name,
-			 err.msg[0] ? err.msg : host_last_error());
+			 host_last_error());
 	free(named);
-	free(xml);
 }
 
 /* The guest stopped (powered off) before the copies ended: they went
@@ -302,8 +418,11 @@ int instant_copy(struct p2v *j)
 	struct timespec t0, t1;
 	int r = 0;
 
+	char *xml = NULL;
+
 	in->started = true;
 	clock_gettime(CLOCK_MONOTONIC, &t0);
+	r = final_xml(j, &xml);
 	for (size_t i = 0; i < j->n && r == 0; i++)
 		r = start_copy(j, i);
 	if (r == 0)
@@ -317,14 +436,20 @@ int instant_copy(struct p2v *j)
 		char why[sizeof(j->err->msg)];
 
 		stop_guest(j);
+		free(xml);
 		str_copy(why, sizeof(why), j->err->msg);
-		return im_errf(j->err, j->err->exit_class, r, "%.300s: the guest %s is shut down, "
+		int cls = j->err->exit_class;
+		memset(j->err, 0, sizeof(*j->err));   /* (the first error recorded wins) */
+		return im_errf(j->err, cls, r, "%.300s: the guest %s is shut down, "
 			       "defined on its overlays in %s (they hold what it wrote, over the image "
-			       "folder); its volumes are removed", why, j->dom.name, in->dir);
+			       "folder); its volumes are removed. The same command with --resume "
+			       "carries on", why, j->dom.name, in->dir);
 	}
 	in->done = true;
+	in->keep = false;
 	clock_gettime(CLOCK_MONOTONIC, &t1);
-	define_on_volumes(j);
+	define_on_volumes(j, xml);
+	free(xml);
 	p2v_tell(j, P2V_WRITTEN, "the guest %s its volume%s in pool %s: copied %s, in %.1f s",
 		 in->offline ? "is defined on" : "runs on", j->n > 1 ? "s" : "", j->pool->name,
 		 in->offline ? "(the last part with the guest off)" : "while it ran",
@@ -346,8 +471,12 @@ void instant_release(struct p2v *j, bool failed)
 		if (!in->keep && j->dst[i].overlay[0])
 			unlink(j->dst[i].overlay);
 	}
-	if (!in->keep && in->made_dir)
+	if (!in->keep && in->made_dir) {
+		char path[sizeof(in->dir) + 32];
+		snprintf(path, sizeof(path), "%s/" FINAL_XML, in->dir);
+		unlink(path);
 		rmdir(in->dir);
+	}
 	free(in);
 	j->inst = NULL;
 }

@@ -67,6 +67,12 @@ void p2v_guest_facts(struct p2v *j, struct dom_guest *g);
  * volumes); instant_release at the end whatever happened (servers stopped;
  * overlays removed unless a started guest still needs them). */
 int instant_prepare(struct p2v *j);
+/* --resume: the domain a stopped instant job left (on its overlays) must
+ * exist; a guest still running there (paused: its server died with the
+ * job) is destroyed first.  instant_redefine then defines it again with
+ * the new servers' sockets, in place of the conversion and definition. */
+int instant_check_resume(struct p2v *j);
+int instant_redefine(struct p2v *j);
 int instant_copy(struct p2v *j);
 void instant_release(struct p2v *j, bool failed);
 

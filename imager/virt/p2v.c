@@ -478,13 +478,17 @@ static int check_target(struct p2v *j)
 	j->domain = virDomainLookupByName(j->host->conn, name);
 	RETURN_IF(!j->sp, j->err, IM_EXIT_TARGET, -ENOENT, "pool %s: %s", j->pool->name,
 		  host_last_error());
-	RETURN_IF(j->domain && !j->o->force, j->err, IM_EXIT_TARGET, -EEXIST,
-		  "domain %s exists on %s (--force replaces it)", name, uri);
-	RETURN_IF(j->domain && virDomainIsActive(j->domain) == 1, j->err, IM_EXIT_TARGET, -EBUSY,
-		  "domain %s is running on %s: stop it first", name, uri);
 	RETURN_IF(vol_pool_is_block(j->pool->type) && strcmp(j->format, "raw"), j->err, IM_EXIT_USAGE,
 		  -EINVAL, "pool %s is a %s pool: its volumes are raw (--format raw)", j->pool->name,
 		  j->pool->type);
+	if (j->o->resume)   /* (instant.c: the domain is carried on, not replaced) */
+		return instant_check_resume(j);
+	RETURN_IF(j->domain && !j->o->force, j->err, IM_EXIT_TARGET, -EEXIST,
+		  "domain %s exists on %s (--force replaces it%s)", name, uri,
+		  j->o->instant ? "; an --instant job stopped mid-copy is carried on with --resume"
+				: "");
+	RETURN_IF(j->domain && virDomainIsActive(j->domain) == 1, j->err, IM_EXIT_TARGET, -EBUSY,
+		  "domain %s is running on %s: stop it first", name, uri);
 	if (!j->domain)
 		return 0;
 	if (virDomainUndefineFlags(j->domain, VIR_DOMAIN_UNDEFINE_NVRAM |
@@ -520,7 +524,7 @@ static int create_volume(struct p2v *j, size_t i)
 
 	snprintf(d->name, sizeof(d->name), "%s-disk%zu%s", j->dom.name, i + 1, ext);
 	FORWARD_ERR(vol_create(j->sp, j->pool->type, d->name, d->capacity, j->format, j->prealloc,
-			       j->o->force, &t->vol, j->err));
+			       j->o->force || j->o->resume, &t->vol, j->err));
 	t->created = true;
 	if (!(path = virStorageVolGetPath(t->vol)))
 		return im_errf(j->err, IM_EXIT_TARGET, -EIO, "volume %s: %s", d->name, host_last_error());
@@ -686,17 +690,25 @@ static int define_domain(struct p2v *j)
 /* --instant (instant.c): overlays over the image folders' exports, the
  * conversion into them, the domain defined and started on them, then
  * copied into its volumes while it runs.  A domain that does not start on
- * its overlays is undefined again (its overlays go). */
+ * its overlays is undefined again (its overlays go).  --resume: the
+ * stopped job's overlays served again, its domain defined again on them
+ * and started, no conversion; a failure keeps them. */
 static int p2v_host_instant(struct p2v *j, int r)
 {
 	if (r == 0)
 		r = instant_prepare(j);
-	if (r == 0 && (r = convert_disks(j)) == 0 && (r = define_domain(j)) == 0) {
+	if (r == 0 && j->o->resume)
+		r = instant_redefine(j);
+	else if (r == 0 && (r = convert_disks(j)) == 0)
+		r = define_domain(j);
+	if (r == 0) {
 		if (virDomainCreate(j->domain) < 0) {
 			r = im_errf(j->err, IM_EXIT_TARGET, -EIO, "domain %s did not start: %s",
 				    j->dom.name, host_last_error());
-			virDomainUndefineFlags(j->domain, VIR_DOMAIN_UNDEFINE_NVRAM);
-			j->rep->defined = false;
+			if (!j->o->resume) {   /* (a domain carried on stays as it was) */
+				virDomainUndefineFlags(j->domain, VIR_DOMAIN_UNDEFINE_NVRAM);
+				j->rep->defined = false;
+			}
 		} else {
 			j->rep->started = true;
 			r = instant_copy(j);

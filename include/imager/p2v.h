@@ -105,6 +105,9 @@ struct p2v_opts {
 	bool instant;                /* start it at once on overlays over the image folders'
 				      * exports, then copy it into its volumes while it runs
 				      * (a host on this machine; see "--instant" above) */
+	bool resume;                 /* --instant: carry on a job that was stopped mid-copy
+				      * (its domain and overlays kept): no conversion, the
+				      * overlays served again, the copy begun again */
 	uint64_t copy_rate;          /* --instant: each disk's copy at most this many
 				      * bytes/s (libvirt's block copy bandwidth); 0: no limit */
 	bool probe;                  /* measure the pools' fsyncs/s for the ranking */
