@@ -69,7 +69,40 @@ int cmd_p2v(int argc, char **argv, struct cli *cli);
 int cmd_restore(int argc, char **argv, struct cli *cli);
 int cmd_save(int argc, char **argv, struct cli *cli);
 int cmd_serve(int argc, char **argv, struct cli *cli);
+int cmd_ls(int argc, char **argv, struct cli *cli);
+int cmd_cat(int argc, char **argv, struct cli *cli);
+int cmd_get(int argc, char **argv, struct cli *cli);
+int cmd_mount(int argc, char **argv, struct cli *cli);
+int cmd_umount(int argc, char **argv, struct cli *cli);
 int cmd_verify(int argc, char **argv, struct cli *cli);
+
+/* ---- nbdkit serving an image folder (cmd-serve.c) ---- */
+struct img_reader_opts;
+/* nbdkit's command line for `imager serve` (imager's plugin found beside
+ * the binary, in ../lib/imager or /usr/lib/imager; read-only, one thread
+ * per connection), on the Unix socket sock or else TCP port (0: 10809). */
+struct serve_args {
+	const char *argv[20];
+	char plugin[4200], dirarg[4200], partarg[32], cachearg[40], portarg[16];
+	char where[700];          /* the export's URI, for messages */
+};
+int serve_nbdkit_args(const char *cmd, const char *dir, const char *sock, unsigned port,
+		      const struct img_reader_opts *ro, bool verbose, struct serve_args *a);
+/* Whether a server accepts connections on the Unix socket path. */
+bool serve_answers(const char *path);
+/* The whole disk of the image folder dir served by nbdkit in the
+ * background (browse, mount): on sock in a private temporary folder
+ * (tmp_dir_make), nbdkit's stdout to /dev/null, its messages on stderr,
+ * and SIGTERM to it when this process dies (PR_SET_PDEATHSIG).  Returns
+ * once the socket answers; an exit code (said) when it does not. */
+struct serve_bg {
+	int pid;                  /* nbdkit, 0 when stopped */
+	char tmpdir[4096];
+	char sock[108];
+};
+int serve_bg_start(const char *cmd, const char *dir, struct serve_bg *s);
+/* SIGTERM (SIGKILL after 5 s), reaped; the socket and folder removed. */
+void serve_bg_stop(struct serve_bg *s);
 
 /* ---- helpers for command code (cli.c) ---- */
 
