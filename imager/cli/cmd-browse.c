@@ -44,18 +44,33 @@ struct session {
 	struct browse *b;
 };
 
-static int session_open(const char *cmd, const char *dir, struct session *s, struct cli *cli)
+/* The folder checked first, so that its faults get imager's exit codes;
+ * a partition number (name: digits) the image does not hold is refused
+ * here too (IM_EXIT_USAGE, as serve --partition), before any launch. */
+static int check_folder(const char *cmd, const char *dir, const char *name)
 {
 	struct img_reader_opts ro = { 0 };
 	struct img_reader *rd;
 	struct im_err err = { 0 };
-	int rc;
 
-	memset(s, 0, sizeof(*s));
-	/* The folder checked first, so that its faults get imager's exit codes. */
+	if (name && name[strspn(name, "0123456789")] == '\0' &&
+	    cli_parse_uint(name, 0, 4096, &ro.partition) < 0)
+		return cli_usage(cmd, "%s: a partition number is 0..4096", name);
 	if (img_reader_open(dir, &ro, &rd, &err) < 0)
 		return cli_fail(cmd, &err);
 	img_reader_close(rd);
+	return IM_EXIT_OK;
+}
+
+static int session_open(const char *cmd, const char *dir, const char *name, struct session *s,
+			struct cli *cli)
+{
+	struct im_err err = { 0 };
+	int rc;
+
+	memset(s, 0, sizeof(*s));
+	if ((rc = check_folder(cmd, dir, name)) != IM_EXIT_OK)
+		return rc;
 	if ((rc = serve_bg_start(cmd, dir, &s->srv)) != IM_EXIT_OK)
 		return rc;
 	if (browse_open(s->srv.sock, &s->b, &err) < 0) {
@@ -156,7 +171,7 @@ int cmd_ls(int argc, char **argv, struct cli *cli)
 	if (argc - optind == 2 &&
 	    (rc = split_spec("ls", argv[optind + 1], name, sizeof(name), path, sizeof(path))) != IM_EXIT_OK)
 		return rc;
-	if ((rc = session_open("ls", argv[optind], &s, cli)) != IM_EXIT_OK)
+	if ((rc = session_open("ls", argv[optind], argc - optind == 2 ? name : NULL, &s, cli)) != IM_EXIT_OK)
 		return rc;
 	if (argc - optind == 1) {
 		printf("%-16s %-12s %10s  %s\n", "PARTITION", "FILESYSTEM", "SIZE", "LABEL");
@@ -189,7 +204,7 @@ int cmd_cat(int argc, char **argv, struct cli *cli)
 		return cli_usage("cat", "needs DIR and PARTITION:PATH");
 	if ((rc = split_spec("cat", argv[2], name, sizeof(name), path, sizeof(path))) != IM_EXIT_OK)
 		return rc;
-	if ((rc = session_open("cat", argv[1], &s, cli)) != IM_EXIT_OK)
+	if ((rc = session_open("cat", argv[1], name, &s, cli)) != IM_EXIT_OK)
 		return rc;
 	fflush(stdout);
 	if (browse_mount(s.b, name, "/", &err) < 0 || browse_cat(s.b, path, 1, &err) < 0)
@@ -209,7 +224,7 @@ int cmd_get(int argc, char **argv, struct cli *cli)
 		return cli_usage("get", "needs DIR, PARTITION:PATH and DEST");
 	if ((rc = split_spec("get", argv[2], name, sizeof(name), path, sizeof(path))) != IM_EXIT_OK)
 		return rc;
-	if ((rc = session_open("get", argv[1], &s, cli)) != IM_EXIT_OK)
+	if ((rc = session_open("get", argv[1], name, &s, cli)) != IM_EXIT_OK)
 		return rc;
 	if (browse_mount(s.b, name, "/", &err) < 0 || browse_get(s.b, path, argv[3], &err) < 0)
 		rc = cli_fail("get", &err);
@@ -383,7 +398,7 @@ static int mount_daemon(const char *dir, const char *mp, const char *part, int r
 
 	signal(SIGINT, SIG_IGN);
 	signal(SIGHUP, SIG_IGN);
-	if ((rc = session_open("mount", dir, &s, cli)) != IM_EXIT_OK)
+	if ((rc = session_open("mount", dir, NULL, &s, cli)) != IM_EXIT_OK)
 		return rc;
 	if (part) {
 		if (browse_mount(s.b, part, "/", &err) < 0)
@@ -498,9 +513,6 @@ int cmd_mount(int argc, char **argv, struct cli *cli)
 		{ "partition", required_argument, NULL, 'n' },
 		{ NULL, 0, NULL, 0 },
 	};
-	struct img_reader_opts ro = { 0 };
-	struct img_reader *rd;
-	struct im_err err = { 0 };
 	const char *part = NULL;
 	char mp[PATH_MAX], adir[PATH_MAX], logp[256];
 	struct mstate old;
@@ -517,10 +529,8 @@ int cmd_mount(int argc, char **argv, struct cli *cli)
 	if (argc - optind != 2)
 		return cli_usage("mount", "needs DIR and MOUNTPOINT");
 	const char *dir = argv[optind];
-	if (img_reader_open(dir, &ro, &rd, &err) < 0)
-		return cli_fail("mount", &err);
-	img_reader_close(rd);
-	if ((rc = mountpoint_ok(argv[optind + 1])) != IM_EXIT_OK ||
+	if ((rc = check_folder("mount", dir, part)) != IM_EXIT_OK ||
+	    (rc = mountpoint_ok(argv[optind + 1])) != IM_EXIT_OK ||
 	    (rc = mount_path("mount", argv[optind + 1], mp)) != IM_EXIT_OK)
 		return rc;
 	if (!realpath(dir, adir)) {
