@@ -155,9 +155,9 @@ bool serve_answers(const char *path)
 	return r == 0;
 }
 
-int serve_bg_start(const char *cmd, const char *dir, struct serve_bg *s)
+int serve_bg_start(const char *cmd, const char *dir, uint64_t cache, struct serve_bg *s)
 {
-	struct img_reader_opts ro = { 0 };
+	struct img_reader_opts ro = { .cache_bytes = cache };
 	struct im_err err = { 0 };
 	struct serve_args a;
 	int rc, status;
