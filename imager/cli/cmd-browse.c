@@ -84,69 +84,52 @@ int browse_split_spec(const char *cmd, const char *arg, char *name, size_t nlen,
 
 /* ---- cat, get ---- */
 
-/* The options of cat and get: --cache SIZE (the frame cache of the
- * export's server, as serve's).  Returns the index of the first operand,
- * or -(exit code). */
-static int cache_only(const char *cmd, int argc, char **argv, uint64_t *cache)
+/* cat (nargs 2: the file onto stdout) and get (nargs 3: into DEST).  The
+ * option: --cache SIZE (the frame cache of the export's server, as
+ * serve's). */
+static int file_out(const char *cmd, int nargs, int argc, char **argv, struct cli *cli)
 {
 	static const struct option opts[] = {
 		{ "cache", required_argument, NULL, 'c' },
 		{ NULL, 0, NULL, 0 },
 	};
-	int c;
+	struct browse_session s;
+	struct im_err err = { 0 };
+	char name[160], path[4200];
+	const char *dest;
+	uint64_t cache = 0;
+	int c, rc;
 
 	while ((c = getopt_long(argc, argv, "", opts, NULL)) != -1) {
 		if (c != 'c')
-			return -cli_usage(cmd, "unknown option");
-		if (cli_parse_size(optarg, cache) < 0 || *cache < (1u << 20))
-			return -cli_usage(cmd, "--cache takes a size of at least 1MiB");
+			return cli_usage(cmd, "unknown option");
+		if (cli_parse_size(optarg, &cache) < 0 || cache < (1u << 20))
+			return cli_usage(cmd, "--cache takes a size of at least 1MiB");
 	}
-	return optind;
+	if (argc - optind != nargs)
+		return cli_usage(cmd, nargs == 2 ? "needs DIR and PARTITION:PATH"
+				 : "needs DIR, PARTITION:PATH and DEST");
+	dest = nargs == 3 ? argv[optind + 2] : NULL;
+	if ((rc = browse_split_spec(cmd, argv[optind + 1], name, sizeof(name), path,
+				    sizeof(path))) != IM_EXIT_OK ||
+	    (rc = browse_session_open(cmd, argv[optind], name, cache, &s, cli)) != IM_EXIT_OK)
+		return rc;
+	fflush(stdout);
+	if (browse_mount(s.b, name, "/", &err) < 0 ||
+	    (dest ? browse_get(s.b, path, dest, &err) : browse_cat(s.b, path, 1, &err)) < 0)
+		rc = cli_fail(cmd, &err);
+	else if (dest && cli->verbose >= 0)
+		fprintf(stderr, "imager get: %s:%s copied to %s\n", name, path, dest);
+	browse_session_close(&s);
+	return rc;
 }
 
 int cmd_cat(int argc, char **argv, struct cli *cli)
 {
-	struct browse_session s;
-	struct im_err err = { 0 };
-	char name[160], path[4200];
-	uint64_t cache = 0;
-	int rc, i = cache_only("cat", argc, argv, &cache);
-
-	if (i < 0)
-		return -i;
-	if (argc - i != 2)
-		return cli_usage("cat", "needs DIR and PARTITION:PATH");
-	if ((rc = browse_split_spec("cat", argv[i + 1], name, sizeof(name), path, sizeof(path))) != IM_EXIT_OK)
-		return rc;
-	if ((rc = browse_session_open("cat", argv[i], name, cache, &s, cli)) != IM_EXIT_OK)
-		return rc;
-	fflush(stdout);
-	if (browse_mount(s.b, name, "/", &err) < 0 || browse_cat(s.b, path, 1, &err) < 0)
-		rc = cli_fail("cat", &err);
-	browse_session_close(&s);
-	return rc;
+	return file_out("cat", 2, argc, argv, cli);
 }
 
 int cmd_get(int argc, char **argv, struct cli *cli)
 {
-	struct browse_session s;
-	struct im_err err = { 0 };
-	char name[160], path[4200];
-	uint64_t cache = 0;
-	int rc, i = cache_only("get", argc, argv, &cache);
-
-	if (i < 0)
-		return -i;
-	if (argc - i != 3)
-		return cli_usage("get", "needs DIR, PARTITION:PATH and DEST");
-	if ((rc = browse_split_spec("get", argv[i + 1], name, sizeof(name), path, sizeof(path))) != IM_EXIT_OK)
-		return rc;
-	if ((rc = browse_session_open("get", argv[i], name, cache, &s, cli)) != IM_EXIT_OK)
-		return rc;
-	if (browse_mount(s.b, name, "/", &err) < 0 || browse_get(s.b, path, argv[i + 2], &err) < 0)
-		rc = cli_fail("get", &err);
-	else if (cli->verbose >= 0)
-		fprintf(stderr, "imager get: %s:%s copied to %s\n", name, path, argv[i + 2]);
-	browse_session_close(&s);
-	return rc;
+	return file_out("get", 3, argc, argv, cli);
 }
