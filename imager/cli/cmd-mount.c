@@ -42,6 +42,8 @@ unsigned long long mount_proc_start(long pid)
 		return 0;
 	s = fgets(buf, sizeof(buf), f) ? strrchr(buf, ')') : NULL;
 	fclose(f);
+	if (!s || s[1] != ' ' || s[2] == 'Z')
+		return 0;   /* a zombie has ended (PID 1 may never reap it) */
 	/* after ") ": state is field 3; starttime is field 22 */
 	for (int field = 2; s && field < 22; field++)
 		s = strchr(s + 1, ' ');

@@ -62,11 +62,13 @@ int cmd_umount(int argc, char **argv, struct cli *cli)
 		}
 	}
 	/* The daemon shuts the appliance down, stops nbdkit and removes its
-	 * state: wait for that (--timeout, 60 s), then stop what is left here. */
+	 * state: wait for that (--timeout, 60 s; not once it has ended), then
+	 * stop what is left here. */
 	char path[256];
 	struct stat sb;
 	mount_state_path(mp, "state", path, sizeof(path));
-	for (unsigned i = 0; i < timeout * 10 && stat(path, &sb) == 0; i++)
+	for (unsigned i = 0; i < timeout * 10 && stat(path, &sb) == 0 &&
+	     mount_proc_start(st.pid) == st.start; i++)
 		usleep(100000);
 	if (stat(path, &sb) == 0) {
 		kill_same(st.pid, st.start, SIGTERM);

@@ -134,7 +134,8 @@ struct mount_state {
 	long pid, nbdkit;                          /* the daemon, its nbdkit */
 	unsigned long long start, nbdkit_start;    /* their start times */
 };
-/* A process's start time (clock ticks since boot), 0 when it is gone. */
+/* A process's start time (clock ticks since boot), 0 when it is gone
+ * (or a zombie). */
 unsigned long long mount_proc_start(long pid);
 /* The mount point's absolute path into out (PATH_MAX): realpath, or, for
  * a FUSE mount whose server died, its parent's and its name. */
