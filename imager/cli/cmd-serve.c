@@ -27,7 +27,6 @@ static int socket_free(const char *path)
 {
 	struct sockaddr_un a = { .sun_family = AF_UNIX };
 	struct stat st;
-	int fd, r;
 
 	if (strlen(path) >= sizeof(a.sun_path)) {
 		cli_error("serve", "%s: a socket path is at most %zu bytes", path, sizeof(a.sun_path) - 1);
@@ -39,13 +38,7 @@ static int socket_free(const char *path)
 		cli_error("serve", "%s exists and is not a socket", path);
 		return IM_EXIT_TARGET;
 	}
-	memcpy(a.sun_path, path, strlen(path) + 1);
-	fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
-	if (fd < 0)
-		return IM_EXIT_INTERNAL;
-	r = connect(fd, (struct sockaddr *)&a, sizeof(a));
-	close(fd);
-	if (r == 0) {
+	if (img_socket_answers(path)) {
 		cli_error("serve", "%s: a server already answers on this socket", path);
 		return IM_EXIT_TARGET;
 	}

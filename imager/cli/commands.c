@@ -9,6 +9,8 @@
 const struct command commands[] = {
 	{ "appliance", cmd_appliance, 0, "[--launch] [--json]",
 	  "check that libguestfs can start its appliance here, and with KVM or TCG" },
+	{ "cat", cmd_cat, 0, "DIR PARTITION:PATH [--cache SIZE]",
+	  "write a file of an image folder's filesystem to stdout, no restore (libguestfs)" },
 	{ "clone", cmd_clone, CMD_DEVICES,
 	  "SOURCE TARGET [--format raw|qcow2] [--preallocation off|metadata|falloc|full]\n"
 	  "        [--cluster-size SIZE] [--size SIZE] [--grow-last|--proportional|--shrink]\n"
@@ -31,10 +33,16 @@ const struct command commands[] = {
 	  "        [--network NAME|--bridge NAME|--user-net] [--serial-log FILE]\n"
 	  "        [--inspection FILE|--no-inspect] [--connect URI] [--output FILE] [--force] [--json]",
 	  "write a libvirt VM definition tuned for the guest on the disks" },
+	{ "get", cmd_get, 0, "DIR PARTITION:PATH DEST [--cache SIZE]",
+	  "copy a file or folder out of an image folder's filesystem, no restore (libguestfs)" },
 	{ "info", cmd_info, 0, "DIR|DISK [--json]",
 	  "describe an image folder, or a disk or image file and its filesystems" },
 	{ "list", cmd_list, 0, "[--json]",
 	  "list the disks of this machine: bus (virtio or not), size, partitions" },
+	{ "ls", cmd_ls, 0, "DIR [PARTITION:[PATH]] [--long] [--cache SIZE]",
+	  "list an image folder's partitions, or the files of one, no restore (libguestfs)" },
+	{ "mount", cmd_mount, 0, "DIR MOUNTPOINT [--partition N|VG/LV] [--cache SIZE]",
+	  "mount an image folder's filesystems read-only (FUSE), no restore; umount undoes it" },
 	{ "p2v", cmd_p2v, CMD_DEVICES,
 	  "SOURCE... --name NAME [--connect URI]... [--pool auto|NAME] [--probe]\n"
 	  "        [--format raw|qcow2] [--preallocation off|metadata|falloc|full]\n"
@@ -69,6 +77,8 @@ const struct command commands[] = {
 	  "save the used blocks of a disk, partition or image file into a folder" },
 	{ "serve", cmd_serve, 0, "DIR [--socket PATH | --port N] [--partition N] [--cache SIZE]",
 	  "serve the disk an image folder holds as a read-only NBD export (nbdkit), no restore" },
+	{ "umount", cmd_umount, 0, "MOUNTPOINT [--timeout SECONDS]",
+	  "unmount what imager mount mounted and stop what it started" },
 	{ "verify", cmd_verify, 0, "DIR [--threads N] [--json] [--no-progress]",
 	  "check every frame and checksum of an image folder (imager's or Clonezilla's)" },
 };

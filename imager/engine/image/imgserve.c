@@ -176,19 +176,29 @@ const char *img_server_socket(const struct img_server *s) { return s->child.sock
 pid_t img_server_pid(const struct img_server *s) { return s->child.pid; }
 uint64_t img_server_size(const struct img_server *s) { return s->size; }
 
-bool img_server_alive(struct img_server *s)
+const char *img_server_dir(const struct img_server *s) { return s->child.dir; }
+
+bool img_socket_answers(const char *path)
 {
 	struct sockaddr_un a = { .sun_family = AF_UNIX };
-	int status, fd, r;
+	int fd, r;
 
-	if (!s->child.pid || child_reaped(&s->child, 0, &status))
+	if (str_copy(a.sun_path, sizeof(a.sun_path), path) < 0)
 		return false;
-	str_copy(a.sun_path, sizeof(a.sun_path), s->child.sock);
 	if ((fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0)) < 0)
 		return false;
 	r = connect(fd, (struct sockaddr *)&a, sizeof(a));
 	close(fd);
 	return r == 0;
+}
+
+bool img_server_alive(struct img_server *s)
+{
+	int status;
+
+	if (!s->child.pid || child_reaped(&s->child, 0, &status))
+		return false;
+	return img_socket_answers(s->child.sock);
 }
 
 void img_server_stop(struct img_server *s)
