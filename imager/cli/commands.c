@@ -66,10 +66,18 @@ const struct command commands[] = {
 	  "        [--resume] [--checkpoint SECONDS] [--threads N] [--force] [--timeout SECONDS]\n"
 	  "        [--retries N] [--json] [--no-progress]",
 	  "write an image folder (imager's or Clonezilla's) onto a disk or image file" },
-	{ "run", cmd_run, 0,
-	  "DIR... --name NAME [--connect URI] [--pool auto|NAME] [--format raw|qcow2]\n"
-	  "        [--preallocation off|metadata|falloc|full] [--copy-rate RATE]\n"
-	  "        [--resume | --force] [--no-convert] [domain options as p2v] [--json] [--no-progress]",
+	{ "run", cmd_run, CMD_DEVICES,
+	  "DIR... --name NAME [--connect URI] [--pool auto|NAME] [--probe]\n"
+	  "        [--format raw|qcow2] [--preallocation off|metadata|falloc|full]\n"
+	  "        [--copy-rate RATE] [--resume | --force] [--no-convert] [--rebuild-initramfs]\n"
+	  "        [--virtio-win PATH] [--key ID:PASSPHRASE] [--key-file ID:FILE] [--facts FILE]\n"
+	  "        [--memory SIZE] [--vcpus N] [--cpu MODE|MODEL] [--machine q35|pc]\n"
+	  "        [--bus virtio-blk|virtio-scsi|sata|ide] [--nic virtio|e1000] [--mac MAC]\n"
+	  "        [--firmware bios|uefi|uefi-secure] [--domain-type kvm|qemu] [--io native|io_uring|threads|auto]\n"
+	  "        [--network NAME|--bridge NAME|--user-net] [--serial-log FILE]\n"
+	  "        [--timeout SECONDS] [--retries N] [--json] [--no-progress]\n"
+	  "        (p2v's --instant, --start, --output, --upload, --disk-size and --shrink are\n"
+	  "        taken too: --instant and --start are run's own, the others refused with it)",
 	  "start a VM from image folders at once (p2v --instant on qemu:///system)" },
 	{ "save", cmd_save, CMD_DEVICES,
 	  "SOURCE DIR [--format raw|qcow2] [--level N] [--rescue] [--resume] [--threads N] [--force]\n"
