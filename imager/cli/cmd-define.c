@@ -116,7 +116,7 @@ static int resolve_disks(char **names, size_t n, struct define_disks *dd)
 		}
 		dd->all_block &= S_ISBLK(st.st_mode);
 		dd->disks[i] = (struct dom_disk){ S_ISBLK(st.st_mode) ? DOM_SRC_BLOCK : DOM_SRC_FILE,
-						  dd->real[i], NULL, NULL, dd->formats[i] };
+						  dd->real[i], NULL, NULL, dd->formats[i], NULL };
 	}
 	return IM_EXIT_OK;
 }

@@ -28,7 +28,7 @@
 enum {
 	OPT_CONNECT = 400, OPT_POOL, OPT_FORMAT, OPT_PREALLOC, OPT_OUTPUT, OPT_START, OPT_FORCE,
 	OPT_PROBE, OPT_NO_CONVERT, OPT_REBUILD, OPT_VIRTIO_WIN, OPT_JSON, OPT_NO_PROGRESS, OPT_UPLOAD,
-	OPT_FACTS, OPT_DISK_SIZE, OPT_SHRINK,
+	OPT_FACTS, OPT_DISK_SIZE, OPT_SHRINK, OPT_INSTANT, OPT_COPY_RATE, OPT_RESUME,
 };
 
 /* What the job's phases are printed with. */
@@ -203,6 +203,13 @@ static int parse_option(int c, const char *arg, struct cmdline *l)
 			return cli_usage("p2v", "--disk-size takes a size such as 20G or 512MiB");
 		break;
 	case OPT_SHRINK: o->shrink = true; break;
+	case OPT_INSTANT: o->instant = o->start = true; break;
+	case OPT_RESUME: o->resume = true; break;
+	case OPT_COPY_RATE:
+		if (cli_parse_size(arg, &o->copy_rate) < 0 || o->copy_rate < (1u << 20))
+			return cli_usage("p2v", "--copy-rate takes bytes per second, at least 1M "
+					 "(such as 50M)");
+		break;
 	default: return cli_usage("p2v", "unknown option");
 	}
 	return 0;
@@ -230,6 +237,14 @@ static int check_options(const struct cmdline *l)
 		return cli_usage("p2v", "--preallocation metadata is for qcow2");
 	if (o->nuris && o->output)
 		return cli_usage("p2v", "--output is for a job without --connect");
+	if ((o->copy_rate || o->resume) && !o->instant)
+		return cli_usage("p2v", "--copy-rate and --resume are for --instant");
+	if (o->resume && o->force)
+		return cli_usage("p2v", "--resume carries a stopped --instant job on, --force drops it: "
+				 "one or the other");
+	if (o->instant && (!o->nuris || o->upload || o->disk_size || o->shrink))
+		return cli_usage("p2v", "--instant needs --connect, and takes no --upload, "
+				 "--disk-size or --shrink");
 	return 0;
 }
 
@@ -254,6 +269,9 @@ static int parse(int argc, char **argv, struct cmdline *l)
 		{ "facts", required_argument, NULL, OPT_FACTS },
 		{ "disk-size", required_argument, NULL, OPT_DISK_SIZE },
 		{ "shrink", no_argument, NULL, OPT_SHRINK },
+		{ "instant", no_argument, NULL, OPT_INSTANT },
+		{ "copy-rate", required_argument, NULL, OPT_COPY_RATE },
+		{ "resume", no_argument, NULL, OPT_RESUME },
 		CLI_KEY_OPTIONS,
 		{ "timeout", required_argument, NULL, CLI_OPT_TIMEOUT },
 		{ "retries", required_argument, NULL, CLI_OPT_RETRIES },
@@ -283,7 +301,9 @@ static int parse(int argc, char **argv, struct cmdline *l)
 	return check_options(l);
 }
 
-int cmd_p2v(int argc, char **argv, struct cli *cli)
+/* imager run: p2v --instant, on this machine's libvirtd unless --connect
+ * names another. */
+static int p2v_main(int argc, char **argv, struct cli *cli, bool run)
 {
 	static struct p2v_report rep;
 	struct cmdline l = { .o.convert = true, .progress = true };
@@ -291,8 +311,16 @@ int cmd_p2v(int argc, char **argv, struct cli *cli)
 	struct im_err err = { 0 };
 	int rc, r;
 
+	if (run) {
+		l.o.instant = l.o.start = true;
+		l.uris[l.o.nuris++] = "qemu:///system";
+	}
 	if ((rc = parse(argc, argv, &l)) != 0)
 		return rc;
+	if (run && l.o.nuris > 1) {   /* --connect given: it replaces the default */
+		memmove(l.uris, l.uris + 1, (l.o.nuris - 1) * sizeof(l.uris[0]));
+		l.o.nuris--;
+	}
 	if (l.facts) {   /* the source machine's, from its live media */
 		if (dom_machine_from_file(l.facts, &l.machine, &err) < 0)
 			return cli_fail("p2v", &err);
@@ -311,4 +339,14 @@ int cmd_p2v(int argc, char **argv, struct cli *cli)
 	rc = r < 0 ? print_failure(&rep, &err) : print_report(&rep, l.d.o.name, l.json, cli);
 	p2v_report_free(&rep);
 	return rc;
+}
+
+int cmd_p2v(int argc, char **argv, struct cli *cli)
+{
+	return p2v_main(argc, argv, cli, false);
+}
+
+int cmd_run(int argc, char **argv, struct cli *cli)
+{
+	return p2v_main(argc, argv, cli, true);
 }

@@ -7,17 +7,8 @@
  * codes; a Clonezilla folder's index found or built here, under
  * --cache-dir, $IMAGER_CZINDEX_DIR or /var/cache/imager/czindex: job.h's
  * im_czindex), then imager becomes
- * nbdkit (exec, in the foreground) with imager's plugin, found next to the
- * binary (build/), in ../lib/imager beside its folder, or in
- * /usr/lib/imager.
- *
- * nbdkit runs with --threads 1: one request at a time per connection
- * (clients that want more open more connections: the export allows
- * multi-conn, and the plugin is thread-safe).  Debian 12's nbdkit 1.32
- * aborts (connections.c: raw_send_socket: Assertion `sock >= 0') when a
- * client goes away with several requests in flight on one connection, a
- * failed read's client among them, whatever the plugin (its own file
- * plugin too); with one thread per connection it does not.
+ * nbdkit (exec, in the foreground) with imager's plugin (imgserve.h: where
+ * the plugin is found, nbdkit's arguments and why --threads 1).
  */
 #include <getopt.h>
 #include <limits.h>
@@ -31,32 +22,8 @@
 
 #include "commands.h"
 #include "imager/imgread.h"
+#include "imager/imgserve.h"
 #include "imager/job.h"
-
-#define PLUGIN "nbdkit-imager-plugin.so"
-
-/* The plugin's path into out: 0, or -1 when none is there. */
-static int find_plugin(char *out, size_t len)
-{
-	char exe[PATH_MAX], *slash;
-	ssize_t n = readlink("/proc/self/exe", exe, sizeof(exe) - 1);
-
-	if (n > 0) {
-		exe[n] = '\0';
-		slash = strrchr(exe, '/');
-		if (slash) {
-			*slash = '\0';
-			snprintf(out, len, "%s/%s", exe, PLUGIN);
-			if (access(out, R_OK) == 0)
-				return 0;
-			snprintf(out, len, "%s/../lib/imager/%s", exe, PLUGIN);
-			if (access(out, R_OK) == 0)
-				return 0;
-		}
-	}
-	snprintf(out, len, "/usr/lib/imager/%s", PLUGIN);
-	return access(out, R_OK) == 0 ? 0 : -1;
-}
 
 /* --socket PATH: nothing there, or a socket nobody listens on any more
  * (nbdkit leaves its socket behind when stopped: removed); a live server's
@@ -65,7 +32,6 @@ static int socket_free(const char *path)
 {
 	struct sockaddr_un a = { .sun_family = AF_UNIX };
 	struct stat st;
-	int fd, r;
 
 	if (strlen(path) >= sizeof(a.sun_path)) {
 		cli_error("serve", "%s: a socket path is at most %zu bytes", path, sizeof(a.sun_path) - 1);
@@ -77,13 +43,7 @@ static int socket_free(const char *path)
 		cli_error("serve", "%s exists and is not a socket", path);
 		return IM_EXIT_TARGET;
 	}
-	memcpy(a.sun_path, path, strlen(path) + 1);
-	fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
-	if (fd < 0)
-		return IM_EXIT_INTERNAL;
-	r = connect(fd, (struct sockaddr *)&a, sizeof(a));
-	close(fd);
-	if (r == 0) {
+	if (img_socket_answers(path)) {
 		cli_error("serve", "%s: a server already answers on this socket", path);
 		return IM_EXIT_TARGET;
 	}
@@ -141,14 +101,13 @@ int cmd_serve(int argc, char **argv, struct cli *cli)
 	};
 	struct img_reader_opts ro = { 0 };
 	struct im_czindex_opts co = { .cache_dir = getenv("IMAGER_CZINDEX_DIR") };
+	uint64_t size = 0;
 	const char *sock = NULL, *dir;
 	unsigned port = 0;
-	char plugin[PATH_MAX + 64], dirarg[PATH_MAX + 8], partarg[32], cachearg[40], portarg[16];
-	char czarg[PATH_MAX + 16], *czabs = NULL;
-	uint64_t size = 0;
-	char where[PATH_MAX + 64], *abs;
-	const char *nargv[20];
-	size_t na = 0;
+	struct img_serve_opts so = { 0 };
+	char plugin[PATH_MAX + 64], argbuf[2 * PATH_MAX + 160], where[PATH_MAX + 64], *abs;
+	char *czabs = NULL;
+	const char *nargv[IMG_SERVE_ARGC];
 	int c;
 
 	while ((c = getopt_long(argc, argv, "", opts, NULL)) != -1) {
@@ -182,59 +141,42 @@ int cmd_serve(int argc, char **argv, struct cli *cli)
 	if (sock && (c = socket_free(sock)) != IM_EXIT_OK)
 		return c;
 
-	if (find_plugin(plugin, sizeof(plugin)) < 0) {
+	if (img_plugin_path(plugin, sizeof(plugin)) < 0) {
 		cli_error("serve", "%s not found next to imager, in ../lib/imager or in /usr/lib/imager "
-			  "(make builds it into build/)", PLUGIN);
+			  "(make builds it into build/)", IMG_PLUGIN);
+		free(czabs);
 		return IM_EXIT_UNSUPP;
 	}
 	abs = realpath(dir, NULL);
 	if (!abs) {
 		cli_error("serve", "%s: cannot resolve the folder's path", dir);
+		free(czabs);
 		return IM_EXIT_SOURCE;
 	}
-	snprintf(dirarg, sizeof(dirarg), "dir=%s", abs);
+	so.partition = ro.partition;
+	so.cache_bytes = ro.cache_bytes;
+	so.verbose = cli->verbose > 0;
+	so.czcache = czabs;
+	c = img_serve_argv(abs, plugin, sock, port, &so, nargv, argbuf, sizeof(argbuf));
 	free(abs);
-
-	nargv[na++] = "nbdkit";
-	nargv[na++] = "--foreground";
-	nargv[na++] = "--readonly";
-	nargv[na++] = "--threads";
-	nargv[na++] = "1";
-	if (sock) {
-		nargv[na++] = "--unix";
-		nargv[na++] = sock;
+	/* (copied into argbuf) */
+	free(czabs);
+	if (c < 0) {
+		cli_error("serve", "%s: the path is too long", dir);
+		return IM_EXIT_USAGE;
+	}
+	if (sock)
 		snprintf(where, sizeof(where), "nbd+unix:///?socket=%s", sock);
-	} else {
-		snprintf(portarg, sizeof(portarg), "%u", port ? port : 10809);
-		nargv[na++] = "--port";
-		nargv[na++] = portarg;
-		snprintf(where, sizeof(where), "nbd://localhost:%s", portarg);
-	}
-	if (cli->verbose > 0)
-		nargv[na++] = "--verbose";
-	nargv[na++] = plugin;
-	nargv[na++] = dirarg;
-	if (ro.partition) {
-		snprintf(partarg, sizeof(partarg), "partition=%u", ro.partition);
-		nargv[na++] = partarg;
-	}
-	if (ro.cache_bytes) {
-		snprintf(cachearg, sizeof(cachearg), "cache=%llu", (unsigned long long)ro.cache_bytes);
-		nargv[na++] = cachearg;
-	}
-	if (czabs) {
-		snprintf(czarg, sizeof(czarg), "czcache=%s", czabs);
-		nargv[na++] = czarg;
-		free(czabs);
-	}
-	nargv[na] = NULL;
-
+	else
+		snprintf(where, sizeof(where), "nbd://localhost:%u", port ? port : 10809);
 	if (cli->verbose >= 0) {
 		char human[32];
 		cli_human(size, human, sizeof(human));
-		fprintf(stderr, "imager serve: %s%s%s (%s, read-only) on %s until stopped (Ctrl-C)\n",
-			dir, ro.partition ? ", partition " : "", ro.partition ? partarg + 10 : "",
-			human, where);
+		char part[32] = "";
+		if (ro.partition)
+			snprintf(part, sizeof(part), ", partition %u", ro.partition);
+		fprintf(stderr, "imager serve: %s%s (%s, read-only) on %s until stopped (Ctrl-C)\n",
+			dir, part, human, where);
 	}
 	fflush(stdout);
 	fflush(stderr);

@@ -9,6 +9,8 @@
 const struct command commands[] = {
 	{ "appliance", cmd_appliance, 0, "[--launch] [--json]",
 	  "check that libguestfs can start its appliance here, and with KVM or TCG" },
+	{ "cat", cmd_cat, 0, "DIR PARTITION:PATH [--cache SIZE]",
+	  "write a file of an image folder's filesystem to stdout, no restore (libguestfs)" },
 	{ "clone", cmd_clone, CMD_DEVICES,
 	  "SOURCE TARGET [--format raw|qcow2] [--preallocation off|metadata|falloc|full]\n"
 	  "        [--cluster-size SIZE] [--size SIZE] [--grow-last|--proportional|--shrink]\n"
@@ -31,14 +33,21 @@ const struct command commands[] = {
 	  "        [--network NAME|--bridge NAME|--user-net] [--serial-log FILE]\n"
 	  "        [--inspection FILE|--no-inspect] [--connect URI] [--output FILE] [--force] [--json]",
 	  "write a libvirt VM definition tuned for the guest on the disks" },
+	{ "get", cmd_get, 0, "DIR PARTITION:PATH DEST [--cache SIZE]",
+	  "copy a file or folder out of an image folder's filesystem, no restore (libguestfs)" },
 	{ "info", cmd_info, 0, "DIR|DISK [--json]",
 	  "describe an image folder, or a disk or image file and its filesystems" },
 	{ "list", cmd_list, 0, "[--json]",
 	  "list the disks of this machine: bus (virtio or not), size, partitions" },
+	{ "ls", cmd_ls, 0, "DIR [PARTITION:[PATH]] [--long] [--cache SIZE]",
+	  "list an image folder's partitions, or the files of one, no restore (libguestfs)" },
+	{ "mount", cmd_mount, 0, "DIR MOUNTPOINT [--partition N|VG/LV] [--cache SIZE]",
+	  "mount an image folder's filesystems read-only (FUSE), no restore; umount undoes it" },
 	{ "p2v", cmd_p2v, CMD_DEVICES,
 	  "SOURCE... --name NAME [--connect URI]... [--pool auto|NAME] [--probe]\n"
 	  "        [--format raw|qcow2] [--preallocation off|metadata|falloc|full]\n"
-	  "        [--output DIR] [--start] [--force] [--no-convert] [--rebuild-initramfs] [--upload]\n"
+	  "        [--output DIR] [--start | --instant [--copy-rate RATE] [--resume]] [--force]\n"
+	  "        [--no-convert] [--rebuild-initramfs] [--upload]\n"
 	  "        [--virtio-win PATH] [--key ID:PASSPHRASE] [--key-file ID:FILE]\n"
 	  "        [--facts FILE] [--disk-size SIZE [--shrink]]\n"
 	  "        [--memory SIZE] [--vcpus N] [--cpu MODE|MODEL] [--machine q35|pc]\n"
@@ -57,6 +66,19 @@ const struct command commands[] = {
 	  "        [--resume] [--checkpoint SECONDS] [--threads N] [--force] [--timeout SECONDS]\n"
 	  "        [--retries N] [--json] [--no-progress]",
 	  "write an image folder (imager's or Clonezilla's) onto a disk or image file" },
+	{ "run", cmd_run, CMD_DEVICES,
+	  "DIR... --name NAME [--connect URI] [--pool auto|NAME] [--probe]\n"
+	  "        [--format raw|qcow2] [--preallocation off|metadata|falloc|full]\n"
+	  "        [--copy-rate RATE] [--resume | --force] [--no-convert] [--rebuild-initramfs]\n"
+	  "        [--virtio-win PATH] [--key ID:PASSPHRASE] [--key-file ID:FILE] [--facts FILE]\n"
+	  "        [--memory SIZE] [--vcpus N] [--cpu MODE|MODEL] [--machine q35|pc]\n"
+	  "        [--bus virtio-blk|virtio-scsi|sata|ide] [--nic virtio|e1000] [--mac MAC]\n"
+	  "        [--firmware bios|uefi|uefi-secure] [--domain-type kvm|qemu] [--io native|io_uring|threads|auto]\n"
+	  "        [--network NAME|--bridge NAME|--user-net] [--serial-log FILE]\n"
+	  "        [--timeout SECONDS] [--retries N] [--json] [--no-progress]\n"
+	  "        (p2v's --instant, --start, --output, --upload, --disk-size and --shrink are\n"
+	  "        taken too: --instant and --start are run's own, the others refused with it)",
+	  "start a VM from image folders at once (p2v --instant on qemu:///system)" },
 	{ "save", cmd_save, CMD_DEVICES,
 	  "SOURCE DIR [--format raw|qcow2] [--level N] [--rescue] [--resume] [--threads N] [--force]\n"
 	  "        [--timeout SECONDS] [--retries N] [--json] [--no-progress]",
@@ -64,6 +86,8 @@ const struct command commands[] = {
 	{ "serve", cmd_serve, 0, "DIR [--socket PATH | --port N] [--partition N] [--cache SIZE]\n"
 	  "        [--cache-dir DIR]",
 	  "serve the disk an image folder holds (imager's or Clonezilla's) over NBD, read-only" },
+	{ "umount", cmd_umount, 0, "MOUNTPOINT [--timeout SECONDS]",
+	  "unmount what imager mount mounted and stop what it started" },
 	{ "verify", cmd_verify, 0, "DIR [--threads N] [--json] [--no-progress]",
 	  "check every frame and checksum of an image folder (imager's or Clonezilla's)" },
 };

@@ -66,10 +66,62 @@ int cmd_info(int argc, char **argv, struct cli *cli);
 int cmd_list(int argc, char **argv, struct cli *cli);
 int cmd_pools(int argc, char **argv, struct cli *cli);
 int cmd_p2v(int argc, char **argv, struct cli *cli);
+int cmd_run(int argc, char **argv, struct cli *cli);
 int cmd_restore(int argc, char **argv, struct cli *cli);
 int cmd_save(int argc, char **argv, struct cli *cli);
 int cmd_serve(int argc, char **argv, struct cli *cli);
+int cmd_ls(int argc, char **argv, struct cli *cli);
+int cmd_cat(int argc, char **argv, struct cli *cli);
+int cmd_get(int argc, char **argv, struct cli *cli);
+int cmd_mount(int argc, char **argv, struct cli *cli);
+int cmd_umount(int argc, char **argv, struct cli *cli);
 int cmd_verify(int argc, char **argv, struct cli *cli);
+
+struct img_server;
+/* ---- browsing an image folder (cmd-browse.c: ls, cat, get, mount) ---- */
+struct browse;
+/* The folder dir checked as restore checks it (its exit codes), and name,
+ * when it is a partition number, checked against its manifest (exit 1, as
+ * serve --partition).  Returns an exit code (said). */
+int browse_check_folder(const char *cmd, const char *dir, const char *name);
+/* dir checked (browse_check_folder), served in the background
+ * (img_serve_start; cache: the plugin's frame cache, 0 its default) and one
+ * libguestfs appliance launched over it (browse_open).  Returns an exit
+ * code (said); 9 when interrupted meanwhile. */
+struct browse_session {
+	struct img_server *srv;       /* imgserve.h */
+	struct browse *b;
+};
+int browse_session_open(const char *cmd, const char *dir, const char *name, uint64_t cache,
+			struct browse_session *s, struct cli *cli);
+/* The appliance shut down, the server stopped, its folder removed. */
+void browse_session_close(struct browse_session *s);
+/* "NAME:PATH" into name and path ("/" when empty; a leading / added);
+ * exit 1 (said) when arg is not of that form. */
+int browse_split_spec(const char *cmd, const char *arg, char *name, size_t nlen, char *path,
+		      size_t plen);
+
+/* ---- imager mount's state (cmd-mount.c), read by umount ---- */
+#define MOUNTS_DIR "/run/imager/mounts"
+struct mount_state {
+	char mountpoint[4096], dir[4096], sock[108], tmpdir[4096];
+	long pid, nbdkit;                          /* the daemon, its nbdkit */
+	unsigned long long start, nbdkit_start;    /* their start times */
+};
+/* A process's start time (clock ticks since boot), 0 when it is gone
+ * (or a zombie). */
+unsigned long long mount_proc_start(long pid);
+/* The mount point's absolute path into out (PATH_MAX): realpath, or, for
+ * a FUSE mount whose server died, its parent's and its name. */
+int mount_point_path(const char *cmd, const char *mp, char *out);
+/* MOUNTS_DIR/HASH.EXT of mount point mp (EXT: "state" or "log"). */
+void mount_state_path(const char *mp, const char *ext, char *out, size_t len);
+/* 1 when a state of mp is there (*st filled), else 0. */
+int mount_state_read(const char *mp, struct mount_state *st);
+/* The state and log of mp removed. */
+void mount_state_remove(const char *mp);
+/* Whether path is a mount point (/proc/self/mountinfo). */
+bool mount_is_mounted(const char *path);
 
 /* ---- helpers for command code (cli.c) ---- */
 

@@ -588,6 +588,26 @@ static int launch_failed(guestfs_h *g, struct im_err *err)
 		       detail);
 }
 
+/* The end of every open: (r still 0) the acceleration, the memory, the
+ * launch; the handle into *out, or closed on a failure (r returned). */
+static int launch_handle(guestfs_h *g, int r, int memsize_mb, guestfs_h **out,
+			 struct im_err *err)
+{
+	if (r == 0)
+		r = apply_accel(g, err);
+	if (r == 0 && memsize_mb > 0 && guestfs_get_memsize(g) < memsize_mb &&
+	    guestfs_set_memsize(g, memsize_mb) == -1)
+		r = im_errf(err, IM_EXIT_USAGE, -EINVAL, "the appliance's memory: %s", guest_msg(g));
+	if (r == 0 && guestfs_launch(g) == -1)
+		r = launch_failed(g, err);
+	if (r < 0) {
+		guestfs_close(g);
+		return r;
+	}
+	*out = g;
+	return 0;
+}
+
 int guest_open(const char *const *disks, const char *const *formats, size_t n, bool readonly,
 	       int memsize_mb, guestfs_h **out, struct im_err *err)
 {
@@ -611,19 +631,28 @@ int guest_open(const char *const *disks, const char *const *formats, size_t n, b
 			r = im_errf(err, IM_EXIT_TARGET, guest_errno(g), "%s: %s", disks[i],
 				    guest_msg(g));
 	}
-	if (r == 0)
-		r = apply_accel(g, err);
-	if (r == 0 && memsize_mb > 0 && guestfs_get_memsize(g) < memsize_mb &&
-	    guestfs_set_memsize(g, memsize_mb) == -1)
-		r = im_errf(err, IM_EXIT_USAGE, -EINVAL, "the appliance's memory: %s", guest_msg(g));
-	if (r == 0 && guestfs_launch(g) == -1)
-		r = launch_failed(g, err);
-	if (r < 0) {
-		guestfs_close(g);
-		return r;
-	}
-	*out = g;
-	return 0;
+	return launch_handle(g, r, memsize_mb, out, err);
+}
+
+int guest_open_nbd(const char *socket, guestfs_h **out, struct im_err *err)
+{
+	guestfs_h *g = NULL;
+	char server[700];
+	const char *servers[] = { server, NULL };
+	int r = 0;
+
+	*out = NULL;
+	RETURN_IF(strlen(socket) >= sizeof(server) - 6, err, IM_EXIT_USAGE, -ENAMETOOLONG,
+		  "%s: the socket's path is too long", socket);
+	snprintf(server, sizeof(server), "unix:%s", socket);
+	FORWARD_ERR(quiet_handle(swallow_event, NULL, &g, err));
+	if (guestfs_add_drive_opts(g, "", GUESTFS_ADD_DRIVE_OPTS_FORMAT, "raw",
+				   GUESTFS_ADD_DRIVE_OPTS_READONLY, 1,
+				   GUESTFS_ADD_DRIVE_OPTS_PROTOCOL, "nbd",
+				   GUESTFS_ADD_DRIVE_OPTS_SERVER, servers, -1) == -1)
+		r = im_errf(err, IM_EXIT_SOURCE, guest_errno(g), "nbd+unix:///?socket=%s: %s",
+			    socket, guest_msg(g));
+	return launch_handle(g, r, 0, out, err);
 }
 
 int guest_launch_test(double *seconds, struct im_err *err)

@@ -506,6 +506,10 @@ static void write_disks(struct wr *x, const struct dom_opts *o, const struct dom
 		attr(x, "detect_zeroes", "unmap");
 		if (vblk)
 			attr(x, "iothread", "1");
+		if (d->backing_nbd) {
+			attr(x, "error_policy", "stop");
+			attr(x, "rerror_policy", "stop");
+		}
 		end(x);
 		start(x, "source");
 		if (d->source == DOM_SRC_VOLUME) {
@@ -515,6 +519,17 @@ static void write_disks(struct wr *x, const struct dom_opts *o, const struct dom
 			attr(x, d->source == DOM_SRC_BLOCK ? "dev" : "file", d->path);
 		}
 		end(x);
+		if (d->backing_nbd) {
+			start(x, "backingStore");
+			attr(x, "type", "network");
+			leaf(x, "format", "type", "raw", NULL);
+			start(x, "source");
+			attr(x, "protocol", "nbd");
+			leaf(x, "host", "transport", "unix", "socket", d->backing_nbd, NULL);
+			end(x);
+			leaf(x, "backingStore", NULL);
+			end(x);
+		}
 		dev_name(dev, sizeof(dev), prefix, i);
 		leaf(x, "target", "dev", dev, "bus", tbus, NULL);
 		if (i == 0)

@@ -19,46 +19,8 @@
 #include "imager/clonezilla.h"
 #include "imager/pools.h"
 #include "imager/volume.h"
+#include "p2v-int.h"
 #include "util.h"
-
-/* The run state of one disk (what was asked is in struct p2v_opts, what
- * came of it in struct p2v_disk). */
-struct dst {
-	char tmp[4096];              /* upload: the temporary file written here, "" otherwise */
-	virStorageVolPtr vol;
-	bool created;                /* a volume this job made: deleted on failure */
-	bool written;                /* a folder's file this job wrote: removed on failure */
-};
-
-struct host {
-	const char *uri;
-	virConnectPtr conn;
-	bool local;
-	struct im_pool *pools;       /* ranked: best first */
-	size_t npools;
-};
-
-struct p2v {
-	const struct p2v_opts *o;
-	struct p2v_report *rep;
-	struct im_err *err;
-	size_t n;
-	uint64_t need;               /* the sources' sizes together */
-	const char *format;
-	enum bk_prealloc prealloc;
-	struct dst dst[P2V_MAX_SOURCES];
-	struct dom_opts dom;         /* o->dom with disks, network and machine filled in */
-	struct dom_disk disks[P2V_MAX_SOURCES];
-	char mac[18];
-	struct dom_machine vm_machine;  /* a VM's description's facts (have_vm) */
-	bool have_vm;
-	/* With hosts. */
-	struct host hosts[P2V_MAX_HOSTS];
-	struct host *host;           /* the one chosen, with its pool */
-	struct im_pool *pool;
-	virStoragePoolPtr sp;
-	virDomainPtr domain;
-};
 
 static void slot_put(char *slots, size_t n, size_t len, const char *fmt, ...)
 	__attribute__((format(printf, 4, 5)));
@@ -75,9 +37,7 @@ static void slot_put(char *slots, size_t n, size_t len, const char *fmt, ...)
 
 /* A phase with its line for people; warnings and notes are kept in the
  * report too. */
-static void tell(struct p2v *j, enum p2v_phase phase, const char *fmt, ...)
-	__attribute__((format(printf, 3, 4)));
-static void tell(struct p2v *j, enum p2v_phase phase, const char *fmt, ...)
+void p2v_tell(struct p2v *j, enum p2v_phase phase, const char *fmt, ...)
 {
 	char msg[9000];               /* two paths and some words */
 	va_list ap;
@@ -94,7 +54,7 @@ static void tell(struct p2v *j, enum p2v_phase phase, const char *fmt, ...)
 }
 
 /* A phase without a line: the report says what happened. */
-static void event(struct p2v *j, enum p2v_phase phase)
+void p2v_event(struct p2v *j, enum p2v_phase phase)
 {
 	if (j->o->phase)
 		j->o->phase(j->o->opaque, phase, "");
@@ -103,7 +63,8 @@ static void event(struct p2v *j, enum p2v_phase phase)
 /* Where disk i is written on this machine. */
 static const char *local_path(const struct p2v *j, size_t i)
 {
-	return j->dst[i].tmp[0] ? j->dst[i].tmp : j->rep->disks[i].path;
+	return j->dst[i].overlay[0] ? j->dst[i].overlay
+	       : j->dst[i].tmp[0] ? j->dst[i].tmp : j->rep->disks[i].path;
 }
 
 /* ---- the sources, the disks' format, the data ---- */
@@ -151,7 +112,7 @@ static void vm_facts(struct p2v *j, const char *source, const struct vm_desc *vm
 {
 	dom_machine_from_vm(vm, &j->vm_machine);
 	j->have_vm = true;
-	tell(j, P2V_NOTE, "%s: %s, %llu MiB, %u vCPUs, %s firmware, MAC %s%s%s", source,
+	p2v_tell(j, P2V_NOTE, "%s: %s, %llu MiB, %u vCPUs, %s firmware, MAC %s%s%s", source,
 	     vm->guest_os[0] ? vm->guest_os : "a virtual machine",
 	     (unsigned long long)vm->memory_mib, vm->vcpus,
 	     vm->firmware == VM_FW_EFI ? "UEFI" : vm->firmware == VM_FW_BIOS ? "BIOS" : "unknown",
@@ -254,7 +215,7 @@ static int write_disk(struct p2v *j, size_t i)
 	/* A file the job creates gets the disk's size (a volume has it). */
 	if (access(path, F_OK) != 0)
 		t.size = d->capacity;
-	event(j, P2V_WRITE);
+	p2v_event(j, P2V_WRITE);
 	if (d->folder) {
 		struct restore_opts o = { .target = t, .progress = j->o->progress };
 		struct restore_stats st;
@@ -268,7 +229,7 @@ static int write_disk(struct p2v *j, size_t i)
 	}
 	if (r < 0)
 		return r;
-	tell(j, P2V_WRITTEN, "%s written to %s", d->source, path);
+	p2v_tell(j, P2V_WRITTEN, "%s written to %s", d->source, path);
 	return 0;
 }
 
@@ -300,14 +261,14 @@ static int convert_disks(struct p2v *j)
 		return 0;
 	for (size_t i = 0; i < j->n; i++) {
 		paths[i] = local_path(j, i);
-		formats[i] = j->format;
+		formats[i] = j->dst[i].overlay[0] ? "qcow2" : j->format;
 	}
-	tell(j, P2V_CONVERT, "converting the guest for virtio");
+	p2v_tell(j, P2V_CONVERT, "converting the guest for virtio");
 	s->ran = true;
 	s->r = im_convert(paths, formats, j->n, &co, &s->rep, &s->err);
-	event(j, P2V_CONVERTED);
+	p2v_event(j, P2V_CONVERTED);
 	if (s->r == -EOPNOTSUPP || s->r == -ENOENT)
-		tell(j, P2V_WARNING, "the guest was not converted: %s", s->err.msg);
+		p2v_tell(j, P2V_WARNING, "the guest was not converted: %s", s->err.msg);
 	else if (s->r < 0)
 		return im_errf(j->err, s->err.exit_class, s->r, "%s", s->err.msg);
 	return 0;
@@ -315,7 +276,7 @@ static int convert_disks(struct p2v *j)
 
 /* ---- the definition ---- */
 
-static void guest_facts(struct p2v *j, struct dom_guest *g)
+void p2v_guest_facts(struct p2v *j, struct dom_guest *g)
 {
 	const struct conv_step *s = &j->rep->convert;
 	bool all_block = true;
@@ -338,11 +299,11 @@ static int plan_domain(struct p2v *j, const struct dom_host *h, char **xml)
 {
 	struct dom_guest g;
 
-	guest_facts(j, &g);
+	p2v_guest_facts(j, &g);
 	FORWARD_ERR(dom_decide(&j->dom, &g, h, &j->rep->plan, j->err));
 	FORWARD_ERR(dom_xml(&j->dom, &g, &j->rep->plan, xml, j->err));
 	j->rep->planned = true;
-	event(j, P2V_PLANNED);
+	p2v_event(j, P2V_PLANNED);
 	return 0;
 }
 
@@ -370,7 +331,7 @@ static int folder_disk(struct p2v *j, size_t i, const char *abs)
 	/* The XML names absolute paths. */
 	if (abs)
 		FORWARD_ERR(path_join_err(d->path, sizeof(d->path), abs, name, j->err));
-	j->disks[i] = (struct dom_disk){ DOM_SRC_FILE, d->path, NULL, NULL, j->format };
+	j->disks[i] = (struct dom_disk){ DOM_SRC_FILE, d->path, NULL, NULL, j->format, NULL };
 	return 0;
 }
 
@@ -446,12 +407,12 @@ static int open_hosts(struct p2v *j)
 		if ((r = host_open(h->uri, &j->o->net, &h->conn, &err)) < 0) {
 			if (j->o->nuris == 1)
 				return im_errf(j->err, err.exit_class, r, "%s", err.msg);
-			tell(j, P2V_WARNING, "%s: skipped", err.msg);
+			p2v_tell(j, P2V_WARNING, "%s: skipped", err.msg);
 			continue;
 		}
 		h->local = host_is_local(h->conn);
 		if (pools_list(h->conn, &h->pools, &h->npools, &err) < 0) {
-			tell(j, P2V_WARNING, "%s: %s", h->uri, err.msg);
+			p2v_tell(j, P2V_WARNING, "%s: %s", h->uri, err.msg);
 			virConnectClose(h->conn);
 			h->conn = NULL;
 			continue;
@@ -460,7 +421,7 @@ static int open_hosts(struct p2v *j)
 			struct im_err perr = { 0 };
 
 			if (pools_probe(&h->pools[k], 1, &perr) < 0)
-				tell(j, P2V_WARNING, "%s", perr.msg);
+				p2v_tell(j, P2V_WARNING, "%s", perr.msg);
 		}
 		pools_rank(h->pools, h->npools, j->need);
 		up++;
@@ -517,13 +478,17 @@ static int check_target(struct p2v *j)
 	j->domain = virDomainLookupByName(j->host->conn, name);
 	RETURN_IF(!j->sp, j->err, IM_EXIT_TARGET, -ENOENT, "pool %s: %s", j->pool->name,
 		  host_last_error());
-	RETURN_IF(j->domain && !j->o->force, j->err, IM_EXIT_TARGET, -EEXIST,
-		  "domain %s exists on %s (--force replaces it)", name, uri);
-	RETURN_IF(j->domain && virDomainIsActive(j->domain) == 1, j->err, IM_EXIT_TARGET, -EBUSY,
-		  "domain %s is running on %s: stop it first", name, uri);
 	RETURN_IF(vol_pool_is_block(j->pool->type) && strcmp(j->format, "raw"), j->err, IM_EXIT_USAGE,
 		  -EINVAL, "pool %s is a %s pool: its volumes are raw (--format raw)", j->pool->name,
 		  j->pool->type);
+	if (j->o->resume)   /* (instant.c: the domain is carried on, not replaced) */
+		return instant_check_resume(j);
+	RETURN_IF(j->domain && !j->o->force, j->err, IM_EXIT_TARGET, -EEXIST,
+		  "domain %s exists on %s (--force replaces it%s)", name, uri,
+		  j->o->instant ? "; an --instant job stopped mid-copy is carried on with --resume"
+				: "");
+	RETURN_IF(j->domain && virDomainIsActive(j->domain) == 1, j->err, IM_EXIT_TARGET, -EBUSY,
+		  "domain %s is running on %s: stop it first", name, uri);
 	if (!j->domain)
 		return 0;
 	if (virDomainUndefineFlags(j->domain, VIR_DOMAIN_UNDEFINE_NVRAM |
@@ -559,13 +524,13 @@ static int create_volume(struct p2v *j, size_t i)
 
 	snprintf(d->name, sizeof(d->name), "%s-disk%zu%s", j->dom.name, i + 1, ext);
 	FORWARD_ERR(vol_create(j->sp, j->pool->type, d->name, d->capacity, j->format, j->prealloc,
-			       j->o->force, &t->vol, j->err));
+			       j->o->force || j->o->resume, &t->vol, j->err));
 	t->created = true;
 	if (!(path = virStorageVolGetPath(t->vol)))
 		return im_errf(j->err, IM_EXIT_TARGET, -EIO, "volume %s: %s", d->name, host_last_error());
 	snprintf(d->path, sizeof(d->path), "%s", path);
 	free(path);
-	j->disks[i] = (struct dom_disk){ DOM_SRC_VOLUME, NULL, j->pool->name, d->name, j->format };
+	j->disks[i] = (struct dom_disk){ DOM_SRC_VOLUME, NULL, j->pool->name, d->name, j->format, NULL };
 	if (j->o->upload || !j->host->local || access(d->path, W_OK) != 0)
 		return make_tmp(j, t);
 	return 0;
@@ -637,7 +602,7 @@ static int upload_volume(struct p2v *j, size_t i)
 		while (tries < max) {
 			struct im_err e = { 0 };
 			tries++;
-			tell(j, P2V_UPLOAD, "uploading %s: the connection to %s was lost; connecting "
+			p2v_tell(j, P2V_UPLOAD, "uploading %s: the connection to %s was lost; connecting "
 			     "again (%u of %u)", j->rep->disks[i].name, j->host->uri, tries, max);
 			sleep(tries < 5 ? tries : 5);
 			if (j->o->progress.cancel && *j->o->progress.cancel)
@@ -659,7 +624,7 @@ static int upload_volumes(struct p2v *j)
 
 		if (!t->tmp[0])
 			continue;
-		tell(j, P2V_UPLOAD, "uploading %s to %s", j->rep->disks[i].name, j->host->uri);
+		p2v_tell(j, P2V_UPLOAD, "uploading %s to %s", j->rep->disks[i].name, j->host->uri);
 		FORWARD_ERR(upload_volume(j, i));
 		unlink(t->tmp);
 		t->tmp[0] = '\0';
@@ -708,11 +673,11 @@ static int define_domain(struct p2v *j)
 	if (!j->dom.net)
 		j->dom.net = default_network(h->conn);
 	if (j->dom.net && !strcmp(j->dom.net, "user"))
-		tell(j, P2V_NOTE, "the host's network 'default' is not active: user-mode networking "
+		p2v_tell(j, P2V_NOTE, "the host's network 'default' is not active: user-mode networking "
 				  "(--network or --bridge choose another)");
 	dom_host_detect(h->conn, h->local, !j->dom.type, &facts);
 	snprintf(j->rep->host_why, sizeof(j->rep->host_why), "%s", facts.why);
-	tell(j, P2V_HOST, "%s", j->rep->host_why);
+	p2v_tell(j, P2V_HOST, "%s", j->rep->host_why);
 	r = plan_domain(j, &facts, &xml);
 	if (r == 0 && !(j->domain = virDomainDefineXML(h->conn, xml)))
 		r = im_errf(j->err, IM_EXIT_TARGET, -EIO, "defining %s on %s: %s", j->dom.name, h->uri,
@@ -722,16 +687,51 @@ static int define_domain(struct p2v *j)
 	return r;
 }
 
+/* --instant (instant.c): overlays over the image folders' exports, the
+ * conversion into them, the domain defined and started on them, then
+ * copied into its volumes while it runs.  A domain that does not start on
+ * its overlays is undefined again (its overlays go).  --resume: the
+ * stopped job's overlays served again, its domain defined again on them
+ * and started, no conversion; a failure keeps them. */
+static int p2v_host_instant(struct p2v *j, int r)
+{
+	if (r == 0)
+		r = instant_prepare(j);
+	if (r == 0 && j->o->resume)
+		r = instant_redefine(j);
+	else if (r == 0 && (r = convert_disks(j)) == 0)
+		r = define_domain(j);
+	if (r == 0) {
+		if (virDomainCreate(j->domain) < 0) {
+			r = im_errf(j->err, IM_EXIT_TARGET, -EIO, "domain %s did not start: %s",
+				    j->dom.name, host_last_error());
+			if (!j->o->resume) {   /* (a domain carried on stays as it was) */
+				virDomainUndefineFlags(j->domain, VIR_DOMAIN_UNDEFINE_NVRAM);
+				j->rep->defined = false;
+			}
+		} else {
+			j->rep->started = true;
+			r = instant_copy(j);
+		}
+	}
+	if (r < 0)
+		delete_volumes(j);
+	instant_release(j, r < 0);
+	return r;
+}
+
 static int p2v_host(struct p2v *j)
 {
 	int r;
 
 	FORWARD_ERR(check_target(j));
-	tell(j, P2V_POOL, "pool %s (%s) on %s, %s %s", j->pool->name, j->pool->type, j->host->uri,
+	p2v_tell(j, P2V_POOL, "pool %s (%s) on %s, %s %s", j->pool->name, j->pool->type, j->host->uri,
 	     j->format, bk_prealloc_name(j->prealloc));
 	r = 0;
 	for (size_t i = 0; i < j->n && r == 0; i++)
 		r = create_volume(j, i);
+	if (j->o->instant)
+		return p2v_host_instant(j, r);
 	if (r < 0 || (r = write_disks(j)) < 0 || (r = convert_disks(j)) < 0 ||
 	    (r = upload_volumes(j)) < 0 || (r = define_domain(j)) < 0) {
 		delete_volumes(j);

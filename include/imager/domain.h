@@ -80,6 +80,10 @@ struct dom_disk {
 	const char *path;             /* FILE, BLOCK: absolute path */
 	const char *pool, *volume;    /* VOLUME */
 	const char *format;           /* "raw", "qcow2" */
+	const char *backing_nbd;      /* FILE, qcow2: an overlay whose backing is the raw NBD
+				       * export on this Unix socket (p2v --instant); the
+				       * disk's errors then pause the VM (error_policy and
+				       * rerror_policy "stop") rather than reach the guest */
 };
 
 /* The user's wishes.  NULL / 0 fields are decided (see above). */

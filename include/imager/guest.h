@@ -240,6 +240,15 @@ int guest_open(const char *const *disks, const char *const *formats, size_t n, b
 	       int memsize_mb, guestfs_h **out, struct im_err *err);
 
 /*
+ * Open the read-only NBD export on the Unix socket `socket` (its default
+ * export, raw) as the appliance's only disk, /dev/sda, and launch, as
+ * guest_open() does (the same acceleration, quick kernel and errors; a
+ * drive libguestfs refuses: IM_EXIT_SOURCE).  The server must stay up
+ * while the handle is used.
+ */
+int guest_open_nbd(const char *socket, guestfs_h **out, struct im_err *err);
+
+/*
  * Start a throwaway appliance (one 1 MiB scratch drive) with the chosen
  * acceleration and shut it down: what `imager appliance --launch` times.
  * *seconds gets the wall time of launch and shutdown.

@@ -102,6 +102,14 @@ struct p2v_opts {
 				      * metadata for qcow2, falloc for raw) */
 	bool force;                  /* replace the domain, volumes or files of these names */
 	bool start;                  /* start the defined domain */
+	bool instant;                /* start it at once on overlays over the image folders'
+				      * exports, then copy it into its volumes while it runs
+				      * (a host on this machine; see "--instant" above) */
+	bool resume;                 /* --instant: carry on a job that was stopped mid-copy
+				      * (its domain and overlays kept): no conversion, the
+				      * overlays served again, the copy begun again */
+	uint64_t copy_rate;          /* --instant: each disk's copy at most this many
+				      * bytes/s (libvirt's block copy bandwidth); 0: no limit */
 	bool probe;                  /* measure the pools' fsyncs/s for the ranking */
 	bool convert;                /* convert the guest for virtio (see 5. above) */
 	bool rebuild_initramfs;      /* conversion: the guest's own initramfs tool */

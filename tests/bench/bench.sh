@@ -37,7 +37,8 @@
 # BENCH_RUNS (runs of each measurement, the median is shown with every run;
 # default 1), BENCH_GROW (0: no growth case),
 # BENCH_PARTS (which parts run, default all: "imaging clonezilla convert
-# windows p2v v2v fs"; imaging is the ext4 sample with the virtual disk
+# windows p2v v2v fs open"; open is an image served without a restore and
+# a guest started at once from it (bench-open.sh); imaging is the ext4 sample with the virtual disk
 # targets, clonezilla an ocs-sr image of it restored into a qcow2, v2v the
 # test guest as an OVA moved onto libvirt against virt-v2v -i ova).
 set -euo pipefail
@@ -51,10 +52,10 @@ WORK=${BENCH_WORK:-$CACHE/work}
 GROW=${BENCH_GROW:-1}
 NPROC=$(nproc)
 RUNS=${BENCH_RUNS:-1}
-PARTS=" ${BENCH_PARTS:-imaging clonezilla convert windows p2v v2v fs} "
+PARTS=" ${BENCH_PARTS:-imaging clonezilla convert windows p2v v2v fs open} "
 part() { [[ $PARTS == *" $1 "* ]]; }
 for p in $PARTS; do
-	case $p in imaging | clonezilla | convert | windows | p2v | v2v | fs) ;; *) echo "bench: unknown part '$p' in BENCH_PARTS" >&2; exit 1 ;; esac
+	case $p in imaging | clonezilla | convert | windows | p2v | v2v | fs | open) ;; *) echo "bench: unknown part '$p' in BENCH_PARTS" >&2; exit 1 ;; esac
 done
 
 die() { echo "bench: $*" >&2; exit 1; }
@@ -441,4 +442,12 @@ if part fs; then
 echo
 echo "other filesystems (tests/bench/bench-fs.sh):"
 IMAGER=$IMAGER BENCH_WORK=$WORK bash "$ROOT/tests/bench/bench-fs.sh"
+fi
+
+# ---- an image opened without a restore: imager serve, p2v --instant ----
+if part open; then
+[ -f "$DISK" ] || build_disk
+echo
+echo "an image opened without a restore (tests/bench/bench-open.sh):"
+IMAGER=$IMAGER DISK=$DISK BENCH_WORK=$WORK bash "$ROOT/tests/bench/bench-open.sh"
 fi

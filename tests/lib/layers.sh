@@ -89,7 +89,7 @@ room_of_public() {
 	backend.h) echo io ;;
 	disk.h|layout.h|ptable.h) echo disk ;;
 	fs.h|fsplugin.h|lvmfmt.h|swapfmt.h|ntfsfmt.h|xfsfmt.h|btrfsfmt.h) echo fs ;;
-	image.h|imgread.h) echo image ;;
+	image.h|imgread.h|imgserve.h) echo image ;;
 	clonezilla.h|partclone.h) echo sources ;;
 	job.h) echo jobs ;;
 	*) echo "" ;;

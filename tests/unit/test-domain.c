@@ -12,7 +12,7 @@
 #include "imager/domain.h"
 #include "unit.h"
 
-static const struct dom_disk disk1 = { DOM_SRC_FILE, "/var/lib/libvirt/images/a.qcow2", NULL, NULL, "qcow2" };
+static const struct dom_disk disk1 = { DOM_SRC_FILE, "/var/lib/libvirt/images/a.qcow2", NULL, NULL, "qcow2", NULL };
 
 static struct dom_guest linux_guest(bool virtio)
 {
@@ -139,8 +139,8 @@ static void asked_and_warned(void)
 static void bad_options(void)
 {
 	struct dom_opts base = { .name = "ok", .disks = &disk1, .ndisks = 1 }, o;
-	struct dom_disk rel = { DOM_SRC_FILE, "rel.img", NULL, NULL, "raw" };
-	struct dom_disk fmt = { DOM_SRC_FILE, "/a.vmdk", NULL, NULL, "vmdk" };
+	struct dom_disk rel = { DOM_SRC_FILE, "rel.img", NULL, NULL, "raw", NULL };
+	struct dom_disk fmt = { DOM_SRC_FILE, "/a.vmdk", NULL, NULL, "vmdk", NULL };
 	struct dom_plan p;
 
 #define BAD(field, value) do { o = base; o.field = value; CHECK(decide(&o, NULL, true, &p) == -EINVAL); } while (0)
@@ -197,11 +197,13 @@ static char *xpath(xmlDocPtr doc, const char *expr)
 
 static void xml_linux(void)
 {
-	struct dom_disk d[2] = {
-		{ DOM_SRC_VOLUME, NULL, "fast<&>", "web1-disk1.qcow2", "qcow2" },
-		{ DOM_SRC_BLOCK, "/dev/vg/web1", NULL, NULL, "raw" },
+	struct dom_disk d[3] = {
+		{ DOM_SRC_VOLUME, NULL, "fast<&>", "web1-disk1.qcow2", "qcow2", NULL },
+		{ DOM_SRC_BLOCK, "/dev/vg/web1", NULL, NULL, "raw", NULL },
+		{ DOM_SRC_FILE, "/var/lib/imager/instant/web1/disk3.qcow2", NULL, NULL, "qcow2",
+		  "/var/tmp/imager-serve-x/sock" },
 	};
-	struct dom_opts o = { .name = "web1", .disks = d, .ndisks = 2, .mac = "52:54:00:12:34:56",
+	struct dom_opts o = { .name = "web1", .disks = d, .ndisks = 3, .mac = "52:54:00:12:34:56",
 			      .net = "bridge:br0", .serial_log = "/var/log/x'y.log", .vcpus = 4,
 			      .description = "from \"sda\" <p2v>" };
 	struct dom_guest g = linux_guest(true);
@@ -238,6 +240,21 @@ static void xml_linux(void)
 	CHECK_XP(doc, "string(/domain/devices/disk[2]/source/@dev)", "/dev/vg/web1");
 	CHECK_XP(doc, "string(/domain/devices/disk[2]/target/@dev)", "vdb");
 	CHECK_XP(doc, "count(/domain/devices/disk[2]/boot)", "0");
+	CHECK_XP(doc, "count(/domain/devices/disk[2]/backingStore)", "0");
+	CHECK_XP(doc, "count(/domain/devices/disk[2]/driver/@error_policy)", "0");
+	/* an overlay over an image's NBD export (p2v --instant) */
+	CHECK_XP(doc, "string(/domain/devices/disk[3]/@type)", "file");
+	CHECK_XP(doc, "string(/domain/devices/disk[3]/driver/@type)", "qcow2");
+	CHECK_XP(doc, "string(/domain/devices/disk[3]/driver/@error_policy)", "stop");
+	CHECK_XP(doc, "string(/domain/devices/disk[3]/driver/@rerror_policy)", "stop");
+	CHECK_XP(doc, "string(/domain/devices/disk[3]/backingStore/@type)", "network");
+	CHECK_XP(doc, "string(/domain/devices/disk[3]/backingStore/format/@type)", "raw");
+	CHECK_XP(doc, "string(/domain/devices/disk[3]/backingStore/source/@protocol)", "nbd");
+	CHECK_XP(doc, "string(/domain/devices/disk[3]/backingStore/source/host/@transport)", "unix");
+	CHECK_XP(doc, "string(/domain/devices/disk[3]/backingStore/source/host/@socket)",
+		 "/var/tmp/imager-serve-x/sock");
+	CHECK_XP(doc, "count(/domain/devices/disk[3]/backingStore/backingStore)", "1");
+	CHECK_XP(doc, "string(/domain/devices/disk[3]/target/@dev)", "vdc");
 	CHECK_XP(doc, "string(/domain/devices/interface/@type)", "bridge");
 	CHECK_XP(doc, "string(/domain/devices/interface/source/@bridge)", "br0");
 	CHECK_XP(doc, "string(/domain/devices/interface/mac/@address)", "52:54:00:12:34:56");

@@ -199,8 +199,8 @@ static int refuse_folder(const char *dir, struct im_err *err)
 
 	if (r == 0 && f.kind == IMG_FOLDER_CLONEZILLA)
 		r = im_errf(err, IM_EXIT_UNSUPP, -ENOTSUP,
-			    "%s: a Clonezilla image folder: it is read through its index "
-			    "(im_reader_open, include/imager/job.h)", dir);
+			    "%s: a Clonezilla image folder: only imager serve reads it without a "
+			    "restore (through its index)", dir);
 	else if (r == 0)
 		r = img_folder_refuse(&f, dir, err);
 	img_folder_free(&f);

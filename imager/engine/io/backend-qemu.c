@@ -23,14 +23,11 @@
  */
 #include <errno.h>
 #include <fcntl.h>
-#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/prctl.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
-#include <time.h>
 #include <unistd.h>
 
 #include "imager/backend.h"
@@ -78,25 +75,12 @@ int qemu_img_opts(const struct qemu_img *img, char *out, size_t len)
 
 /* The last line qemu-nbd wrote, without its "qemu-nbd: " and
  * "Failed to blk_new_open '...': " parts (they repeat the options). */
-static void child_message(const char *dir, char *out, size_t len)
+static void child_message(const struct child *c, char *out, size_t len)
 {
-	char path[600], buf[4096];
-	ssize_t n = -1;
-	int fd;
+	char buf[4096];
+	char *line = buf;
 
-	out[0] = '\0';
-	if (path_join(path, sizeof(path), dir, "messages") == 0 &&
-	    (fd = open(path, O_RDONLY | O_CLOEXEC)) >= 0) {
-		n = read(fd, buf, sizeof(buf) - 1);
-		close(fd);
-	}
-	if (n <= 0)
-		return;
-	buf[n] = '\0';
-	while (n > 0 && (buf[n - 1] == '\n' || buf[n - 1] == '\r'))
-		buf[--n] = '\0';
-	char *line = strrchr(buf, '\n');
-	line = line ? line + 1 : buf;
+	child_last_line(c, buf, sizeof(buf));
 	if (!strncmp(line, "qemu-nbd: ", 10))
 		line += 10;
 	char *q = strstr(line, "': ");
@@ -106,68 +90,7 @@ static void child_message(const char *dir, char *out, size_t len)
 	for (size_t i = 0; i < 2; i++)
 		if (!strncmp(line, noise[i], strlen(noise[i])))
 			line += strlen(noise[i]);
-	for (char *p = line; *p; p++)
-		if ((unsigned char)*p < 0x20)
-			*p = ' ';
 	str_copy(out, len, line);
-}
-
-static void child_exec(const char *dir, const char *sock, const char *opts)
-{
-	char path[600];
-	int fd;
-
-	prctl(PR_SET_PDEATHSIG, SIGTERM);
-	if (path_join(path, sizeof(path), dir, "messages") < 0)
-		_exit(126);
-	fd = open(path, O_WRONLY | O_CREAT | O_TRUNC, 0600);
-	int nul = open("/dev/null", O_RDONLY);
-	if (fd < 0 || nul < 0 || dup2(nul, 0) < 0 || dup2(fd, 1) < 0 || dup2(fd, 2) < 0)
-		_exit(126);
-	char sockopt[700];
-	snprintf(sockopt, sizeof(sockopt), "--socket=%s", sock);
-	execlp(QEMU_NBD, QEMU_NBD, "--read-only", "--persistent", "--shared=4", sockopt,
-	       "--image-opts", opts, (char *)NULL);
-	dprintf(2, "qemu-nbd: cannot start qemu-nbd: %s\n", strerror(errno));
-	_exit(errno == ENOENT ? 127 : 126);
-}
-
-/* Reap the child if it ends within ms milliseconds: true (its status in
- * *status, s->pid cleared), else false. */
-static bool child_reaped(struct qemu_state *s, unsigned ms, int *status)
-{
-	for (unsigned i = 0; i <= ms / 10; i++) {
-		if (waitpid(s->pid, status, WNOHANG) == s->pid) {
-			s->pid = 0;
-			return true;
-		}
-		struct timespec ts = { 0, 10 * 1000 * 1000 };
-		nanosleep(&ts, NULL);
-	}
-	return false;
-}
-
-static void child_stop(struct qemu_state *s)
-{
-	int status;
-
-	if (s->pid > 0) {
-		kill(s->pid, SIGTERM);
-		if (!child_reaped(s, 2000, &status)) {   /* 2 s, then SIGKILL */
-			kill(s->pid, SIGKILL);
-			waitpid(s->pid, NULL, 0);
-			s->pid = 0;
-		}
-	}
-	if (s->dir[0]) {
-		char path[600];
-		if (path_join(path, sizeof(path), s->dir, "sock") == 0)
-			unlink(path);
-		if (path_join(path, sizeof(path), s->dir, "messages") == 0)
-			unlink(path);
-		rmdir(s->dir);
-		s->dir[0] = '\0';
-	}
 }
 
 /* The child ended with status, before it served: why, as an error. */
@@ -175,7 +98,7 @@ static int child_ended(struct qemu_state *s, int status, const char *what, struc
 {
 	char msg[400];
 
-	child_message(s->dir, msg, sizeof(msg));
+	child_message(&s->child, msg, sizeof(msg));
 	if (WIFEXITED(status) && WEXITSTATUS(status) == 127)
 		return im_errf(err, IM_EXIT_UNSUPP, -ENOENT,
 			       "%s: reading it needs qemu-nbd (Debian package qemu-utils), "
@@ -189,70 +112,48 @@ static bool child_gone(struct qemu_state *s, const char *what, struct im_err *er
 {
 	int status;
 
-	if (!child_reaped(s, 2000, &status))
+	if (!child_reaped(&s->child, 2000, &status))
 		return false;
 	child_ended(s, status, what, err);
 	return true;
 }
 
-/* Wait until the child listens on sock (or dies, or timeout_s passes). */
-static int child_wait(struct qemu_state *s, const char *sock, const char *what,
-		      unsigned timeout_s, struct im_err *err)
-{
-	struct timespec start, now;
-	int status;
-
-	clock_gettime(CLOCK_MONOTONIC, &start);
-	for (;;) {
-		struct stat st;
-		pid_t w = waitpid(s->pid, &status, WNOHANG);
-		if (w == s->pid) {
-			s->pid = 0;
-			return child_ended(s, status, what, err);
-		}
-		if (stat(sock, &st) == 0 && S_ISSOCK(st.st_mode))
-			return 0;
-		clock_gettime(CLOCK_MONOTONIC, &now);
-		if (now.tv_sec - start.tv_sec >= (time_t)timeout_s)
-			return im_errf(err, IM_EXIT_IO, -ETIMEDOUT,
-				       "%s: qemu-nbd did not start serving it within %u s (--timeout)",
-				       what, timeout_s);
-		struct timespec ts = { 0, 10 * 1000 * 1000 };
-		nanosleep(&ts, NULL);
-	}
-}
-
 int qemu_serve(struct bk *bk, const struct qemu_img *img, struct im_err *err)
 {
 	struct qemu_state *s = bk->priv;
-	char opts[8192], sock[600], uri[700], what[700];
-	int r;
+	char opts[8192], sockopt[700], uri[700], what[700];
+	int r, status;
 
 	snprintf(what, sizeof(what), "%s (%s)", bk->name, img->label);
 	if (qemu_img_opts(img, opts, sizeof(opts)) < 0)
 		return im_errf(err, IM_EXIT_USAGE, -ENAMETOOLONG, "%s: the path is too long", bk->name);
-	FORWARD_ERR(tmp_dir_make("qemu", s->dir, sizeof(s->dir), err));
-	if (path_join(sock, sizeof(sock), s->dir, "sock") < 0 || strlen(sock) >= 100) {
-		r = im_errf(err, IM_EXIT_USAGE, -ENAMETOOLONG,
-			    "%s: the temporary folder's name is too long for a socket "
-			    "(set TMPDIR to a shorter one)", s->dir);
+	/* (the socket's name is known before the child starts: dir/sock) */
+	char dir[512];
+	FORWARD_ERR(tmp_dir_make("qemu", dir, sizeof(dir), err));
+	snprintf(sockopt, sizeof(sockopt), "--socket=%s/sock", dir);
+	const char *argv[] = { QEMU_NBD, "--read-only", "--persistent", "--shared=4", sockopt,
+			       "--image-opts", opts, NULL };
+	r = child_start(&s->child, NULL, dir, argv, CHILD_DIE_WITH_PARENT, err);
+	s->child.own_dir = true;
+	if (r < 0) {
+		rmdir(dir);
+		return r;
+	}
+	r = child_listening(&s->child, bk->net.timeout_s, &status);
+	if (r == 1) {
+		r = child_ended(s, status, what, err);
 		goto fail;
 	}
-	s->pid = fork();
-	if (s->pid < 0) {
-		s->pid = 0;
-		r = im_errf(err, IM_EXIT_INTERNAL, -errno, "starting qemu-nbd: %s", strerror(errno));
+	if (r < 0) {
+		r = im_errf(err, IM_EXIT_IO, -ETIMEDOUT,
+			    "%s: qemu-nbd did not start serving it within %u s (--timeout)", what,
+			    bk->net.timeout_s);
 		goto fail;
 	}
-	if (s->pid == 0)
-		child_exec(s->dir, sock, opts);
-	r = child_wait(s, sock, what, bk->net.timeout_s, err);
-	if (r < 0)
-		goto fail;
 	/* A local child that dropped the connection did so for a reason
 	 * (qemu_failed): connecting again would only meet it again. */
 	struct bk_net net = { .given = true, .timeout_s = bk->net.timeout_s, .retries = 0 };
-	snprintf(uri, sizeof(uri), "nbd+unix:///?socket=%s", sock);
+	snprintf(uri, sizeof(uri), "nbd+unix:///?socket=%s", s->child.sock);
 	r = bk_open(uri, "nbd", 0, &net, &s->nbd, err);
 	if (r < 0) {
 		/* qemu-nbd may listen before it opens the image, and drop the
@@ -270,7 +171,7 @@ int qemu_serve(struct bk *bk, const struct qemu_img *img, struct im_err *err)
 	bk->sector_size = 512;
 	return 0;
 fail:
-	child_stop(s);
+	child_stop(&s->child);
 	return r;
 }
 
@@ -284,7 +185,7 @@ static int qemu_failed(struct bk *bk, int r)
 	struct qemu_state *s = bk->priv;
 	char msg[sizeof(bk->fail_note) - 40];
 
-	child_message(s->dir, msg, sizeof(msg));
+	child_message(&s->child, msg, sizeof(msg));
 	if (strstr(msg, "reading from file failed")) {
 		snprintf(bk->fail_note, sizeof(bk->fail_note), "damaged or truncated (qemu: %s)", msg);
 		return -EBADMSG;
@@ -320,7 +221,7 @@ int qemu_close(struct bk *bk)
 	if (s->nbd)
 		r = bk_close(s->nbd, NULL);
 	s->nbd = NULL;
-	child_stop(s);
+	child_stop(&s->child);
 	return r;
 }
 

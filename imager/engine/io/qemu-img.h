@@ -9,6 +9,7 @@
 #include <sys/types.h>
 
 #include "imager/backend.h"
+#include "child.h"
 
 /* What qemu is asked to open. */
 struct qemu_img {
@@ -22,8 +23,7 @@ struct qemu_img {
 /* The private state of every driver served by qemu-nbd. */
 struct qemu_state {
 	struct bk *nbd;           /* the export, through backend-nbd.c */
-	pid_t pid;                /* qemu-nbd; 0 when not running */
-	char dir[512];            /* the private folder: socket, qemu-nbd's messages */
+	struct child child;       /* qemu-nbd, in its private folder (child.h) */
 };
 #define QEMU_STATE_SIZE sizeof(struct qemu_state)
 
