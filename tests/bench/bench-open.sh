@@ -47,17 +47,7 @@ stop_server() {
 URI=qemu:///system
 POOL=imager-bench-open-pool
 lv() { virsh -q -c "$URI" "$@"; }
-leftovers() {
-	for d in imager-bench-open-p2v imager-bench-open-run; do
-		lv destroy $d >/dev/null 2>&1 || true
-		lv undefine $d >/dev/null 2>&1 || true
-	done
-	lv vol-list $POOL 2>/dev/null | awk '{ print $1 }' | while read -r v; do
-		lv vol-delete --pool $POOL "$v" >/dev/null 2>&1 || true
-	done || true
-	lv pool-destroy $POOL >/dev/null 2>&1 || true
-	lv pool-undefine $POOL >/dev/null 2>&1 || true
-}
+leftovers() { libvirt_drop $POOL imager-bench-open-p2v imager-bench-open-run; }
 cleanup() { stop_server; leftovers; rm -rf "$WORK"; }
 trap cleanup EXIT
 trap 'exit 130' INT

@@ -53,16 +53,11 @@ fi
 POOL=imager-bench-pool
 IDOM=imager-bench-p2v
 VDOM=imager-bench-v2v
+BENCH_NAME=bench-p2v
+# shellcheck source=timing.sh
+. "$ROOT/tests/bench/timing.sh"
 leftovers() {
-	for d in $IDOM $VDOM; do
-		lv destroy $d >/dev/null 2>&1 || true
-		lv undefine --nvram $d >/dev/null 2>&1 || lv undefine $d >/dev/null 2>&1 || true
-	done
-	lv vol-list $POOL 2>/dev/null | awk '{ print $1 }' | while read -r v; do
-		lv vol-delete --pool $POOL "$v" >/dev/null 2>&1 || true
-	done || true
-	lv pool-destroy $POOL >/dev/null 2>&1 || true
-	lv pool-undefine $POOL >/dev/null 2>&1 || true
+	libvirt_drop $POOL $IDOM $VDOM
 	rm -rf "$WORK"
 }
 cleanup() {
@@ -95,9 +90,6 @@ else
 	TARGET=0.25
 fi
 
-BENCH_NAME=bench-p2v
-# shellcheck source=timing.sh
-. "$ROOT/tests/bench/timing.sh"
 echo "moving the test guest onto $URI, pool $POOL (TCG):"
 timed imager "$IMAGER" p2v "$ISOURCE" --name $IDOM --connect $URI --pool $POOL --format qcow2 \
 	--preallocation metadata --serial-log "$WORK/serial.log" --no-progress --start

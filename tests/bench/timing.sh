@@ -10,7 +10,24 @@
 #                       (virt-v2v on a layout it does not know): on failure
 #                       T[NAME] is the time it took to fail, FAILED[NAME]
 #                       its first error line, and it returns 1
+#   libvirt_drop POOL DOMAIN...  the bench's domains destroyed and
+#                       undefined, the pool's volumes deleted, the pool
+#                       destroyed and undefined (through lv, the caller's
+#                       virsh); what is not there is no error
 declare -A T FAILED
+libvirt_drop() {
+	local pool=$1 d
+	shift
+	for d in "$@"; do
+		lv destroy "$d" >/dev/null 2>&1 || true
+		lv undefine --nvram "$d" >/dev/null 2>&1 || lv undefine "$d" >/dev/null 2>&1 || true
+	done
+	lv vol-list "$pool" 2>/dev/null | awk '{ print $1 }' | while read -r v; do
+		lv vol-delete --pool "$pool" "$v" >/dev/null 2>&1 || true
+	done || true
+	lv pool-destroy "$pool" >/dev/null 2>&1 || true
+	lv pool-undefine "$pool" >/dev/null 2>&1 || true
+}
 now() { date +%s.%N; }
 calc() { awk "BEGIN { printf \"%.3f\", $* }"; }
 timed() {
