@@ -13,6 +13,7 @@
 #include <string.h>
 
 #include "commands.h"
+#include "imager/job.h"
 #include "imager/imgserve.h"
 #include "imager/browse.h"
 #include "imager/imgread.h"
@@ -31,7 +32,8 @@ int browse_check_folder(const char *cmd, const char *dir, const char *name)
 	if (name && name[strspn(name, "0123456789")] == '\0' &&
 	    cli_parse_uint(name, 0, 4096, &ro.partition) < 0)
 		return cli_usage(cmd, "%s: a partition number is 0..4096", name);
-	if (img_reader_open(dir, &ro, &rd, &err) < 0)
+	/* (a Clonezilla folder through its index: built here when missing) */
+	if (im_reader_open(dir, &ro, NULL, &rd, NULL, &err) < 0)
 		return cli_fail(cmd, &err);
 	img_reader_close(rd);
 	return IM_EXIT_OK;
@@ -47,7 +49,9 @@ int browse_session_open(const char *cmd, const char *dir, const char *name, uint
 	if ((rc = browse_check_folder(cmd, dir, name)) != IM_EXIT_OK)
 		return rc;
 	struct img_serve_opts so = { .cache_bytes = cache };
-	if (img_serve_start(dir, &so, &s->srv, &err) < 0)
+	char served[4200];
+	if (im_serve_folder(dir, NULL, served, sizeof(served), &err) < 0 ||
+	    img_serve_start(served, &so, &s->srv, &err) < 0)
 		return cli_fail(cmd, &err);
 	if (browse_open(img_server_socket(s->srv), &s->b, &err) < 0) {
 		img_server_stop(s->srv);

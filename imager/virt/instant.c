@@ -37,6 +37,7 @@
 
 #include "imager/host.h"
 #include "imager/imgserve.h"
+#include "imager/job.h"
 #include "imager/volume.h"
 #include "p2v-int.h"
 #include "tool.h"
@@ -177,7 +178,10 @@ int instant_prepare(struct p2v *j)
 	FORWARD_ERR(state_dir(j, in));
 	in->keep = j->o->resume;   /* (a failed --resume drops nothing) */
 	for (size_t i = 0; i < j->n; i++) {
-		FORWARD_ERR(img_serve_start(j->rep->disks[i].source, &so, &in->srv[i], j->err));
+		char served[4200];   /* (a Clonezilla folder: its index, job.h) */
+		FORWARD_ERR(im_serve_folder(j->rep->disks[i].source, NULL, served, sizeof(served),
+					    j->err));
+		FORWARD_ERR(img_serve_start(served, &so, &in->srv[i], j->err));
 		FORWARD_ERR(make_overlay(j, i, img_server_socket(in->srv[i])));
 		in->vol[i] = j->disks[i];
 		j->disks[i] = (struct dom_disk){ DOM_SRC_FILE, j->dst[i].overlay, NULL, NULL, "qcow2",

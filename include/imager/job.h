@@ -292,5 +292,11 @@ struct img_reader_opts;
 int im_reader_open(const char *dir, const struct img_reader_opts *ro,
 		   const struct im_czindex_opts *co, struct img_reader **out,
 		   struct im_czindex_report *rep, struct im_err *err);
+/* The imager image folder that serves DIR (imgserve.h serves only those):
+ * DIR itself, or a Clonezilla folder's index, found or built (im_czindex;
+ * co NULL: the cache $IMAGER_CZINDEX_DIR, else the default), into out.
+ * 0 or negative errno (im_czindex's errors; -ENAMETOOLONG). */
+int im_serve_folder(const char *dir, const struct im_czindex_opts *co, char *out, size_t len,
+		    struct im_err *err);
 
 #endif

@@ -333,3 +333,25 @@ int im_reader_open(const char *dir, const struct img_reader_opts *ro,
 	}
 	return r;
 }
+
+int im_serve_folder(const char *dir, const struct im_czindex_opts *co, char *out, size_t len,
+		    struct im_err *err)
+{
+	struct im_czindex_opts dflt = { .cache_dir = getenv("IMAGER_CZINDEX_DIR") };
+	struct im_czindex_report rep;
+
+	if (!img_is_clonezilla(dir)) {
+		RETURN_IF(str_copy(out, len, dir) < 0, err, IM_EXIT_USAGE, -ENAMETOOLONG,
+			  "%s: the path is too long", dir);
+		return 0;
+	}
+	if (!co) {
+		if (dflt.cache_dir && !*dflt.cache_dir)
+			dflt.cache_dir = NULL;
+		co = &dflt;
+	}
+	FORWARD_ERR(im_czindex(dir, co, &rep, err));
+	RETURN_IF(str_copy(out, len, rep.path) < 0, err, IM_EXIT_USAGE, -ENAMETOOLONG,
+		  "%s: the path is too long", rep.path);
+	return 0;
+}
