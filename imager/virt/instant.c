@@ -58,35 +58,9 @@ struct instant {
 	bool offline;                /* the guest stopped: copied with it off */
 };
 
-static void pause_ms(unsigned ms)
-{
-	struct timespec ts = { ms / 1000, (long)(ms % 1000) * 1000 * 1000 };
-	nanosleep(&ts, NULL);
-}
-
 static bool cancelled(const struct p2v *j)
 {
 	return j->o->progress.cancel && *j->o->progress.cancel;
-}
-
-/* mkdir -p path (0755) */
-static int mkdirs(const char *path)
-{
-	char p[3000];
-
-	if (str_copy(p, sizeof(p), path) < 0)
-		return -ENAMETOOLONG;
-	for (char *s = p + 1;; s++) {
-		if (*s == '/' || !*s) {
-			char c = *s;
-			*s = '\0';
-			if (mkdir(p, 0755) < 0 && errno != EEXIST)
-				return -errno;
-			if (!c)
-				return 0;
-			*s = c;
-		}
-	}
 }
 
 /* The state folder, made afresh (a folder left by an earlier job of that
@@ -100,7 +74,7 @@ static int state_dir(struct p2v *j, struct instant *in)
 		base = "/var/lib/imager/instant";
 	if (str_printf(in->dir, sizeof(in->dir), "%s/%s", base, j->dom.name) < 0)
 		return im_errf(j->err, IM_EXIT_USAGE, -ENAMETOOLONG, "%s: too long", base);
-	int r = mkdirs(base);
+	int r = util_mkdir_p(base);
 	if (r < 0)
 		return im_errf(j->err, IM_EXIT_TARGET, r, "%s: %s", base, strerror(-r));
 	if (j->o->resume) {
@@ -246,7 +220,7 @@ static void stop_guest(struct p2v *j)
 		virDomainBlockJobAbort(j->domain, j->dst[i].overlay, 0);
 	if (virDomainShutdown(j->domain) == 0)
 		for (unsigned s = 0; s < 600 && virDomainIsActive(j->domain) == 1; s++)
-			pause_ms(100);
+			util_sleep_ms(100);
 	if (virDomainIsActive(j->domain) == 1)
 		virDomainDestroy(j->domain);
 	j->inst->keep = true;
@@ -405,7 +379,7 @@ static int wait_copies(struct p2v *j)
 			j->o->progress.fn(j->o->progress.opaque, "copy", done, total);
 		if (cancelled(j))
 			return im_errf(j->err, IM_EXIT_INTERRUPTED, -EINTR, "interrupted");
-		pause_ms(200);
+		util_sleep_ms(200);
 	}
 	if (r < 0 && virDomainIsActive(j->domain) == 0) {
 		memset(j->err, 0, sizeof(*j->err));
@@ -461,13 +435,12 @@ int instant_copy(struct p2v *j)
 	return 0;
 }
 
-void instant_release(struct p2v *j, bool failed)
+void instant_release(struct p2v *j)
 {
 	struct instant *in = j->inst;
 
 	if (!in)
 		return;
-	(void)failed;
 	for (size_t i = 0; i < j->n; i++) {
 		/* A guest that still runs on an overlay keeps its server: only
 		 * a failure stops one (the guest was shut down first). */

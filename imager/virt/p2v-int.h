@@ -74,6 +74,6 @@ int instant_prepare(struct p2v *j);
 int instant_check_resume(struct p2v *j);
 int instant_redefine(struct p2v *j);
 int instant_copy(struct p2v *j);
-void instant_release(struct p2v *j, bool failed);
+void instant_release(struct p2v *j);
 
 #endif

@@ -716,7 +716,7 @@ static int p2v_host_instant(struct p2v *j, int r)
 	}
 	if (r < 0)
 		delete_volumes(j);
-	instant_release(j, r < 0);
+	instant_release(j);
 	return r;
 }
 

@@ -63,15 +63,9 @@ const char *img_server_socket(const struct img_server *s);  /* absolute */
 const char *img_server_dir(const struct img_server *s);     /* the socket's private folder */
 pid_t img_server_pid(const struct img_server *s);
 uint64_t img_server_size(const struct img_server *s);        /* the export's bytes */
-/* Still serving: the process not ended and the socket answering. */
-bool img_server_alive(struct img_server *s);
 /* Whether a server accepts connections on the Unix socket path. */
 bool img_socket_answers(const char *path);
 /* SIGTERM (SIGKILL after 2 s), the folder removed, s freed (NULL: nothing). */
 void img_server_stop(struct img_server *s);
-/* The server handed over (outlive): s freed, the process and its folder
- * left running; their pid and folder are what img_server_pid and
- * img_server_socket said. */
-void img_server_detach(struct img_server *s);
 
 #endif

@@ -14,12 +14,6 @@
 #include "child.h"
 #include "util.h"
 
-static void pause_ms(unsigned ms)
-{
-	struct timespec ts = { ms / 1000, (long)(ms % 1000) * 1000 * 1000 };
-	nanosleep(&ts, NULL);
-}
-
 static void child_exec(const struct child *c, const char *const argv[], unsigned flags)
 {
 	char path[600];
@@ -85,7 +79,7 @@ bool child_reaped(struct child *c, unsigned ms, int *status)
 			c->pid = 0;
 			return true;
 		}
-		pause_ms(10);
+		util_sleep_ms(10);
 	}
 	return false;
 }
@@ -106,7 +100,7 @@ int child_listening(struct child *c, unsigned timeout_s, int *status)
 		clock_gettime(CLOCK_MONOTONIC, &now);
 		if (now.tv_sec - start.tv_sec >= (time_t)timeout_s)
 			return -ETIMEDOUT;
-		pause_ms(10);
+		util_sleep_ms(10);
 	}
 }
 

@@ -383,3 +383,26 @@ void util_slot_vprintf(char *slots, size_t n, size_t len, const char *fmt, va_li
 		return;
 	}
 }
+
+int util_mkdir_p(const char *path)
+{
+	char p[4200];
+
+	if (snprintf(p, sizeof(p), "%s", path) >= (int)sizeof(p))
+		return -ENAMETOOLONG;
+	for (char *s = p + 1; *s; s++) {
+		if (*s != '/')
+			continue;
+		*s = '\0';
+		if (mkdir(p, 0755) < 0 && errno != EEXIST)
+			return -errno;
+		*s = '/';
+	}
+	return mkdir(p, 0755) < 0 && errno != EEXIST ? -errno : 0;
+}
+
+void util_sleep_ms(unsigned ms)
+{
+	struct timespec ts = { ms / 1000, (long)(ms % 1000) * 1000 * 1000 };
+	nanosleep(&ts, NULL);
+}

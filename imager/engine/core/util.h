@@ -84,6 +84,10 @@ int util_fsync_dir(const char *dir);
 /* Read a whole file of at most max bytes (-EFBIG beyond).  *buf is
  * malloc'ed (NUL-terminated for convenience).  Returns 0 or -errno. */
 int util_read_whole_file(const char *path, unsigned char **buf, size_t *len, uint64_t max);
+/* mkdir -p path, each missing folder 0755: 0 or -errno (-ENAMETOOLONG). */
+int util_mkdir_p(const char *path);
+/* Sleep ms milliseconds. */
+void util_sleep_ms(unsigned ms);
 /* Is the buffer all zero bytes? */
 int util_buf_is_zero(const void *buf, size_t len);
 /* Checked text: snprintf and a string copy that return 0, or

@@ -194,24 +194,10 @@ bool img_socket_answers(const char *path)
 	return r == 0;
 }
 
-bool img_server_alive(struct img_server *s)
-{
-	int status;
-
-	if (!s->child.pid || child_reaped(&s->child, 0, &status))
-		return false;
-	return img_socket_answers(s->child.sock);
-}
-
 void img_server_stop(struct img_server *s)
 {
 	if (!s)
 		return;
 	child_stop(&s->child);
-	free(s);
-}
-
-void img_server_detach(struct img_server *s)
-{
 	free(s);
 }

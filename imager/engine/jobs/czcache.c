@@ -212,23 +212,6 @@ static void prune(const char *root, const char *keep, const char *source, uint64
 	free(v);
 }
 
-static int mkdir_p(const char *path)
-{
-	char p[4200];
-
-	if (snprintf(p, sizeof(p), "%s", path) >= (int)sizeof(p))
-		return -ENAMETOOLONG;
-	for (char *s = p + 1; *s; s++) {
-		if (*s != '/')
-			continue;
-		*s = '\0';
-		if (mkdir(p, 0755) < 0 && errno != EEXIST)
-			return -errno;
-		*s = '/';
-	}
-	return mkdir(p, 0755) < 0 && errno != EEXIST ? -errno : 0;
-}
-
 static int cache_unwritable(const char *root, int r, struct im_err *err)
 {
 	return im_errf(err, IM_EXIT_IO, r,
@@ -293,7 +276,7 @@ int im_czindex(const char *dir, const struct im_czindex_opts *o, struct im_czind
 	if (r == 0 && stat(mf, &st) == 0) {
 		utimensat(AT_FDCWD, rep->path, NULL, 0);   /* (recently used) */
 	} else if (r == 0) {
-		r = mkdir_p(root);
+		r = util_mkdir_p(root);
 		if (r < 0)
 			r = cache_unwritable(root, r, err);
 		if (r == 0)
