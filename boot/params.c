@@ -404,6 +404,27 @@ static int parse_one(const char *key, const char *v, struct live_params *p, char
 			return fail(err, errlen, "imager.pool: letters, digits and . _ - only");
 		return put(p->pool, sizeof(p->pool), v, strlen(v), what, err, errlen);
 	}
+	if (!strcmp(key, "memory")) {
+		/* imager p2v --memory: a size with a unit (4G, 2048M) */
+		size_t n = strlen(v);
+		if (n < 2 || n > 12 || strspn(v, "0123456789") != n - 1 ||
+		    !strchr("MGmg", v[n - 1]) || v[0] == '0')
+			return fail(err, errlen, "imager.memory: a size such as 4G or 2048M");
+		return put(p->memory, sizeof(p->memory), v, n, what, err, errlen);
+	}
+	if (!strcmp(key, "vcpus")) {
+		unsigned n;
+		if (port_parse(v, strlen(v), &n) || n > 4096)
+			return fail(err, errlen, "imager.vcpus: a number from 1 to 4096");
+		p->vcpus = n;
+		return 0;
+	}
+	if (!strcmp(key, "keymap")) {
+		/* a keyboard layout the medium carries (boot/build.sh KEYMAPS) */
+		if (!only(v, strlen(v), "_-") || strlen(v) > 32)
+			return fail(err, errlen, "imager.keymap: a layout name such as us, de or fr");
+		return put(p->keymap, sizeof(p->keymap), v, strlen(v), what, err, errlen);
+	}
 	return fail(err, errlen, "imager.%.40s: unknown parameter", key);
 }
 
@@ -554,4 +575,8 @@ void live_print_shell(FILE *f, const struct live_params *p)
 	snprintf(text, sizeof(text), "%s%s%s", p->ip_dns[0], p->ip_dns[1][0] ? " " : "",
 		 p->ip_dns[1]);
 	var(f, "LIVE_IP_DNS", text);
+	var(f, "LIVE_MEMORY", p->memory);
+	snprintf(num, sizeof(num), "%u", p->vcpus);
+	var(f, "LIVE_VCPUS", p->vcpus ? num : "");
+	var(f, "LIVE_KEYMAP", p->keymap);
 }

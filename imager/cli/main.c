@@ -1,6 +1,7 @@
 /* SPDX-License-Identifier: GPL-2.0-or-later */
 /* imager: global options, then the command from the table. */
 #include <getopt.h>
+#include <stdbool.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -8,6 +9,8 @@
 #include <unistd.h>
 
 #include "commands.h"
+#include "imager/guest.h"
+#include "imager/host.h"
 
 /* Set by SIGINT/SIGTERM, read by the engine between frames.  A second
  * signal ends the process at once (the default action).  Options travel
@@ -44,6 +47,34 @@ static void usage(FILE *out)
 		"See imager(1).\n");
 }
 
+/* --version; with -v also the libraries and programs a P2V server needs
+ * (the live medium's connection test reads these lines). */
+static int print_version(bool verbose)
+{
+	char v[128];
+	FILE *p;
+
+	printf("imager %s\n", IMAGER_VERSION);
+	if (verbose) {
+		host_lib_version(v, sizeof(v));
+		printf("libvirt %s\n", v[0] ? v : "unknown");
+		guest_lib_version(v, sizeof(v));
+		printf("libguestfs %s\n", v[0] ? v : "unknown");
+		/* qemu's first line: "QEMU emulator version 7.2.x (Debian ...)" */
+		v[0] = '\0';
+		p = popen("qemu-system-x86_64 --version 2>/dev/null", "r");
+		if (p) {
+			if (!fgets(v, sizeof(v), p))
+				v[0] = '\0';
+			pclose(p);
+		}
+		v[strcspn(v, "\n")] = '\0';
+		printf("qemu %s\n", !strncmp(v, "QEMU emulator version ", 22) ? v + 22 :
+		       "missing (qemu-system-x86_64)");
+	}
+	return cli_finish_stdout(NULL, IM_EXIT_OK);
+}
+
 int main(int argc, char **argv)
 {
 	static const struct option opts[] = {
@@ -57,6 +88,7 @@ int main(int argc, char **argv)
 	};
 	struct cli cli = { 0 };
 	const struct command *cmd;
+	bool version = false;
 	int c;
 
 	disk_roots_default(&cli.roots);
@@ -75,9 +107,7 @@ int main(int argc, char **argv)
 		case 'D': snprintf(cli.roots.dev, sizeof(cli.roots.dev), "%s", optarg); break;
 		case 'v': cli.verbose++; break;
 		case 'q': cli.verbose = -1; break;
-		case 'V':
-			printf("imager %s\n", IMAGER_VERSION);
-			return cli_finish_stdout(NULL, IM_EXIT_OK);
+		case 'V': version = true; break;
 		case 'h':
 			usage(stdout);
 			return cli_finish_stdout(NULL, IM_EXIT_OK);
@@ -86,6 +116,8 @@ int main(int argc, char **argv)
 			return IM_EXIT_USAGE;
 		}
 	}
+	if (version)
+		return print_version(cli.verbose > 0);
 	if (optind >= argc) {
 		usage(stderr);
 		return IM_EXIT_USAGE;

@@ -677,6 +677,24 @@ int guest_launch_test(double *seconds, struct im_err *err)
 	return r;
 }
 
+void guest_lib_version(char *buf, size_t n)
+{
+	guestfs_h *g = guestfs_create_flags(GUESTFS_CREATE_NO_ENVIRONMENT);
+	struct guestfs_version *v = NULL;
+
+	if (n)
+		buf[0] = '\0';
+	if (!g)
+		return;
+	guestfs_set_error_handler(g, NULL, NULL);
+	v = guestfs_version(g);
+	if (v)
+		snprintf(buf, n, "%lld.%lld.%lld%s", (long long)v->major, (long long)v->minor,
+			 (long long)v->release, v->extra ? v->extra : "");
+	guestfs_free_version(v);
+	guestfs_close(g);
+}
+
 void guest_close(guestfs_h *g)
 {
 	if (!g)

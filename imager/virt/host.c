@@ -51,6 +51,16 @@ static void events_start(void)
 	}
 }
 
+void host_lib_version(char *buf, size_t n)
+{
+	unsigned long v = 0;
+
+	if (n)
+		buf[0] = '\0';
+	if (virGetVersion(&v, NULL, NULL) == 0 && v)
+		snprintf(buf, n, "%lu.%lu.%lu", v / 1000000, v / 1000 % 1000, v % 1000);
+}
+
 int host_open(const char *uri, const struct bk_net *net, virConnectPtr *out, struct im_err *err)
 {
 	unsigned timeout = bk_net_get(net).timeout_s;

@@ -257,6 +257,11 @@ int guest_open_nbd(const char *socket, guestfs_h **out, struct im_err *err);
  */
 int guest_launch_test(double *seconds, struct im_err *err);
 
+/* libguestfs's version ("1.48.6"), from a handle that is never launched:
+ * cheap, for `imager -v --version` (a P2V server's connection test).
+ * Writes "" when no handle can be made. */
+void guest_lib_version(char *buf, size_t n);
+
 /* guestfs_shutdown() then guestfs_close(); NULL is fine.  Use
  * guestfs_shutdown() yourself first when you need to know that the writes
  * reached the disks. */

@@ -39,6 +39,10 @@ bool host_alive(virConnectPtr conn);
  * net->retries times): it waits at most the timeout, since a daemon that
  * is stopped accepts the socket and never answers (the attempt is left to
  * finish on its own thread, and closed). */
+/* libvirt's library version ("9.0.0"), no connection made; "" when it
+ * cannot say.  For `imager -v --version`. */
+void host_lib_version(char *buf, size_t n);
+
 int host_reopen(const char *uri, const struct bk_net *net, virConnectPtr *out,
 		struct im_err *err);
 /* libvirt's last error message on this thread, or "libvirt gave no

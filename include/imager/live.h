@@ -22,6 +22,10 @@
  *                                    smb:// repository a credentials file
  *                                    (username=, password=, domain= lines)
  *   imager.name= imager.disks=a,b imager.connect=URI imager.pool=POOL
+ *   imager.memory=SIZE (4G, 2048M) imager.vcpus=N   the new VM's (imager p2v)
+ *   imager.keymap=LAYOUT  the console's keyboard: us, uk, de, fr, es, it...
+ *                         (what boot/build.sh put in; unknown ones are
+ *                         reported by init, and us stays)
  *   ip=dhcp | ip=off | ip=CLIENT:SERVER:GATEWAY:NETMASK:HOSTNAME:DEVICE:AUTOCONF[:DNS0[:DNS1]]
  *
  * Quotes follow the kernel: a double quote starts or ends a quoted part
@@ -68,6 +72,9 @@ struct live_params {
 	unsigned server_port;               /* 0: no imager.server */
 	char key_dev[LIVE_STR], key_path[LIVE_STR];
 	char name[256], disks[LIVE_STR], connect[LIVE_STR], pool[256];
+	char memory[16];                    /* "" or imager.memory's value */
+	unsigned vcpus;                     /* 0: not given */
+	char keymap[40];
 	enum live_ip ip;
 	char ip_addr[64], ip_gw[64], ip_mask[64], ip_host[256], ip_dev[64], ip_dns[2][64];
 	int unattended;

@@ -380,6 +380,25 @@ static void test_names(void)
 	CHECK(bad("imager.pool=", "imager.pool"));
 	CHECK(bad("imager.connect=", "imager.connect"));
 
+	/* The new VM's size and the console's keyboard (the menu prints them
+	 * for the next machine). */
+	CHECK(ok("imager.memory=4G imager.vcpus=2 imager.keymap=de"));
+	CHECK_STR(P.memory, "4G");
+	CHECK(P.vcpus == 2);
+	CHECK_STR(P.keymap, "de");
+	CHECK(ok("imager.memory=2048M imager.keymap=fr-latin9"));
+	CHECK_STR(P.memory, "2048M");
+	CHECK(bad("imager.memory=4", "imager.memory"));
+	CHECK(bad("imager.memory=G", "imager.memory"));
+	CHECK(bad("imager.memory=04G", "imager.memory"));
+	CHECK(bad("imager.memory=4T", "imager.memory"));
+	CHECK(bad("imager.memory=4G;x", "imager.memory"));
+	CHECK(bad("imager.vcpus=0", "imager.vcpus"));
+	CHECK(bad("imager.vcpus=x", "imager.vcpus"));
+	CHECK(bad("imager.vcpus=99999", "imager.vcpus"));
+	CHECK(bad("imager.keymap=../de", "imager.keymap"));
+	CHECK(bad("imager.keymap=", "imager.keymap"));
+
 	/* A typo stops the medium with the reason instead of being ignored. */
 	CHECK(bad("imager.foo=1", "unknown parameter"));
 	CHECK(bad("imager.foo=1", "imager.foo"));
@@ -641,7 +660,10 @@ static void test_print_shell(void)
 		       "LIVE_IP_MASK='255.255.255.0'\n"
 		       "LIVE_IP_HOST='web01'\n"
 		       "LIVE_IP_DEV='eth0'\n"
-		       "LIVE_IP_DNS='10.0.0.2 10.0.0.3'\n");
+		       "LIVE_IP_DNS='10.0.0.2 10.0.0.3'\n"
+		       "LIVE_MEMORY=''\n"
+		       "LIVE_VCPUS=''\n"
+		       "LIVE_KEYMAP=''\n");
 	free(out);
 
 	/* The menu, nothing given: the ports are empty, not 0. */
