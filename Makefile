@@ -25,7 +25,7 @@ PKGS      := libparted blkid libzstd json-c libxxhash zlib libnbd libguestfs lib
 #   DEB_BENCH  the anchors make bench compares against
 #   DEB_BOOT   what `make boot` copies into the live medium or builds it
 #              with (busybox, GRUB for BIOS and UEFI, shim and MokManager
-#              signed, xorriso, ssh, sshfs, nbdkit, dialog; the kernel is DEB_RUN's)
+#              signed, xorriso, ssh, sshfs, nbdkit, dialog, kbd and console-data for the keyboard layouts; the kernel is DEB_RUN's)
 DEB_BUILD := build-essential pkg-config clang libclang-rt-14-dev libparted-dev libblkid-dev libzstd-dev \
              libjson-c-dev libxxhash-dev zlib1g-dev libnbd-dev libguestfs-dev \
              libvirt-dev libxml2-dev libhivex-dev libarchive-dev liblzma-dev libssl-dev \
@@ -45,7 +45,8 @@ DEB_PKG   := debhelper dpkg-dev lintian
 DEB_BENCH := virt-v2v libnbd-bin
 DEB_BOOT  := busybox-static kmod cpio zstd mtools dosfstools xorriso grub-pc-bin \
              grub-efi-amd64-bin grub-efi-amd64-signed shim-signed \
-             shim-helpers-amd64-signed openssh-client sshfs nbdkit dialog linux-image-amd64
+             shim-helpers-amd64-signed openssh-client sshfs nbdkit dialog kbd console-data \
+             linux-image-amd64
 # (the live medium's tests also start servers: an sshd, Samba's smbd, NFS-Ganesha)
 DEB_TEST  += openssh-server samba nfs-ganesha nfs-ganesha-vfs
 # (Clonezilla's ocs-sr makes the authentic images sources/clonezilla reads)
@@ -58,6 +59,10 @@ DEB_TEST  += ccache
 # (systemd-boot's EFI loader: the test guest that boots through Boot Loader
 # Specification entries, tests/guest/debian12-bls.sh)
 DEB_TEST  += systemd-boot-efi
+# (the live menu's tests type into the medium's serial console through
+# tmux, read its screen with capture-pane, and draw the main screens as
+# PNG with Pillow and the DejaVu mono font)
+DEB_TEST  += tmux python3-pil fonts-dejavu-core
 
 CC        ?= gcc
 OPT       ?= -O2 -g

@@ -10,7 +10,8 @@
 #   OUTDIR/vmlinuz         Debian's signed kernel, unmodified
 #   OUTDIR/initrd.img      the whole system, zstd: busybox, kmod, imager and
 #                          imager-live with the libraries ldd names, the
-#                          tools imager runs, ssh, sshfs, nbdkit, dialog, and the
+#                          tools imager runs, ssh, sshfs, nbdkit, dialog,
+#                          keyboard layouts, and the
 #                          module closure for storage, USB and network
 #                          hardware (copied unmodified: still signed), with
 #                          depmod's indexes
@@ -68,7 +69,7 @@ MODDIR=/lib/modules/$KVER
 
 if [ "$ISO_ONLY" = 0 ]; then
 	need "$IMAGER" "$IMAGER_LIVE" /bin/busybox /usr/bin/kmod "/boot/vmlinuz-$KVER" \
-		/usr/bin/ssh /usr/bin/sshfs /usr/bin/dialog /usr/bin/nbdkit
+		/usr/bin/ssh /usr/bin/sshfs /usr/bin/dialog /usr/bin/nbdkit /usr/bin/loadkeys
 	R=$WORK/root
 	mkdir -p "$R"/usr/bin "$R"/usr/sbin "$R"/usr/lib "$R"/usr/lib64 \
 		"$R"/dev "$R"/proc "$R"/sys "$R"/run "$R"/tmp "$R"/images "$R"/root \
@@ -107,10 +108,25 @@ if [ "$ISO_ONLY" = 0 ]; then
 		/usr/lib/x86_64-linux-gnu/nbdkit/plugins/nbdkit-file-plugin.so; do
 		[ -e "$p" ] && copy_prog "$p"
 	done
-	mkdir -p "$R/usr/share/terminfo/l" "$R/usr/share/terminfo/v"
-	cp -L /usr/share/terminfo/l/linux "$R/usr/share/terminfo/l/" 2>/dev/null ||
-		cp -L /lib/terminfo/l/linux "$R/usr/share/terminfo/l/"
-	cp -L /lib/terminfo/v/vt100 "$R/usr/share/terminfo/v/" 2>/dev/null || true
+	# Terminals: the screen's (linux) and a serial console's (vt100,
+	# vt220, xterm, screen: what a terminal program or a BMC's
+	# serial-over-LAN says it is).
+	for t in l/linux v/vt100 v/vt220 x/xterm s/screen; do
+		mkdir -p "$R/usr/share/terminfo/${t%/*}"
+		cp -L "/lib/terminfo/$t" "$R/usr/share/terminfo/$t" 2>/dev/null ||
+			cp -L "/usr/share/terminfo/$t" "$R/usr/share/terminfo/$t"
+	done
+	# Keyboard layouts for the screen's keyboard (imager.keymap=, the
+	# menu): kbd's loadkeys turns console-data's keymaps into busybox
+	# loadkmap's binary form here, at build time.
+	mkdir -p "$R/usr/share/imager-live/keymaps"
+	for k in us:qwerty/us uk:qwerty/uk de:qwertz/de-latin1 fr:azerty/fr-latin9 es:qwerty/es \
+		it:qwerty/it pt:qwerty/pt-latin1 be:azerty/be-latin1 ch:qwertz/fr_CH-latin1; do
+		src=/usr/share/keymaps/i386/${k#*:}.kmap.gz
+		need "$src"
+		loadkeys -b "$src" >"$R/usr/share/imager-live/keymaps/${k%%:*}.bmap" </dev/null ||
+			die "loadkeys cannot compile $src"
+	done
 
 	# ---- modules: the closure of the list, unmodified, with depmod's indexes ----
 	# Storage (virtio, NVMe, SATA/IDE, SCSI HBAs of real servers, USB
@@ -148,6 +164,7 @@ if [ "$ISO_ONLY" = 0 ]; then
 	install -m 755 "$HERE/udhcpc.script" "$R/usr/share/imager-live/udhcpc.script"
 	install -m 755 "$HERE/menu.sh" "$R/usr/share/imager-live/menu.sh"
 	install -m 644 "$HERE/lib.sh" "$R/usr/share/imager-live/lib.sh"
+	install -m 755 "$HERE/askpass" "$R/usr/share/imager-live/askpass"
 	printf 'root:x:0:0:root:/root:/bin/sh\nnobody:x:65534:65534:nobody:/nonexistent:/bin/false\n' >"$R/etc/passwd"
 	printf 'root:x:0:\nnogroup:x:65534:\n' >"$R/etc/group"
 	printf '127.0.0.1 localhost\n::1 localhost\n' >"$R/etc/hosts"

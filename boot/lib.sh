@@ -50,7 +50,7 @@ smb_opts() { # ADDRESS -> the kernel's cifs options: the user of the URI, the
 	# credentials file of imager.key (username=, password=, domain=, as
 	# mount.cifs reads them), or a guest login.  Commas in a value are
 	# doubled, as the kernel's option parser wants.
-	u=$LIVE_REPO_USER pw= dom=
+	u=$LIVE_REPO_USER pw=${LIVE_REPO_PASSWORD:-} dom=
 	if [ -n "$LIVE_KEY_DEV" ]; then
 		f=$(key_file smb.cred) || return 1
 		while IFS= read -r l || [ -n "$l" ]; do
@@ -82,9 +82,15 @@ mount_repo() {
 		mount_dev "$d" /images rw 2>&1 || return 1 ;;
 	ssh)
 		net_wait
-		key=$(ssh_key) || return 1
-		sshfs -o "$SSH_OPTS,IdentityFile=$key,port=$LIVE_REPO_PORT,reconnect" \
-			"$LIVE_REPO_USER@$LIVE_REPO_HOST:$LIVE_REPO_PATH" /images 2>&1 || return 1 ;;
+		if [ -n "${LIVE_REPO_PASSWORD:-}" ]; then
+			# (the menu's: sshfs reads it on its stdin, never an argument)
+			printf '%s\n' "$LIVE_REPO_PASSWORD" | sshfs -o "$(echo "$SSH_OPTS" | sed 's/BatchMode=yes,//'),password_stdin,port=$LIVE_REPO_PORT,reconnect" \
+				"$LIVE_REPO_USER@$LIVE_REPO_HOST:$LIVE_REPO_PATH" /images 2>&1 || return 1
+		else
+			key=$(ssh_key) || return 1
+			sshfs -o "$SSH_OPTS,IdentityFile=$key,port=$LIVE_REPO_PORT,reconnect" \
+				"$LIVE_REPO_USER@$LIVE_REPO_HOST:$LIVE_REPO_PATH" /images 2>&1 || return 1
+		fi ;;
 	nfs)
 		net_wait
 		a=$(resolve "$LIVE_REPO_HOST")
@@ -129,9 +135,13 @@ the_medium() { # DISK: holds the medium itself (the ISO written to a stick)
 # $RUN/job.rc (0 returned); 1 with the reason on stderr when it could not
 # start.  Sets LIVE_RUN_TEXT.
 server_p2v() {
-	local key disks name ssh rdir fwd srcs cmd d
+	local auth disks name ssh rdir fwd srcs cmd d
 	net_wait
-	key=$(ssh_key) || return 1
+	if [ -n "${LIVE_SSH_CTL:-}" ]; then
+		auth="-S $LIVE_SSH_CTL"    # the menu's connection, already logged in
+	else
+		auth="-i $(ssh_key)" || return 1
+	fi
 	disks=$(echo "$LIVE_DISKS" | tr ',' ' ')
 	if [ -z "$disks" ]; then
 		for d in $(imager list | awk 'NR > 1 && substr($0, 1, 1) != " " { print $1 }'); do
@@ -143,7 +153,7 @@ server_p2v() {
 	[ -n "$name" ] || name=p2v-$(cat /sys/class/dmi/id/product_serial 2>/dev/null | tr -cd 'A-Za-z0-9._-' | cut -c1-40)
 	[ "$name" != p2v- ] || name=p2v-$(cat /sys/class/net/*/address 2>/dev/null | grep -v '^00:00:00' | head -n 1 | tr -d ':')
 	imager list --json >"$RUN/facts.json" || { echo "imager list --json failed" >&2; return 1; }
-	ssh="ssh -i $key -p $LIVE_SERVER_PORT -o BatchMode=yes -o StrictHostKeyChecking=accept-new -o LogLevel=ERROR
+	ssh="ssh $auth -p $LIVE_SERVER_PORT -o BatchMode=yes -o StrictHostKeyChecking=accept-new -o LogLevel=ERROR
 		-o UserKnownHostsFile=$RUN/known_hosts -o ServerAliveInterval=15 -o ServerAliveCountMax=4
 		-o ConnectTimeout=20 -o ExitOnForwardFailure=yes -o StreamLocalBindUnlink=yes"
 	echo "imager-live: P2V of$(printf ' %s' $disks) to $LIVE_SERVER_USER@$LIVE_SERVER_HOST as $name" | $LIVE_OUT
@@ -164,6 +174,8 @@ server_p2v() {
 	cmd="imager p2v$srcs --facts $rdir/facts.json --name $(q "$name")"
 	[ -n "$LIVE_CONNECT" ] && cmd="$cmd --connect $(q "$LIVE_CONNECT")"
 	[ -n "$LIVE_POOL" ] && cmd="$cmd --pool $(q "$LIVE_POOL")"
+	[ -n "${LIVE_MEMORY:-}" ] && cmd="$cmd --memory $LIVE_MEMORY"
+	[ -n "${LIVE_VCPUS:-}" ] && cmd="$cmd --vcpus $LIVE_VCPUS"
 	LIVE_RUN_TEXT="p2v$(printf ' %s' $disks) to $LIVE_SERVER_HOST as $name"
 	echo "imager-live: on the server: $cmd" | $LIVE_OUT
 	# -tt: the server's imager draws its progress for this console.
@@ -173,3 +185,32 @@ server_p2v() {
 	return 0
 }
 
+
+# ssh_master: one logged-in connection to the server at $RUN/ssh-ctl, which
+# every later ssh of the menu's P2V goes through (ssh -S).  With
+# IMAGER_SSH_PASSWORD in the environment of this call only, the password
+# (ssh asks the askpass program, which reads it from there: never on a
+# command line, in a file or in the log); otherwise imager.key's key or
+# the one built in.  One try; the reason on stderr.
+ssh_master() {
+	local auth
+	rm -f "$RUN/ssh-ctl"
+	if [ -n "${IMAGER_SSH_PASSWORD:-}" ]; then
+		auth="-o PubkeyAuthentication=no -o PreferredAuthentications=password,keyboard-interactive -o NumberOfPasswordPrompts=1"
+	else
+		auth="-i $(ssh_key) -o BatchMode=yes" || return 1
+	fi
+	net_wait
+	SSH_ASKPASS=/usr/share/imager-live/askpass SSH_ASKPASS_REQUIRE=force \
+		ssh $auth -M -S "$RUN/ssh-ctl" -f -N -o ControlPersist=yes -p "$LIVE_SERVER_PORT" \
+		-o StrictHostKeyChecking=accept-new -o UserKnownHostsFile="$RUN/known_hosts" \
+		-o ConnectTimeout=15 -o ServerAliveInterval=15 -o ServerAliveCountMax=4 -o LogLevel=ERROR \
+		"$LIVE_SERVER_USER@$LIVE_SERVER_HOST" </dev/null 2>"$RUN/ssh.err" || {
+		echo "ssh to $LIVE_SERVER_USER@$LIVE_SERVER_HOST:$LIVE_SERVER_PORT: $(tail -n 2 "$RUN/ssh.err" | tr '\n' ' ')" >&2
+		return 1
+	}
+}
+ssh_master_end() {
+	[ -S "$RUN/ssh-ctl" ] && ssh -S "$RUN/ssh-ctl" -O exit x 2>/dev/null
+	rm -f "$RUN/ssh-ctl"
+}
