@@ -10,7 +10,7 @@
 RUN=/run/imager
 LOG=/var/log/imager-live.log
 . /usr/share/imager-live/lib.sh
-D="dialog --backtitle imager-live"
+D="dialog --backtitle imager-live --cr-wrap"
 # A serial console (the kernel's last console=): plain +-| lines, which
 # every terminal program and serial-over-LAN shows.
 case $(cat /sys/class/tty/console/active 2>/dev/null) in *ttyS[0-9]) D="$D --ascii-lines" ;; esac

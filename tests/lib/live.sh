@@ -122,6 +122,15 @@ live_ovmf() {
 	fi
 }
 
+# live_server_env: the head of a FORCECOMMAND script for live_sshd.  The
+# sessions sshd starts do not inherit this test's environment: it brings
+# imager into PATH and the libguestfs decision along.
+live_server_env() {
+	echo '#!/bin/bash'
+	echo "export PATH=$(dirname "$IMAGER"):/usr/sbin:/usr/bin:/sbin:/bin"
+	export -p | grep -E ' (IMAGER_[A-Z_]*|LIBGUESTFS_[A-Z_]*|TMPDIR)='
+}
+
 # live_sshd [FORCECOMMAND]: an sshd on 127.0.0.1 at a free high port (the
 # live machine reaches it as 10.0.2.2 through qemu's user network), which
 # lets in the key $T/id_ed25519 (made here) for root, sftp included;
@@ -129,8 +138,11 @@ live_ovmf() {
 # that in SSH_ORIGINAL_COMMAND).  Sets SSHD_PORT; logs to $T/sshd.log;
 # stopped at exit.  $T/keys.img: a FAT disk labelled KEYS holding the key,
 # for imager.key=dev:LABEL=KEYS:/id_ed25519.
+# With LIVE_SSHD_PASSWORD set, root may also log in with that password:
+# sshd then runs in a mount namespace of its own where /etc/shadow is a
+# copy giving root that password (this machine's own is not touched).
 live_sshd() {
-	local p try
+	local p try hash sshd_cmd
 	[ -x /usr/sbin/sshd ] || skip "needs sshd (openssh-server; make deps installs it)"
 	need_cmd ssh-keygen mkfs.fat mcopy
 	ssh-keygen -q -t ed25519 -N '' -f "$T/hostkey" || fail "ssh-keygen"
@@ -147,8 +159,13 @@ live_sshd() {
 			echo "PidFile $T/sshd.pid"
 			echo "AuthorizedKeysFile $T/authorized_keys"
 			echo "StrictModes no"
-			echo "PermitRootLogin prohibit-password"
-			echo "PasswordAuthentication no"
+			if [ -n "${LIVE_SSHD_PASSWORD:-}" ]; then
+				echo "PermitRootLogin yes"
+				echo "PasswordAuthentication yes"
+			else
+				echo "PermitRootLogin prohibit-password"
+				echo "PasswordAuthentication no"
+			fi
 			echo "KbdInteractiveAuthentication no"
 			echo "UsePAM no"
 			echo "AllowStreamLocalForwarding yes"
@@ -156,7 +173,19 @@ live_sshd() {
 			[ -n "${1:-}" ] && echo "ForceCommand $1"
 		} >"$T/sshd_config"
 		rm -f "$T/sshd.pid"
-		if /usr/sbin/sshd -f "$T/sshd_config" -E "$T/sshd.log"; then
+		if [ -n "${LIVE_SSHD_PASSWORD:-}" ]; then
+			[ -f "$T/shadow" ] || {
+				hash=$(openssl passwd -6 "$LIVE_SSHD_PASSWORD") || fail "openssl passwd"
+				awk -F: -v OFS=: -v h="$hash" '$1 == "root" { $2 = h } { print }' /etc/shadow >"$T/shadow"
+				chmod 600 "$T/shadow"
+			}
+			sshd_cmd=(unshare -m --propagation private sh -c
+				'mount --bind "$1" /etc/shadow && exec /usr/sbin/sshd -f "$2" -E "$3"' sh
+				"$T/shadow" "$T/sshd_config" "$T/sshd.log")
+		else
+			sshd_cmd=(/usr/sbin/sshd -f "$T/sshd_config" -E "$T/sshd.log")
+		fi
+		if "${sshd_cmd[@]}"; then
 			sleep 1
 			[ -s "$T/sshd.pid" ] && { SSHD_PORT=$p; break; }
 		fi
