@@ -1,0 +1,176 @@
+# The source disks of the shrink suite, made by the real tools over old
+# data (random bytes), built once per version of what makes them (this
+# file, disks.sh and lvm.sh: their hash) into the shared cache by
+# tests/ts/fixtures/shrink-disks: making them (a few GiB of random bytes,
+# mke2fs -d, mkntfs and ntfs-3g, LVM on a loop device) took 65 to 95 s per
+# test, set-up and not what the tests prove.  Sourced after common.sh and
+# disks.sh.
+#
+#   shrink_disk NAME   sets SD: NAME's folder in the cache, holding src.raw
+#                      (the source disk, which the tests only read), the
+#                      trees its filesystems were filled from and, for lvm,
+#                      facts (shell assignments); built on first use by the
+#                      fixture, while a test (IMAGER_TEST_NO_BUILD set)
+#                      fails at once when it is missing.
+#     gpt-ext4   8 GiB GPT: EFI (FAT32, 100 MiB, efitree, label EFI, id
+#                1234abcd), root (ext4, 6 GiB, tree: 1 GiB of files,
+#                $UUID_EXT4, label root) over 1.5 GiB of old data, recovery
+#                (ext4, 500 MiB, rectree, $UUID_EXT3, label recovery)
+#     lvm        4 GiB MBR: /boot (ext4, 256 MiB, boottree, $UUID_EXT2,
+#                bootable), then a PV of VG vg0 holding root (ext4, 3 GiB,
+#                tree: 400 MiB of files, $UUID_EXT4, made over 1 GiB of old
+#                data), swap (256 MiB, $UUID_SWAP) and free extents; facts:
+#                pe_count (the PV's extents) and swap_size (bytes)
+#     mbr-ntfs   4 GiB MBR, signature 0x5ca1ab1e, boot code: System Reserved
+#                (NTFS, 100 MiB, active, sys), Windows (NTFS, 3300 MiB, win,
+#                made over 1 GiB of old data), Recovery (NTFS, 500 MiB, type
+#                27, rec); each mkntfs'd with its start as hidden sectors
+SHRINK_DISKS="gpt-ext4 lvm mbr-ntfs"
+
+shrink_disk() { # NAME
+	local name=$1 cache=${IMAGER_TEST_CACHE:-/var/cache/imager-tests} key dir lock start
+	case " $SHRINK_DISKS " in *" $name "*) ;; *) fail "shrink_disk: unknown disk '$name'" ;; esac
+	key=$(cat "$TESTS_LIB/shrinkdisks.sh" "$TESTS_LIB/disks.sh" "$TESTS_LIB/lvm.sh" | sha256sum | cut -c1-16)
+	dir=$cache/shrink-$name-$key
+	if [ ! -f "$dir/src.raw" ] && [ -n "${IMAGER_TEST_NO_BUILD:-}" ]; then
+		fail "the shrink source disk $name is not in $cache: fixtures/shrink-disks failed or did not run"
+	fi
+	if [ ! -f "$dir/src.raw" ]; then
+		mkdir -p "$cache" || fail "cannot create the cache folder $cache"
+		# One build at a time; a second caller waits, then finds the disk.
+		exec {lock}>"$cache/shrink-$name.lock" || fail "cannot lock in $cache"
+		flock "$lock"
+		if [ ! -f "$dir/src.raw" ]; then
+			start=$SECONDS
+			# (builds killed before the rename left these)
+			rm -rf "$cache"/shrink-"$name"-*.tmp.*
+			on_exit "rm -rf $(printf %q "$dir.tmp.$$")"
+			mkdir -p "$dir.tmp.$$" || fail "mkdir in $cache"
+			"_sd_$name" "$dir.tmp.$$"
+			# (one rename: the folder appears whole)
+			rm -rf "$dir"
+			mv "$dir.tmp.$$" "$dir" || fail "mv into $cache"
+			note "cached $dir ($((SECONDS - start)) s)"
+			# older versions go
+			find "$cache" -maxdepth 1 -name "shrink-$name-*" ! -name "${dir##*/}" -exec rm -rf {} +
+		fi
+		exec {lock}>&-
+	fi
+	SD=$dir
+}
+
+# _sd_gpt-ext4 DIR
+_sd_gpt-ext4() {
+	local d=$1 p2 p3
+	need_cmd sfdisk mke2fs e2fsck mkfs.fat fsck.fat mcopy
+	make_tree "$d/tree" 1000
+	mkdir -p "$d/efitree/EFI/debian" "$d/rectree"
+	head -c 300000 /dev/urandom >"$d/efitree/EFI/debian/grubx64.efi"
+	echo "timeout 5" >"$d/efitree/EFI/debian/grub.cfg"
+	cp -r "$d/tree/small" "$d/rectree/"
+	truncate -s 8G "$d/src.raw"
+	sfdisk -q "$d/src.raw" <<-EOF2 || fail "sfdisk"
+		label: gpt
+		start=2048, size=100MiB, type=C12A7328-F81F-11D2-BA4B-00A0C93EC93B, name="EFI"
+		size=6GiB, type=0FC63DAF-8483-4772-8E79-3D8D7DB1A3E4, name="root"
+		size=500MiB, type=DE94BBA4-06D1-4D40-A16A-BFD50179D6AC, name="recovery"
+	EOF2
+	p2=$(part_start "$d/src.raw" 2) p3=$(part_start "$d/src.raw" 3)
+	# What a disk that was used has in its free space.
+	head -c $((1536 * MiB)) /dev/urandom |
+		dd of="$d/src.raw" bs=1M seek="$p2" oflag=seek_bytes conv=notrunc status=none
+	mk_fat "$T/efi.img" 100 32 "$d/efitree" 1234abcd EFI
+	mk_ext "$T/root.img" 6144 ext4 "$d/tree" "$UUID_EXT4" root
+	mk_ext "$T/rec.img" 500 ext4 "$d/rectree" "$UUID_EXT3" recovery
+	put_fs "$T/efi.img" "$d/src.raw" $((MiB))
+	put_fs "$T/root.img" "$d/src.raw" "$p2"
+	put_fs "$T/rec.img" "$d/src.raw" "$p3"
+	rm -f "$T/efi.img" "$T/root.img" "$T/rec.img"
+}
+
+# _sd_lvm DIR (lvm_setup first)
+_sd_lvm() {
+	local d=$1 dev pv lv
+	need_cmd sfdisk mke2fs e2fsck mkswap
+	make_tree "$d/tree" 400
+	mkdir -p "$d/boottree"
+	head -c 5000000 /dev/urandom >"$d/boottree/vmlinuz"
+	truncate -s 4G "$d/src.raw"
+	sfdisk -q "$d/src.raw" <<-EOF2 || fail "sfdisk"
+		label: dos
+		start=2048, size=256MiB, type=83, bootable
+		type=8e
+	EOF2
+	mk_ext "$T/boot.img" 256 ext4 "$d/boottree" "$UUID_EXT2" boot
+	put_fs "$T/boot.img" "$d/src.raw" "$(part_start "$d/src.raw" 1)"
+	rm -f "$T/boot.img"
+	dev=$(loop_attach "$d/src.raw" --partitions) || fail "${dev#FAIL: }"
+	pv=${dev}p2
+	lvm "$pv" -- pvcreate -q "$pv" || fail "pvcreate"
+	lvm "$pv" -- vgcreate -q vg0 "$pv" || fail "vgcreate"
+	for lv in root:3G swap:256M; do
+		filtered WARNING lvm "$pv" -- lvcreate -q -an -Zn -L "${lv#*:}" -n "${lv%%:*}" vg0 || fail "lvcreate ${lv%%:*}"
+	done
+	# root's ext4 over old data (its first GiB: where the files go), as on
+	# a used disk
+	head -c $((1024 * MiB)) /dev/urandom >"$T/root.img"
+	truncate -s 3G "$T/root.img"
+	filtered '^Creating regular file' mke2fs -q -F -t ext4 -d "$d/tree" -U "$UUID_EXT4" -L root -E root_owner=0:0,nodiscard "$T/root.img" ||
+		fail "mke2fs of the root"
+	e2fsck -fn "$T/root.img" >/dev/null 2>&1 || fail "the new root is not clean"
+	mk_swap "$T/swap.img" 256 "$UUID_SWAP" "$SWAP_LABEL"
+	for lv in root swap; do lv_put "$pv" vg0 $lv "$T/$lv.img"; done
+	rm -f "$T/root.img" "$T/swap.img"
+	lvm "$pv" -- lvs -o lv_name,lv_size,seg_pe_ranges vg0
+	{
+		echo "pe_count=$(lvm "$pv" -- pvs --noheadings -o pv_pe_count "$pv" | tr -d ' ')"
+		echo "swap_size=$(lvm "$pv" -- lvs --noheadings --nosuffix --units b -o lv_size vg0/swap | tr -d ' ')"
+	} >"$d/facts"
+	partx -d "$dev"
+	loop_detach "$dev" "$d/src.raw"
+}
+
+# _sd_mk_ntfs FILE MIB START LABEL TREE: mkntfs over what FILE holds, with
+# the partition's start sector as hidden sectors, then TREE copied in.
+_sd_mk_ntfs() {
+	truncate -s "${2}M" "$1"
+	mkntfs -F -f -q -p $(($3 / 512)) -H 255 -S 63 -L "$4" "$1" >/dev/null 2>&1 || fail "mkntfs $1"
+	mkdir -p "$T/mnt"
+	ntfs-3g "$1" "$T/mnt" || fail "ntfs-3g $1"
+	cp -r "$5"/. "$T/mnt/" || { umount "$T/mnt"; fail "cp into $1"; }
+	umount "$T/mnt" || fail "umount"
+}
+
+# _sd_mbr-ntfs DIR
+_sd_mbr-ntfs() {
+	local d=$1 p1 p2 p3
+	need_root "for ntfs-3g (FUSE) mounts"
+	need_cmd sfdisk mkntfs ntfs-3g
+	[ -c /dev/fuse ] || skip "needs /dev/fuse for ntfs-3g"
+	mkdir -p "$d/sys/Boot" "$d/rec/Recovery"
+	head -c 400000 /dev/urandom >"$d/sys/bootmgr"
+	head -c 30000 /dev/urandom >"$d/sys/Boot/BCD"
+	make_tree "$d/win" 300
+	rm -rf "$d/win/links" "$d/win/sparse"   # (what NTFS through ntfs-3g keeps as they are is tested elsewhere)
+	head -c 20000000 /dev/urandom >"$d/rec/Recovery/winre.wim"
+	truncate -s 4G "$d/src.raw"
+	sfdisk -q "$d/src.raw" <<-EOF2 || fail "sfdisk"
+		label: dos
+		label-id: 0x5ca1ab1e
+		start=2048, size=100MiB, type=7, bootable
+		size=3300MiB, type=7
+		size=500MiB, type=27
+	EOF2
+	random_bytes "$d/src.raw" 0 440
+	p1=$(part_start "$d/src.raw" 1) p2=$(part_start "$d/src.raw" 2) p3=$(part_start "$d/src.raw" 3)
+	head -c $((1024 * MiB)) /dev/urandom |
+		dd of="$d/src.raw" bs=1M seek="$p2" oflag=seek_bytes conv=notrunc status=none
+	extract_part "$d/src.raw" 2 "$T/c.img"   # (old data in its free space)
+	_sd_mk_ntfs "$T/s.img" 100 "$p1" "System Reserved" "$d/sys"
+	_sd_mk_ntfs "$T/c.img" 3300 "$p2" "Windows" "$d/win"
+	_sd_mk_ntfs "$T/r.img" 500 "$p3" "Recovery" "$d/rec"
+	put_fs "$T/s.img" "$d/src.raw" "$p1"
+	put_fs "$T/c.img" "$d/src.raw" "$p2"
+	put_fs "$T/r.img" "$d/src.raw" "$p3"
+	rm -f "$T/s.img" "$T/c.img" "$T/r.img"
+}
