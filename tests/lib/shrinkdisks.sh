@@ -1,9 +1,9 @@
 # The source disks of the shrink suite, made by the real tools over old
 # data (random bytes), built once per version of what makes them (this
 # file, disks.sh and lvm.sh: their hash) into the shared cache by
-# tests/ts/fixtures/shrink-disks: making them (a few GiB of random bytes,
-# mke2fs -d, mkntfs and ntfs-3g, LVM on a loop device) took 65 to 95 s per
-# test, set-up and not what the tests prove.  Sourced after common.sh and
+# tests/ts/fixtures/shrink-disks: making them (GiBs of random bytes,
+# mke2fs -d, mkntfs and ntfs-3g, LVM on a loop device, sload.f2fs, mcopy)
+# took 10 to 95 s per test, set-up and not what the tests prove.  Sourced after common.sh and
 # disks.sh.
 #
 #   shrink_disk NAME   sets SD: NAME's folder in the cache, holding src.raw
@@ -25,7 +25,18 @@
 #                (NTFS, 100 MiB, active, sys), Windows (NTFS, 3300 MiB, win,
 #                made over 1 GiB of old data), Recovery (NTFS, 500 MiB, type
 #                27, rec); each mkntfs'd with its start as hidden sectors
-SHRINK_DISKS="gpt-ext4 lvm mbr-ntfs"
+#     mbr-logical 3 GiB MBR: root (ext4, 2000 MiB, tree, $UUID_EXT4,
+#                bootable), an extended partition (1000 MiB) holding swap
+#                (300 MiB, $UUID_SWAP, label swap) and home (ext4, the rest,
+#                home, $UUID_EXT3)
+#     other-fs   2600 MiB GPT: F2FS (1400 MiB, tree, label DATA, over 400 MiB
+#                of old data), XFS (512 MiB, label xdata), btrfs (600 MiB,
+#                btree, label bdata)
+#     fat        1200 MiB MBR of old data: FAT32 (1 GiB, type c, tree, id
+#                1234ABCD, label BIGDATA, a hidden+system and a read-only
+#                file; attrs.src and mdir.src: mattrib's and mdir's listings
+#                of it), FAT16 (100 MiB, small, id 5678EF01, label SMALL)
+SHRINK_DISKS="gpt-ext4 lvm mbr-ntfs mbr-logical other-fs fat"
 
 shrink_disk() { # NAME
 	local name=$1 cache=${IMAGER_TEST_CACHE:-/var/cache/imager-tests} key dir lock start
@@ -173,4 +184,93 @@ _sd_mbr-ntfs() {
 	put_fs "$T/c.img" "$d/src.raw" "$p2"
 	put_fs "$T/r.img" "$d/src.raw" "$p3"
 	rm -f "$T/s.img" "$T/c.img" "$T/r.img"
+}
+
+# _sd_mbr-logical DIR
+_sd_mbr-logical() {
+	local d=$1 p1 p5 p6
+	need_cmd sfdisk mke2fs e2fsck mkswap
+	make_tree "$d/tree" 60
+	mkdir -p "$d/home"
+	cp -r "$d/tree/small" "$d/home/"
+	truncate -s 3G "$d/src.raw"
+	sfdisk -q "$d/src.raw" <<-EOF2 || fail "sfdisk"
+		label: dos
+		start=2048, size=2000MiB, type=83, bootable
+		size=1000MiB, type=5
+		$d/src.raw5 : size=300MiB, type=82
+		$d/src.raw6 : type=83
+	EOF2
+	p1=$(part_start "$d/src.raw" 1) p5=$(part_start "$d/src.raw" 5) p6=$(part_start "$d/src.raw" 6)
+	mk_ext "$T/root.img" 2000 ext4 "$d/tree" "$UUID_EXT4" root
+	mk_swap "$T/swap.img" 300 "$UUID_SWAP" swap
+	mk_ext "$T/home.img" $(($(part_size "$d/src.raw" 6) / MiB)) ext4 "$d/home" "$UUID_EXT3" home
+	put_fs "$T/root.img" "$d/src.raw" "$p1"
+	put_fs "$T/swap.img" "$d/src.raw" "$p5"
+	put_fs "$T/home.img" "$d/src.raw" "$p6"
+	rm -f "$T/root.img" "$T/swap.img" "$T/home.img"
+}
+
+# _sd_other-fs DIR
+_sd_other-fs() {
+	local d=$1 p1 p2 p3
+	need_cmd sfdisk mkfs.btrfs mkfs.f2fs sload.f2fs mkfs.xfs
+	make_fat_tree "$d/tree" 30
+	_small_files "$d/tree/more" 200
+	truncate -s 2600M "$d/src.raw"
+	sfdisk -q "$d/src.raw" <<-EOF2 || fail "sfdisk"
+		label: gpt
+		start=2048, size=1400MiB, type=0FC63DAF-8483-4772-8E79-3D8D7DB1A3E4, name="f2fs"
+		size=512MiB, type=0FC63DAF-8483-4772-8E79-3D8D7DB1A3E4, name="xfs"
+		size=600MiB, type=0FC63DAF-8483-4772-8E79-3D8D7DB1A3E4, name="btrfs"
+	EOF2
+	p1=$(part_start "$d/src.raw" 1) p2=$(part_start "$d/src.raw" 2) p3=$(part_start "$d/src.raw" 3)
+	mkdir -p "$d/btree"
+	cp -r "$d/tree/more" "$d/btree/"
+	head -c $((8 * MiB)) /dev/urandom >"$d/btree/blob.bin"
+	truncate -s 600M "$T/btrfs.img"
+	mkfs.btrfs -q -f -L bdata --rootdir "$d/btree" "$T/btrfs.img" >/dev/null || fail "mkfs.btrfs"
+	put_fs "$T/btrfs.img" "$d/src.raw" "$p3"
+	rm -f "$T/btrfs.img"
+	head -c $((400 * MiB)) /dev/urandom >"$T/f2fs.img"
+	truncate -s 1400M "$T/f2fs.img"
+	mkfs.f2fs -q -f -t 0 -l DATA "$T/f2fs.img" >/dev/null || fail "mkfs.f2fs"
+	sload.f2fs -f "$d/tree" "$T/f2fs.img" >"$T/sload.log" 2>&1 || { tail -n 5 "$T/sload.log"; fail "sload.f2fs"; }
+	truncate -s 512M "$T/xfs.img"
+	mkfs.xfs -q -f -L xdata "$T/xfs.img" || fail "mkfs.xfs"
+	dd if="$T/f2fs.img" of="$d/src.raw" bs=1M seek="$p1" oflag=seek_bytes conv=notrunc status=none
+	put_fs "$T/xfs.img" "$d/src.raw" "$p2"
+	rm -f "$T/f2fs.img" "$T/xfs.img"
+}
+
+# _sd_fat DIR
+_sd_fat() {
+	local d=$1 p1 p2 f
+	need_cmd sfdisk mkfs.fat fsck.fat mcopy mattrib mdir
+	make_fat_tree "$d/tree" 40
+	mkdir -p "$d/tree/A folder with a long name/deeper"
+	echo "boot entry" >"$d/tree/A folder with a long name/deeper/Some Long File Name.cfg"
+	mkdir -p "$d/small"
+	echo "data" >"$d/small/DATA.TXT"
+	head -c $((1200 * MiB)) /dev/urandom >"$d/src.raw"
+	sfdisk -q "$d/src.raw" <<-EOF2 || fail "sfdisk"
+		label: dos
+		start=2048, size=1024MiB, type=c
+		size=100MiB, type=6
+	EOF2
+	p1=$(part_start "$d/src.raw" 1) p2=$(part_start "$d/src.raw" 2)
+	# FAT32 over old data: mkfs.fat on the disk's own bytes (no discard)
+	extract_part "$d/src.raw" 1 "$T/fat32.img"
+	mkfs.fat -F 32 -i 1234ABCD -n BIGDATA -h $((p1 / 512)) "$T/fat32.img" >/dev/null || fail "mkfs.fat"
+	mcopy -s -m -i "$T/fat32.img" "$d/tree"/* ::/ || fail "mcopy"
+	mattrib -i "$T/fat32.img" +h +s "::/A folder with a long name/deeper/Some Long File Name.cfg"
+	f=$(cd "$d/tree" && find . -type f | sort | sed -n 3p)
+	mattrib -i "$T/fat32.img" +r "::/${f#./}"
+	fsck.fat -n "$T/fat32.img" >/dev/null || fail "the source FAT32 is not clean"
+	dd if="$T/fat32.img" of="$d/src.raw" bs=1M seek="$p1" oflag=seek_bytes conv=notrunc status=none
+	mk_fat "$T/fat16.img" 100 16 "$d/small" 5678EF01 SMALL
+	put_fs "$T/fat16.img" "$d/src.raw" "$p2"
+	mattrib -/ -i "$T/fat32.img" ::/ >"$d/attrs.src"
+	mdir -/ -i "$T/fat32.img" ::/ | grep -v 'Volume\|bytes free' >"$d/mdir.src"
+	rm -f "$T/fat32.img" "$T/fat16.img"
 }
