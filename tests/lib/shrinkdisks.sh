@@ -1,10 +1,11 @@
 # The source disks of the shrink suite, made by the real tools over old
 # data (random bytes), built once per version of what makes them (this
-# file, disks.sh and lvm.sh: their hash) into the shared cache by
-# tests/ts/fixtures/shrink-disks: making them (GiBs of random bytes,
-# mke2fs -d, mkntfs and ntfs-3g, LVM on a loop device, sload.f2fs, mcopy)
-# took 10 to 95 s per test, set-up and not what the tests prove.  Sourced after common.sh and
-# disks.sh.
+# file and the helpers of disks.sh and lvm.sh it calls: _sd_key) into the
+# shared cache by tests/ts/fixtures/shrink-disks: making them (GiBs of
+# random bytes, mke2fs -d, mkntfs and ntfs-3g, LVM on a loop device,
+# sload.f2fs, mcopy) took 10 to 95 s per test, set-up and not what the
+# tests prove.  Sourced after common.sh and disks.sh (it sources lvm.sh
+# itself when it is not yet).
 #
 #   shrink_disk NAME   sets SD: NAME's folder in the cache, holding src.raw
 #                      (the source disk, which the tests only read), the
@@ -37,11 +38,25 @@
 #                file; attrs.src and mdir.src: mattrib's and mdir's listings
 #                of it), FAT16 (100 MiB, small, id 5678EF01, label SMALL)
 SHRINK_DISKS="gpt-ext4 lvm mbr-ntfs mbr-logical other-fs fat"
+# (the key hashes lvm.sh's helpers: every caller has them)
+declare -F lv_put >/dev/null || . "$TESTS_LIB/lvm.sh"
+
+# The cache key: this file, and the helpers of disks.sh and lvm.sh the
+# builders call with the identities they write (not the whole of those
+# files: a change to another helper there does not make the disks again).
+_sd_key() {
+	{
+		cat "$TESTS_LIB/shrinkdisks.sh" &&
+			declare -f make_tree make_fat_tree _small_files mk_ext mk_fat mk_swap put_fs random_bytes \
+				extract_part part_start part_size _sfdisk_field lvm lv_put lv_offset _lv_geometry &&
+			declare -p UUID_EXT4 UUID_EXT3 UUID_EXT2 UUID_SWAP SWAP_LABEL
+	} | sha256sum | cut -c1-16
+}
 
 shrink_disk() { # NAME
 	local name=$1 cache=${IMAGER_TEST_CACHE:-/var/cache/imager-tests} key dir lock start
 	case " $SHRINK_DISKS " in *" $name "*) ;; *) fail "shrink_disk: unknown disk '$name'" ;; esac
-	key=$(cat "$TESTS_LIB/shrinkdisks.sh" "$TESTS_LIB/disks.sh" "$TESTS_LIB/lvm.sh" | sha256sum | cut -c1-16)
+	key=$(_sd_key) || fail "cannot hash what makes the shrink disks"
 	dir=$cache/shrink-$name-$key
 	if [ ! -f "$dir/src.raw" ] && [ -n "${IMAGER_TEST_NO_BUILD:-}" ]; then
 		fail "the shrink source disk $name is not in $cache: fixtures/shrink-disks failed or did not run"
