@@ -48,7 +48,7 @@ _sd_key() {
 	{
 		cat "$TESTS_LIB/shrinkdisks.sh" &&
 			declare -f make_tree make_fat_tree _small_files mk_ext mk_fat mk_swap put_fs random_bytes \
-				extract_part part_start part_size _sfdisk_field lvm lv_put lv_offset _lv_geometry &&
+				extract_part part_start part_size _sfdisk_field lvm lv_offset _lv_geometry &&
 			declare -p UUID_EXT4 UUID_EXT3 UUID_EXT2 UUID_SWAP SWAP_LABEL
 	} | sha256sum | cut -c1-16
 }
@@ -116,7 +116,7 @@ _sd_gpt-ext4() {
 
 # _sd_lvm DIR (lvm_setup first)
 _sd_lvm() {
-	local d=$1 dev pv lv
+	local d=$1 dev pv lv off
 	need_cmd sfdisk mke2fs e2fsck mkswap
 	make_tree "$d/tree" 400
 	mkdir -p "$d/boottree"
@@ -145,7 +145,12 @@ _sd_lvm() {
 		fail "mke2fs of the root"
 	e2fsck -fn "$T/root.img" >/dev/null 2>&1 || fail "the new root is not clean"
 	mk_swap "$T/swap.img" 256 "$UUID_SWAP" "$SWAP_LABEL"
-	for lv in root swap; do lv_put "$pv" vg0 $lv "$T/$lv.img"; done
+	# (lv_put's bytes, written into the disk file by offset and sparse: the
+	# cached disk holds no GiBs of zeros)
+	for lv in root swap; do
+		off=$(lv_offset "$pv" vg0 $lv) || fail "${off#FAIL: }"
+		put_fs "$T/$lv.img" "$d/src.raw" $(($(part_start "$d/src.raw" 2) + off))
+	done
 	rm -f "$T/root.img" "$T/swap.img"
 	lvm "$pv" -- lvs -o lv_name,lv_size,seg_pe_ranges vg0
 	{
