@@ -31,7 +31,7 @@ static void usage(FILE *out)
 {
 	fprintf(out,
 		"usage: imager [--sysfs-root DIR] [--dev-root DIR] [-v|-q] COMMAND [ARGS]\n"
-		"       imager --version | --help | COMMAND --help\n\n"
+		"       imager [-v] --version | --help | COMMAND --help\n\n"
 		"Disk imaging and P2V, virtio-aware.  Commands:\n");
 	for (size_t i = 0; i < ncommands; i++)
 		fprintf(out, "  %-9s %s\n", commands[i].name, commands[i].summary);
