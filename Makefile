@@ -61,8 +61,9 @@ DEB_TEST  += ccache
 DEB_TEST  += systemd-boot-efi
 # (the live menu's tests type into the medium's serial console through
 # tmux, read its screen with capture-pane, and draw the main screens as
-# PNG with Pillow and the DejaVu mono font)
-DEB_TEST  += tmux python3-pil fonts-dejavu-core
+# PNG with Pillow and the DejaVu mono font; openssl hashes the password
+# their sshd takes)
+DEB_TEST  += tmux python3-pil fonts-dejavu-core openssl
 
 CC        ?= gcc
 OPT       ?= -O2 -g
