@@ -135,7 +135,7 @@ the_medium() { # DISK: holds the medium itself (the ISO written to a stick)
 # $RUN/job.rc (0 returned); 1 with the reason on stderr when it could not
 # start.  Sets LIVE_RUN_TEXT.
 server_p2v() {
-	local auth disks name ssh rdir fwd srcs cmd d
+	local auth disks name ssh rdir fwd srcs cmd d p i
 	net_wait
 	if [ -n "${LIVE_SSH_CTL:-}" ]; then
 		auth="-S $LIVE_SSH_CTL"    # the menu's connection, already logged in
@@ -166,6 +166,8 @@ server_p2v() {
 	fwd="" srcs=""
 	for d in $disks; do
 		[ -b "/dev/$d" ] || { echo "no disk /dev/$d" >&2; return 1; }
+		# (a socket left by an earlier P2V from the menu would make bind fail)
+		rm -f "$RUN/nbd-$d.sock" "$RUN/nbd-$d.pid"
 		nbdkit -r -U "$RUN/nbd-$d.sock" -P "$RUN/nbd-$d.pid" file "/dev/$d" >>"$LOG" 2>&1 ||
 			{ echo "nbdkit cannot export /dev/$d" >&2; return 1; }
 		fwd="$fwd -R $rdir/$d.sock:$RUN/nbd-$d.sock"
@@ -181,7 +183,13 @@ server_p2v() {
 	# -tt: the server's imager draws its progress for this console.
 	{ $ssh -tt $fwd "$LIVE_SERVER_USER@$LIVE_SERVER_HOST" "$cmd; rc=\$?; rm -rf $rdir; exit \$rc" 2>&1
 		echo $? >"$RUN/job.rc"; } | tee "$RUN/job.out" | $LIVE_OUT
-	for d in $disks; do kill "$(cat "$RUN/nbd-$d.pid" 2>/dev/null)" 2>/dev/null; done
+	for d in $disks; do
+		p=$(cat "$RUN/nbd-$d.pid" 2>/dev/null)
+		[ -n "$p" ] || continue
+		kill "$p" 2>/dev/null
+		for i in 1 2 3 4 5 6 7 8 9 10; do kill -0 "$p" 2>/dev/null || break; sleep 0.5; done
+		rm -f "$RUN/nbd-$d.sock" "$RUN/nbd-$d.pid"
+	done
 	return 0
 }
 
