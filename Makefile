@@ -25,7 +25,8 @@ PKGS      := libparted blkid libzstd json-c libxxhash zlib libnbd libguestfs lib
 #   DEB_BENCH  the anchors make bench compares against
 #   DEB_BOOT   what `make boot` copies into the live medium or builds it
 #              with (busybox, GRUB for BIOS and UEFI, shim and MokManager
-#              signed, xorriso, ssh, sshfs, nbdkit, dialog, kbd and console-data for the keyboard layouts; the kernel is DEB_RUN's)
+#              signed, xorriso, ssh, sshfs, nbdkit, dialog, kbd and console-data for the keyboard layouts,
+#              udpcast for multicast restores; the kernel is DEB_RUN's)
 DEB_BUILD := build-essential pkg-config clang libclang-rt-14-dev libparted-dev libblkid-dev libzstd-dev \
              libjson-c-dev libxxhash-dev zlib1g-dev libnbd-dev libguestfs-dev \
              libvirt-dev libxml2-dev libhivex-dev libarchive-dev liblzma-dev libssl-dev \
@@ -45,7 +46,7 @@ DEB_PKG   := debhelper dpkg-dev lintian
 DEB_BENCH := virt-v2v libnbd-bin
 DEB_BOOT  := busybox-static kmod cpio zstd mtools dosfstools xorriso grub-pc-bin \
              grub-efi-amd64-bin grub-efi-amd64-signed shim-signed \
-             shim-helpers-amd64-signed openssh-client sshfs nbdkit dialog kbd console-data \
+             shim-helpers-amd64-signed openssh-client sshfs nbdkit dialog kbd console-data udpcast \
              linux-image-amd64
 # (the live medium's tests also start servers: an sshd, Samba's smbd, NFS-Ganesha)
 DEB_TEST  += openssh-server samba nfs-ganesha nfs-ganesha-vfs
@@ -56,6 +57,9 @@ DEB_TEST  += clonezilla gdisk dmidecode pciutils
 DEB_TEST  += libnbd-bin
 # (ccache: make check's three builds, cached across clones)
 DEB_TEST  += ccache
+# (udpcast: imager multicast's udp-sender and the receivers' udp-receiver;
+# iproute2: the multicast test's network namespace, bridge and taps)
+DEB_TEST  += udpcast iproute2
 # (systemd-boot's EFI loader: the test guest that boots through Boot Loader
 # Specification entries, tests/guest/debian12-bls.sh)
 DEB_TEST  += systemd-boot-efi

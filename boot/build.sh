@@ -103,7 +103,9 @@ if [ "$ISO_ONLY" = 0 ]; then
 	# What imager runs (growing filesystems after a restore), the ssh
 	# client and sshfs (repositories over ssh), dialog (the menu), blkid.
 	# nbdkit and its file plugin export disks read-only for P2V to a server.
-	for p in /sbin/e2fsck /sbin/resize2fs /usr/sbin/ntfsresize /usr/sbin/xfs_growfs \
+	# udpcast's receiver (restore multicast:) and sender (imager multicast
+	# from this machine's repository).
+	for p in /usr/bin/udp-receiver /usr/bin/udp-sender /sbin/e2fsck /sbin/resize2fs /usr/sbin/ntfsresize /usr/sbin/xfs_growfs \
 		/bin/btrfs /usr/bin/ssh /usr/bin/sshfs /usr/bin/dialog /sbin/blkid /usr/bin/nbdkit \
 		/usr/lib/x86_64-linux-gnu/nbdkit/plugins/nbdkit-file-plugin.so; do
 		[ -e "$p" ] && copy_prog "$p"

@@ -154,7 +154,7 @@ network() {
 		line="ip=${a%/*}::$gw:$mask::$nic:off${dns:+:$dns}"
 		params "$line" || return
 		ip addr flush dev "$nic"
-		ip addr add "$a" dev "$nic" || { $D --msgbox "Cannot set $a on $nic." 6 50; return; }
+		ip addr add "$a" brd + dev "$nic" || { $D --msgbox "Cannot set $a on $nic." 6 50; return; }
 		[ -n "$gw" ] && ip route replace default via "$gw" dev "$nic"
 		[ -n "$dns" ] && echo "nameserver $dns" >/etc/resolv.conf
 		P_IP=$line ;;
@@ -322,6 +322,18 @@ clone() {
 	run_job "clone /dev/$src onto /dev/$target" "$(kp "imager.run=\"clone /dev/$src /dev/$target${opts:+ $opts}\"")" \
 		clone "/dev/$src" "/dev/$target" $opts
 }
+# A restore of the image a server sends to many machines at once
+# (`imager multicast DIR` there); no repository needed here.
+multicast() {
+	target=$(pick_disk "The disk to restore the multicast image onto") || return
+	port=$($D --stdout --inputbox "The sender's port base (imager multicast --portbase; 9000 unless it was changed)" 8 74 9000) || return
+	case $port in '' | *[!0-9]*) $D --msgbox "$port: not a port number." 6 50; return ;; esac
+	opts=""
+	$D --defaultno --yesno "If /dev/$target ($(($(disk_bytes "$target") / 1048576)) MiB) is smaller than the image's disk, shrink the partitions and their filesystems to fit (--shrink)?" 9 70 && opts=--shrink
+	confirm "$target" "Restore the image the server sends by multicast (port $port)${opts:+, with $opts}.\nThe restore starts when the sender starts sending." || return
+	run_job "multicast restore onto /dev/$target" "$(kp "imager.run=\"restore multicast:$port /dev/$target${opts:+ $opts}\"")" \
+		restore "multicast:$port" "/dev/$target" $opts
+}
 verify() {
 	repo_ready || return
 	img=$(pick_image "The image to verify") || return
@@ -414,11 +426,12 @@ while :; do
 	repo="none"
 	is_mounted /images && repo=$(repo_desc)
 	addr=$(ip -4 -o addr show 2>/dev/null | awk '$2 != "lo" { print $4; exit }')
-	choice=$($D --stdout --no-cancel --menu "imager live: $(disk_rows | wc -l) disk(s), network ${addr:-none}, repository $repo" 19 72 11 \
+	choice=$($D --stdout --no-cancel --menu "imager live: $(disk_rows | wc -l) disk(s), network ${addr:-none}, repository $repo" 20 72 12 \
 		network "Network: addresses, DHCP or a fixed address" \
 		images "Repository: where image folders are, and what is there" \
 		save "Save disks into the repository" \
 		restore "Restore an image onto a disk" \
+		multicast "Multicast: restore what a server sends to many machines" \
 		clone "Clone a disk onto another" \
 		verify "Verify an image in the repository" \
 		p2v "P2V: move disks to a KVM host" \
@@ -438,6 +451,7 @@ while :; do
 		fi ;;
 	save) save ;;
 	restore) restore ;;
+	multicast) multicast ;;
 	clone) clone ;;
 	verify) verify ;;
 	p2v) p2v ;;

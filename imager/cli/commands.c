@@ -43,6 +43,11 @@ const struct command commands[] = {
 	  "list an image folder's partitions, or the files of one, no restore (libguestfs)" },
 	{ "mount", cmd_mount, 0, "DIR MOUNTPOINT [--partition N|VG/LV] [--cache SIZE]",
 	  "mount an image folder's filesystems read-only (FUSE), no restore; umount undoes it" },
+	{ "multicast", cmd_multicast, 0,
+	  "DIR [--min-receivers N] [--max-wait SECONDS] [--max-bitrate RATE] [--interface IF]\n"
+	  "        [--fec SxR/N] [--portbase PORT] [--retries-until-drop N] [--report-wait SECONDS]\n"
+	  "        [--json] [--no-progress]",
+	  "send an image folder once to many machines restoring it (udpcast); report each" },
 	{ "p2v", cmd_p2v, CMD_DEVICES,
 	  "SOURCE... --name NAME [--connect URI]... [--pool auto|NAME] [--probe]\n"
 	  "        [--format raw|qcow2] [--preallocation off|metadata|falloc|full]\n"
@@ -59,13 +64,13 @@ const struct command commands[] = {
 	{ "pools", cmd_pools, 0, "[--connect URI] [--probe] [--seconds N] [--size SIZE] [--json]",
 	  "list the host's storage pools, measure fsyncs, rank them for a new disk" },
 	{ "restore", cmd_restore, CMD_DEVICES,
-	  "DIR TARGET [--format raw|qcow2] [--preallocation off|metadata|falloc|full]\n"
+	  "DIR|multicast:[PORTBASE][:IF] TARGET [--format raw|qcow2] [--preallocation off|metadata|falloc|full]\n"
 	  "        [--cluster-size SIZE] [--size SIZE] [--grow-last|--proportional|--shrink]\n"
 	  "        [--convert [--block virtio-blk|virtio-scsi] [--rebuild-initramfs]\n"
 	  "                   [--virtio-win PATH] [--key ID:PASSPHRASE] [--key-file ID:FILE]]\n"
 	  "        [--resume] [--checkpoint SECONDS] [--threads N] [--force] [--timeout SECONDS]\n"
 	  "        [--retries N] [--json] [--no-progress]",
-	  "write an image folder (imager's or Clonezilla's) onto a disk or image file" },
+	  "write an image folder (imager's or Clonezilla's, or one sent by multicast) onto a disk or image file" },
 	{ "run", cmd_run, CMD_DEVICES,
 	  "DIR... --name NAME [--connect URI] [--pool auto|NAME] [--probe]\n"
 	  "        [--format raw|qcow2] [--preallocation off|metadata|falloc|full]\n"

@@ -74,6 +74,7 @@ int cmd_ls(int argc, char **argv, struct cli *cli);
 int cmd_cat(int argc, char **argv, struct cli *cli);
 int cmd_get(int argc, char **argv, struct cli *cli);
 int cmd_mount(int argc, char **argv, struct cli *cli);
+int cmd_multicast(int argc, char **argv, struct cli *cli);
 int cmd_umount(int argc, char **argv, struct cli *cli);
 int cmd_verify(int argc, char **argv, struct cli *cli);
 

@@ -12,6 +12,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "imager/fleet.h"
 #include "imager/guest.h"
 #include "util.h"
 
@@ -53,7 +54,10 @@ int conv_restore(const struct disk_roots *roots, const char *dir, const char *ta
 
 	if (!o.target.grow_hook.grow_in_image)
 		o.target.grow_hook = conv_grow_hook();
-	r = im_restore(roots, dir, target, &o, stats, err);
+	if (!strncmp(dir, "multicast:", 10))
+		r = im_multicast_restore(roots, dir, target, &o, stats, err);
+	else
+		r = im_restore(roots, dir, target, &o, stats, err);
 	if (r == 0 && step && step->opts)
 		convert_target(&stats->target, step);
 	return r;

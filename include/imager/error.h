@@ -26,6 +26,7 @@ enum im_exit {
 	IM_EXIT_INTERRUPTED = 9, /* stopped by SIGINT/SIGTERM; nothing complete-looking left */
 	IM_EXIT_APPLIANCE = 10,  /* libguestfs's appliance cannot start here (no kernel, no room...) */
 	IM_EXIT_RESCUED  = 11,   /* --rescue: complete, but sectors were unreadable (zeros, in the map) */
+	IM_EXIT_SOME_FAILED = 12, /* a fleet's job (multicast, migrate): done, but some machines failed (the report names them) */
 };
 
 struct im_err {

@@ -145,6 +145,18 @@ struct restore_stats {
  * removed on failure. */
 int im_restore(const struct disk_roots *roots, const char *dir, const char *target,
 	       const struct restore_opts *opts, struct restore_stats *stats, struct im_err *err);
+/* The same from an image folder sent as one tar stream on fd (what
+ * `imager multicast` sends, image/imgtar.h: the manifest, boot areas and
+ * indexes first, then each partition's stream), read once, in order: the
+ * small files are kept in a temporary folder, each stream is restored as it
+ * arrives (frames checked, shrink and grow as im_restore).  name is what
+ * messages call the stream.  Not with resume (IM_EXIT_USAGE).  A stream that
+ * is not one, ends early or differs from its manifest: IM_EXIT_DAMAGED,
+ * with the table held back as above.  fd is read to the archive's end on
+ * success, left where it stopped otherwise. */
+int im_restore_stream(const struct disk_roots *roots, int fd, const char *name,
+		      const char *target, const struct restore_opts *opts,
+		      struct restore_stats *stats, struct im_err *err);
 
 struct clone_opts {
 	const char *source_format;  /* NULL = probe */

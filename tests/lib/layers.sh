@@ -80,7 +80,7 @@ plugins() {
 }
 plugins
 
-ROOMS="core vm io disk fs image sources jobs"
+ROOMS="core vm io disk fs image sources jobs fleet"
 # Each public header of the engine, by the room that implements it.
 room_of_public() {
 	case $1 in
@@ -92,6 +92,7 @@ room_of_public() {
 	image.h|imgread.h|imgserve.h) echo image ;;
 	clonezilla.h|partclone.h) echo sources ;;
 	job.h) echo jobs ;;
+	fleet.h) echo fleet ;;
 	*) echo "" ;;
 	esac
 }

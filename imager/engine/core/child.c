@@ -14,7 +14,7 @@
 #include "child.h"
 #include "util.h"
 
-static void child_exec(const struct child *c, const char *const argv[], unsigned flags)
+static void child_exec(const struct child *c, const char *const argv[], unsigned flags, int pipe_end)
 {
 	char path[600];
 	int fd, nul;
@@ -29,7 +29,9 @@ static void child_exec(const struct child *c, const char *const argv[], unsigned
 		_exit(126);
 	fd = open(path, O_WRONLY | O_CREAT | O_TRUNC, 0600);
 	nul = open("/dev/null", O_RDONLY);
-	if (fd < 0 || nul < 0 || dup2(nul, 0) < 0 || dup2(fd, 1) < 0 || dup2(fd, 2) < 0)
+	if (fd < 0 || nul < 0 ||
+	    dup2((flags & CHILD_STDIN_PIPE) ? pipe_end : nul, 0) < 0 ||
+	    dup2((flags & CHILD_STDOUT_PIPE) ? pipe_end : fd, 1) < 0 || dup2(fd, 2) < 0)
 		_exit(126);
 	execvp(argv[0], (char *const *)argv);
 	dprintf(2, "%s: cannot start %s: %s\n", argv[0], argv[0], strerror(errno));
@@ -39,7 +41,10 @@ static void child_exec(const struct child *c, const char *const argv[], unsigned
 int child_start(struct child *c, const char *prefix, const char *dir, const char *const argv[],
 		unsigned flags, struct im_err *err)
 {
+	int pfd[2] = { -1, -1 };
+
 	memset(c, 0, sizeof(*c));
+	c->fd = -1;
 	if (dir) {
 		str_copy(c->dir, sizeof(c->dir), dir);
 	} else {
@@ -59,16 +64,31 @@ int child_start(struct child *c, const char *prefix, const char *dir, const char
 		child_stop(c);
 		return -ENAMETOOLONG;
 	}
+	if ((flags & (CHILD_STDIN_PIPE | CHILD_STDOUT_PIPE)) && pipe2(pfd, O_CLOEXEC) < 0) {
+		int r = -errno;
+		im_errf(err, IM_EXIT_INTERNAL, r, "starting %s: %s", argv[0], strerror(-r));
+		child_stop(c);
+		return r;
+	}
 	c->pid = fork();
 	if (c->pid < 0) {
 		int r = -errno;
 		c->pid = 0;
 		im_errf(err, IM_EXIT_INTERNAL, r, "starting %s: %s", argv[0], strerror(-r));
+		if (pfd[0] >= 0) {
+			close(pfd[0]);
+			close(pfd[1]);
+		}
 		child_stop(c);
 		return r;
 	}
-	if (c->pid == 0)
-		child_exec(c, argv, flags);
+	if (c->pid == 0)   /* (the child's end: read for stdin, write for stdout) */
+		child_exec(c, argv, flags, (flags & CHILD_STDIN_PIPE) ? pfd[0] : pfd[1]);
+	if (pfd[0] >= 0) {
+		c->fd = (flags & CHILD_STDIN_PIPE) ? pfd[1] : pfd[0];
+		c->piped = true;
+		close((flags & CHILD_STDIN_PIPE) ? pfd[0] : pfd[1]);
+	}
 	return 0;
 }
 
@@ -104,6 +124,22 @@ int child_listening(struct child *c, unsigned timeout_s, int *status)
 	}
 }
 
+void child_messages(const struct child *c, char *out, size_t len)
+{
+	char path[600];
+	ssize_t n = -1;
+	int fd;
+
+	out[0] = '\0';
+	if (len && path_join(path, sizeof(path), c->dir, "messages") == 0 &&
+	    (fd = open(path, O_RDONLY | O_CLOEXEC)) >= 0) {
+		n = read(fd, out, len - 1);
+		close(fd);
+	}
+	if (n > 0)
+		out[n] = '\0';
+}
+
 void child_last_line(const struct child *c, char *out, size_t len)
 {
 	char path[600], buf[4096];
@@ -133,6 +169,11 @@ void child_stop(struct child *c)
 {
 	int status;
 
+	if (c->piped) {
+		close(c->fd);
+		c->fd = -1;
+		c->piped = false;
+	}
 	if (c->pid > 0) {
 		kill(c->pid, SIGTERM);
 		if (!child_reaped(c, 2000, &status)) {   /* 2 s, then SIGKILL */

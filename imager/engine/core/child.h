@@ -11,7 +11,11 @@
  * (PR_SET_PDEATHSIG; without it, the child leaves imager's session and
  * outlives it); CHILD_SHARED, the folder may be entered and the socket
  * connected to by other users (0711, the child's umask 0: qemu run by
- * libvirt as its own user reads the export).  child_listening waits until the socket exists, the
+ * libvirt as its own user reads the export); CHILD_STDIN_PIPE or
+ * CHILD_STDOUT_PIPE, the child's stdin (or stdout, then not in the
+ * messages) is a pipe whose other end is c->fd (close-on-exec; closed by
+ * child_stop; -1 without), for a tool that streams (udp-sender,
+ * udp-receiver).  child_listening waits until the socket exists, the
  * child ends or timeout_s passes.  child_stop sends SIGTERM, then SIGKILL
  * after 2 s, reaps it, and removes the socket, the messages and the folder
  * (a folder it did not make stays).  Killed children are reaped here:
@@ -31,12 +35,14 @@ struct child {
 	char dir[512];            /* the private folder */
 	char sock[600];           /* dir/sock */
 	bool own_dir;             /* made by child_start: removed by child_stop */
+	int fd;                   /* CHILD_STD*_PIPE: our end of the pipe, else -1 */
+	bool piped;               /* fd is ours to close */
 };
 
 /* Start argv in a new folder (prefix: tmp_dir_make's) or, with dir, in
  * that existing folder.  The socket's path must fit a sockaddr_un (a
  * too-long $TMPDIR: IM_EXIT_USAGE).  Returns 0 or -errno with err. */
-enum { CHILD_DIE_WITH_PARENT = 1, CHILD_SHARED = 2 };
+enum { CHILD_DIE_WITH_PARENT = 1, CHILD_SHARED = 2, CHILD_STDIN_PIPE = 4, CHILD_STDOUT_PIPE = 8 };
 int child_start(struct child *c, const char *prefix, const char *dir, const char *const argv[],
 		unsigned flags, struct im_err *err);
 /* 0: the socket is there; 1: the child ended first (*status); -ETIMEDOUT. */
@@ -47,6 +53,9 @@ bool child_reaped(struct child *c, unsigned ms, int *status);
 /* The last line the child wrote (control characters as spaces; "" when
  * none). */
 void child_last_line(const struct child *c, char *out, size_t len);
+/* What the child wrote so far (its messages file), the first len-1 bytes,
+ * NUL-ended; "" when none. */
+void child_messages(const struct child *c, char *out, size_t len);
 void child_stop(struct child *c);
 
 #endif

@@ -2,6 +2,8 @@
 /* Reading frames back: shared by restore and verify. */
 #include "frames.h"
 
+#include <archive.h>
+
 #include <errno.h>
 #include <stdio.h>
 #include <string.h>
@@ -54,7 +56,7 @@ int frame_span(const struct img_index *ix, const struct img_frame *f, uint64_t p
 }
 
 int image_check_part_files(const char *dir, const struct img_part *p, struct img_index *ix,
-			   struct im_err *err)
+			   bool check_stream, struct im_err *err)
 {
 	char path[4200];
 	uint64_t size, h;
@@ -83,6 +85,8 @@ int image_check_part_files(const char *dir, const struct img_part *p, struct img
 		return im_errf(err, IM_EXIT_DAMAGED, -EBADMSG,
 			       "partition %u: the index and the manifest disagree", p->number);
 	}
+	if (!check_stream)
+		return 0;
 	if ((r = path_join_err(path, sizeof(path), dir, p->stream, err)) < 0) {
 		img_index_free(ix);
 		return r;
@@ -125,6 +129,39 @@ int image_read_area(const char *dir, const struct img_area *a, unsigned char **b
 	return 0;
 }
 
+/* len bytes of the tar entry being read into buf (NULL: skipped). */
+static int entry_read(struct frame_reader *fr, unsigned char *buf, uint64_t len)
+{
+	unsigned char skip[65536];
+
+	while (len) {
+		size_t n = buf ? len : (len < sizeof(skip) ? len : sizeof(skip));
+		la_ssize_t k = archive_read_data(fr->ar, buf ? buf : skip, n);
+		if (k == 0)
+			return -EIO;
+		if (k < 0)
+			return -EPIPE;
+		fr->pos += (uint64_t)k;
+		len -= (uint64_t)k;
+		if (buf)
+			buf += k;
+	}
+	return 0;
+}
+
+/* The frame's bytes from the tar entry: what lies before its offset
+ * skipped, frames in the stream's order only. */
+static int stream_read(struct frame_reader *fr, unsigned char *buf, const struct img_frame *f)
+{
+	int r;
+
+	if (f->comp_offset < fr->pos)
+		return -EBADMSG;
+	if ((r = entry_read(fr, NULL, f->comp_offset - fr->pos)) < 0)
+		return r;
+	return entry_read(fr, buf, f->comp_size);
+}
+
 int frame_produce(struct frame_reader *fr, struct pipe_slot *s)
 {
 	struct frame_meta *m = s->meta;
@@ -137,11 +174,13 @@ int frame_produce(struct frame_reader *fr, struct pipe_slot *s)
 	m->frame = fr->next++;
 	m->damaged = false;
 	m->what[0] = '\0';
-	r = util_pread_full(fr->fd, s->a, f->comp_size, f->comp_offset);
+	r = fr->ar ? stream_read(fr, s->a, f) : util_pread_full(fr->fd, s->a, f->comp_size, f->comp_offset);
 	if (r < 0) {
 		m->damaged = true;
 		snprintf(m->what, sizeof(m->what), "%s",
-			 r == -EIO ? "missing: the stream ends before it (truncated)" : strerror(-r));
+			 r == -EIO    ? "missing: the stream ends before it (truncated)" :
+			 r == -EBADMSG ? "the index's frames are not in the stream's order" :
+			 r == -EPIPE  ? "the stream could not be read on" : strerror(-r));
 	}
 	s->a_len = f->comp_size;
 	return 1;

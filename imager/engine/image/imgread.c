@@ -222,7 +222,7 @@ static int open_parts(struct img_reader *r, const char *dir, struct im_err *err)
 		const struct img_part *p = &r->m.parts[i];
 		struct rpart *rp = &r->parts[i];
 
-		if ((rc = image_check_part_files(dir, p, &rp->ix, err)) < 0)
+		if ((rc = image_check_part_files(dir, p, &rp->ix, true, err)) < 0)
 			return rc;
 		rp->slot = calloc(rp->ix.nframes + 1, sizeof(*rp->slot));
 		if (!rp->slot)

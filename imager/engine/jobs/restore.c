@@ -13,6 +13,7 @@
 #include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
+#include <archive.h>
 #include <xxhash.h>
 #include <zstd.h>
 
@@ -21,11 +22,13 @@
 #include "imager/clonezilla.h"
 #include "imager/pipeline.h"
 #include "copyjob.h"
+#include "imgtar.h"
 #include "util.h"
 
 /* An image folder as the source of the copy job (copyjob.h). */
 struct imgsrc {
 	const char *dir;
+	struct archive *ar;        /* the streams come through here (a multicast) */
 	struct img_manifest m;
 	struct img_index *ix;      /* one per partition, checked by the plan */
 };
@@ -121,14 +124,14 @@ static int restore_consume(void *ctx, struct pipe_slot *s, struct im_err *err)
  * and stream (the index kept in ix[i]), each boot area read into the plan.
  * *total: the bytes the partitions hold. */
 static int check_image(const char *dir, const struct img_manifest *m, struct img_index *ix,
-		       struct disk_plan *pl, uint64_t *total, struct im_err *err)
+		       bool streamed, struct disk_plan *pl, uint64_t *total, struct im_err *err)
 {
 	int r;
 
 	for (size_t i = 0; i < m->nparts; i++) {
 		const struct img_part *p = &m->parts[i];
 
-		r = image_check_part_files(dir, p, &ix[i], err);
+		r = image_check_part_files(dir, p, &ix[i], !streamed, err);
 		if (r < 0)
 			return r;
 		*total += p->used_blocks * p->block_size;
@@ -192,6 +195,13 @@ static int restore_partition(const char *dir, struct rpart_job *j, struct im_err
 	return r;
 }
 
+static void unlink_in(const char *dir, const char *name)
+{
+	char path[4200];
+	if (path_join(path, sizeof(path), dir, name) == 0)
+		unlink(path);
+}
+
 /* ---- the source's description ---- */
 
 static int is_plan(void *ctx, struct disk_plan *pl, uint64_t *total, struct im_err *err)
@@ -205,7 +215,7 @@ static int is_plan(void *ctx, struct disk_plan *pl, uint64_t *total, struct im_e
 			    err);
 	if (r == 0 && !is->ix)
 		r = im_errf(err, IM_EXIT_INTERNAL, -ENOMEM, "out of memory");
-	return r < 0 ? r : check_image(is->dir, m, is->ix, pl, total, err);
+	return r < 0 ? r : check_image(is->dir, m, is->ix, is->ar, pl, total, err);
 }
 
 static void is_shrink_part(void *ctx, size_t i, struct shrink_part *sp)
@@ -234,20 +244,81 @@ static int is_copy(void *ctx, struct copyjob *cj, size_t i, uint64_t from, struc
 	struct rpart_job j = { .p = &is->m.parts[i], .ix = &is->ix[i], .part_index = i,
 			       .skip_below = from, .cj = cj };
 
+	if (is->ar) {   /* the next entry of the stream, read as it comes */
+		int r = img_tar_expect(is->ar, j.p->stream, j.p->stream_size, err);
+		if (r < 0)
+			return r;
+		j.fr = (struct frame_reader){ .ix = j.ix, .fd = -1, .ar = is->ar };
+		return restore_stream(&j, err);
+	}
 	return restore_partition(is->dir, &j, err);
+}
+
+/* The copy job from is (its manifest read), and is's indexes freed. */
+static int restore_run(const struct disk_roots *roots, struct imgsrc *is, const char *name,
+		       const char *target, const struct restore_opts *opts,
+		       struct restore_stats *stats, struct im_err *err)
+{
+	const struct cj_source src = {
+		.ctx = is, .what = "restore", .name = name, .kind = TJNL_RESTORE,
+		.plan = is_plan, .shrink_part = is_shrink_part, .identity = is_identity,
+		.copy = is_copy,
+	};
+	const struct cj_opts o = cj_restore_opts(roots, target, opts);
+	struct cj_stats st = CJ_STATS(stats);
+	int r = cj_refuse(target, &opts->target, opts->resume, false, err);
+
+	if (r == 0)
+		r = cj_run(&src, &o, &st, err);
+	for (size_t i = 0; is->ix && i < is->m.nparts; i++)
+		img_index_free(&is->ix[i]);
+	free(is->ix);
+	is->ix = NULL;
+	return r;
+}
+
+int im_restore_stream(const struct disk_roots *roots, int fd, const char *name,
+		      const char *target, const struct restore_opts *opts,
+		      struct restore_stats *stats, struct im_err *err)
+{
+	char tmp[4096];
+	struct imgsrc is = { .dir = tmp };
+	int r;
+
+	memset(stats, 0, sizeof(*stats));
+	if (opts->resume)
+		return im_errf(err, IM_EXIT_USAGE, -EINVAL,
+			       "%s: an image that arrives over the network cannot be resumed; restore it anew (or from the repository)",
+			       name);
+	if ((r = tmp_dir_make("stream", tmp, sizeof(tmp), err)) < 0)
+		return r;
+	is.ar = archive_read_new();
+	if (!is.ar || archive_read_support_format_tar(is.ar) != ARCHIVE_OK ||
+	    archive_read_open_fd(is.ar, fd, 1 << 20) != ARCHIVE_OK)
+		r = im_errf(err, IM_EXIT_DAMAGED, -EIO, "%s: %s", name,
+			    is.ar && archive_error_string(is.ar) ? archive_error_string(is.ar) :
+								   "not a stream imager reads");
+	if (r == 0 && (r = img_tar_receive_head(is.ar, tmp, &is.m, err)) == 0) {
+		r = restore_run(roots, &is, name, target, opts, stats, err);
+		if (r == 0)
+			r = img_tar_expect_end(is.ar, err);
+		for (size_t i = 0; i < is.m.nareas; i++)
+			unlink_in(tmp, is.m.areas[i].file);
+		for (size_t i = 0; i < is.m.nparts; i++)
+			unlink_in(tmp, is.m.parts[i].index);
+		img_manifest_free(&is.m);
+	}
+	unlink_in(tmp, IMG_MANIFEST);
+	rmdir(tmp);
+	if (is.ar)
+		archive_read_free(is.ar);
+	return r;
 }
 
 int im_restore(const struct disk_roots *roots, const char *dir, const char *target,
 	       const struct restore_opts *opts, struct restore_stats *stats, struct im_err *err)
 {
 	struct imgsrc is = { .dir = dir };
-	const struct cj_source src = {
-		.ctx = &is, .what = "restore", .name = dir, .kind = TJNL_RESTORE,
-		.plan = is_plan, .shrink_part = is_shrink_part, .identity = is_identity,
-		.copy = is_copy,
-	};
-	const struct cj_opts o = cj_restore_opts(roots, target, opts);
-	struct cj_stats st = CJ_STATS(stats);
 	int r;
 
 	memset(stats, 0, sizeof(*stats));
@@ -260,12 +331,7 @@ int im_restore(const struct disk_roots *roots, const char *dir, const char *targ
 	r = img_manifest_read(&is.m, dir, err);
 	if (r < 0)
 		return r;
-	r = cj_refuse(target, &opts->target, opts->resume, false, err);
-	if (r == 0)
-		r = cj_run(&src, &o, &st, err);
-	for (size_t i = 0; is.ix && i < is.m.nparts; i++)
-		img_index_free(&is.ix[i]);
-	free(is.ix);
+	r = restore_run(roots, &is, dir, target, opts, stats, err);
 	img_manifest_free(&is.m);
 	return r;
 }

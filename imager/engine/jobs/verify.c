@@ -209,7 +209,7 @@ int im_verify(const char *dir, unsigned threads, const struct im_progress *progr
 					      .worker_init = frame_dctx_new, .worker_fini = frame_dctx_free,
 					      .cancel = progress ? progress->cancel : NULL };
 
-		if (image_check_part_files(dir, p, &ix, &e) < 0) {
+		if (image_check_part_files(dir, p, &ix, true, &e) < 0) {
 			/* Index unusable or the stream cut short: name what we can. */
 			const char *file = strstr(e.msg, p->stream) ? p->stream : p->index;
 			if (strstr(e.msg, "truncated") || strstr(e.msg, "extra data")) {
