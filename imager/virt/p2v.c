@@ -801,6 +801,31 @@ int im_p2v(const struct p2v_opts *o, struct p2v_report *rep, struct im_err *err)
 	return r;
 }
 
+int p2v_measure(const struct p2v_opts *o, struct p2v_report *rep, uint64_t *need,
+		struct im_err *err)
+{
+	struct p2v *j;
+	int r;
+
+	memset(rep, 0, sizeof(*rep));
+	*need = 0;
+	RETURN_IF(!o->nsources || o->nsources > P2V_MAX_SOURCES, err, IM_EXIT_USAGE, -EINVAL,
+		  "p2v takes 1 to %d sources", P2V_MAX_SOURCES);
+	if (!(j = calloc(1, sizeof(*j))))
+		return im_errf(err, IM_EXIT_INTERNAL, -ENOMEM, "out of memory");
+	j->o = o;
+	j->rep = rep;
+	j->err = err;
+	j->n = rep->ndisks = o->nsources;
+	j->dom = o->dom;
+	j->dom.disks = j->disks;
+	j->dom.ndisks = j->n;
+	r = probe_sources(j);
+	*need = j->need;
+	free(j);
+	return r;
+}
+
 void p2v_report_free(struct p2v_report *rep)
 {
 	conv_report_free(&rep->convert.rep);
