@@ -863,7 +863,7 @@ static void stop_leftover(const struct mig_machine *m)
 	if (m->pid <= 1 || !m->pid_start || proc_start(m->pid) != m->pid_start)
 		return;
 	kill((pid_t)m->pid, SIGTERM);
-	for (int i = 0; i < 300 && proc_start(m->pid) == m->pid_start; i++)
+	for (int i = 0; i < 100 && proc_start(m->pid) == m->pid_start; i++)
 		usleep(100000);
 	if (proc_start(m->pid) == m->pid_start) {
 		kill((pid_t)m->pid, SIGKILL);
@@ -1373,7 +1373,13 @@ int mig_run(struct mig_plan *p, const struct mig_opts *o, struct im_err *err)
 
 	if (strlen(o->state) + 3 > sizeof(dir))
 		return im_errf(err, IM_EXIT_USAGE, -ENAMETOOLONG, "%s: too long a path", o->state);
-	snprintf(dir, sizeof(dir), "%s.d", o->state);
+	{   /* PLAN.state.json: PLAN.state.d */
+		size_t n = strlen(o->state);
+
+		if (n > 5 && !strcmp(o->state + n - 5, ".json"))
+			n -= 5;
+		snprintf(dir, sizeof(dir), "%.*s.d", (int)n, o->state);
+	}
 	if ((r = mig_state_read(p, o->state, err)) < 0)
 		return r;
 	for (size_t i = 0; i < p->nm; i++) {

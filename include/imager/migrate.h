@@ -57,7 +57,8 @@
  * per host (per_host, else the host's jobs), per_path per network path and
  * jobs in all at once; in the plan's order.  Each child writes
  * DIR/NAME.log (the job's lines) and DIR/NAME.report.json (its report);
- * DIR is the state file's path with ".d" appended.
+ * DIR is the state file's path, its ".json" left out, with ".d" appended
+ * (PLAN.state.d beside PLAN.state.json).
  *
  * The state (JSON, written after every change: a temporary file, fsync,
  * rename, the folder fsync'd): per machine its status, host, pool, the
