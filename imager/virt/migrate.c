@@ -30,6 +30,7 @@
 
 #include "imager/domain.h"
 #include "imager/host.h"
+#include "util.h"
 
 #define MiB (1024ull * 1024)
 
@@ -341,37 +342,18 @@ int mig_plan_parse(const char *text, size_t len, struct mig_plan *p, struct im_e
 	return r;
 }
 
-/* A whole file of at most max bytes, NUL-terminated (free()). */
+/* A whole file of at most max bytes, NUL-terminated (free()); cls: the
+ * exit code of a file that cannot be read. */
 static int slurp(const char *path, size_t max, char **out, size_t *len, int cls, struct im_err *err)
 {
-	int fd = open(path, O_RDONLY | O_CLOEXEC);
-	struct stat st;
-	char *buf;
-	size_t got = 0;
+	unsigned char *buf = NULL;
+	int r = util_read_whole_file(path, &buf, len, max);
 
-	*out = NULL;
-	if (fd < 0)
-		return im_errf(err, cls, -errno, "%s: %s", path, strerror(errno));
-	if (fstat(fd, &st) < 0 || !S_ISREG(st.st_mode) || (uint64_t)st.st_size > max) {
-		close(fd);
-		return im_errf(err, cls, -EINVAL, "%s: not a regular file of at most %zu bytes", path, max);
-	}
-	if (!(buf = malloc((size_t)st.st_size + 1))) {
-		close(fd);
-		return im_errf(err, IM_EXIT_INTERNAL, -ENOMEM, "out of memory");
-	}
-	while (got < (size_t)st.st_size) {
-		ssize_t n = read(fd, buf + got, (size_t)st.st_size - got);
-		if (n < 0 && errno == EINTR)
-			continue;
-		if (n <= 0)
-			break;
-		got += (size_t)n;
-	}
-	close(fd);
-	buf[got] = '\0';
-	*out = buf;
-	*len = got;
+	*out = (char *)buf;
+	if (r == -EFBIG || r == -EINVAL)
+		return im_errf(err, cls, r, "%s: not a regular file of at most %zu bytes", path, max);
+	if (r < 0)
+		return im_errf(err, r == -ENOMEM ? IM_EXIT_INTERNAL : cls, r, "%s: %s", path, strerror(-r));
 	return 0;
 }
 
@@ -633,54 +615,13 @@ int mig_exit_code(const struct mig_plan *p, bool dry)
 
 /* ---- files ---- */
 
-static int fsync_dir_of(const char *path)
-{
-	char dir[PATH_MAX];
-	const char *slash = strrchr(path, '/');
-	int fd, r;
-
-	if (!slash)
-		snprintf(dir, sizeof(dir), ".");
-	else
-		snprintf(dir, sizeof(dir), "%.*s", (int)(slash - path ? slash - path : 1), path);
-	if ((fd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC)) < 0)
-		return -errno;
-	r = fsync(fd) < 0 ? -errno : 0;
-	close(fd);
-	return r;
-}
-
-/* text into path: PATH.tmp.PID written, fsync'd, renamed, its folder fsync'd. */
+/* text into path, atomically (util_write_file_atomic: a temporary file,
+ * fsync, rename, the folder fsync'd). */
 static int write_atomic(const char *path, const char *text, struct im_err *err)
 {
-	char tmp[PATH_MAX + 32];
-	size_t len = strlen(text), done = 0;
-	int fd, r = 0;
+	int r = util_write_file_atomic(path, text, strlen(text));
 
-	snprintf(tmp, sizeof(tmp), "%s.tmp.%ld", path, (long)getpid());
-	if ((fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644)) < 0)
-		return im_errf(err, IM_EXIT_IO, -errno, "%s: %s", tmp, strerror(errno));
-	while (done < len && r == 0) {
-		ssize_t n = write(fd, text + done, len - done);
-		if (n < 0 && errno == EINTR)
-			continue;
-		if (n < 0)
-			r = -errno;
-		else
-			done += (size_t)n;
-	}
-	if (r == 0 && fsync(fd) < 0)
-		r = -errno;
-	if (close(fd) < 0 && r == 0)
-		r = -errno;
-	if (r == 0 && rename(tmp, path) < 0)
-		r = -errno;
-	if (r < 0) {
-		unlink(tmp);
-		return im_errf(err, IM_EXIT_IO, r, "writing %s: %s", path, strerror(-r));
-	}
-	(void)fsync_dir_of(path);
-	return 0;
+	return r < 0 ? im_errf(err, IM_EXIT_IO, r, "writing %s: %s", path, strerror(-r)) : 0;
 }
 
 static void add_str(json_object *o, const char *key, const char *s)
@@ -872,22 +813,6 @@ static void stop_leftover(const struct mig_machine *m)
 	}
 }
 
-static int write_all(int fd, const void *buf, size_t len)
-{
-	const char *p = buf;
-
-	while (len) {
-		ssize_t n = write(fd, p, len);
-		if (n < 0 && errno == EINTR)
-			continue;
-		if (n <= 0)
-			return -1;
-		p += n;
-		len -= (size_t)n;
-	}
-	return 0;
-}
-
 static int read_all(int fd, void *buf, size_t len)
 {
 	char *p = buf;
@@ -994,8 +919,8 @@ static void survey_child(void *a, int fd)
 	}
 	if (conn)
 		virConnectClose(conn);
-	if (write_all(fd, &head, sizeof(head)) == 0 && kept)
-		(void)write_all(fd, ps, kept * sizeof(*ps));
+	if (util_write_full(fd, &head, sizeof(head)) == 0 && kept)
+		(void)util_write_full(fd, ps, kept * sizeof(*ps));
 	free(ps);
 }
 
@@ -1039,7 +964,7 @@ static void measure_child(void *a, int fd)
 		}
 		if (rep)
 			p2v_report_free(rep);
-		if (write_all(fd, &out, sizeof(out)) < 0)
+		if (util_write_full(fd, &out, sizeof(out)) < 0)
 			break;
 	}
 	free(rep);

@@ -11,17 +11,14 @@
 #   lvd_private_stop DIR    stop it (TERM, then KILL), until its socket is dead
 #   lvd_private_uri DIR     its URI
 # Killed daemons may stay zombies here: whether one runs is asked of its
-# socket, never of its pid.  Needs nothing of common.sh.
+# socket, never of its pid.  Needs TESTS_LIB; nothing of common.sh.
 
 lvd_private_uri() { echo "qemu+unix:///system?socket=$1/run/libvirt-sock"; }
 
-_lvd_answers() {
-	[ -S "$1/run/libvirt-sock" ] || return 1
-	python3 -c 'import socket, sys
-s = socket.socket(socket.AF_UNIX)
-s.settimeout(2)
-s.connect(sys.argv[1])' "$1/run/libvirt-sock" 2>/dev/null
-}
+# (libvirt.sh's _socket_answers; its other helpers need common.sh)
+# shellcheck source=libvirt.sh
+. "$TESTS_LIB/libvirt.sh"
+_lvd_answers() { _socket_answers "$1/run/libvirt-sock"; }
 
 lvd_private_start() {
 	local d=$1 i
