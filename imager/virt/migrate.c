@@ -1353,8 +1353,12 @@ int mig_run(struct mig_plan *p, const struct mig_opts *o, struct im_err *err)
 			running |= p->m[k].status == MIG_RUNNING;
 		if (!running)
 			break;
-		if ((pid = waitpid(-1, &st, 0)) < 0 && errno == EINTR)
+		/* (polled: the CLI's signal handler restarts a blocked waitpid,
+		 * and an interruption must be seen while the children run) */
+		if ((pid = waitpid(-1, &st, WNOHANG)) == 0 || (pid < 0 && errno == EINTR)) {
+			usleep(100000);
 			continue;
+		}
 		if (pid < 0) {   /* (no child left: none of ours can end any more) */
 			for (size_t k = 0; k < p->nm; k++)
 				if (p->m[k].status == MIG_RUNNING)
