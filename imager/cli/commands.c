@@ -41,6 +41,10 @@ const struct command commands[] = {
 	  "list the disks of this machine: bus (virtio or not), size, partitions" },
 	{ "ls", cmd_ls, 0, "DIR [PARTITION:[PATH]] [--long] [--cache SIZE]",
 	  "list an image folder's partitions, or the files of one, no restore (libguestfs)" },
+	{ "migrate", cmd_migrate, 0,
+	  "PLAN [--dry-run] [--json] [--state FILE] [--per-host N] [--jobs N] [--start]\n"
+	  "        [--timeout SECONDS] [--retries N]",
+	  "move the machines of a plan (JSON) onto libvirt hosts, several at once, resumable" },
 	{ "mount", cmd_mount, 0, "DIR MOUNTPOINT [--partition N|VG/LV] [--cache SIZE]",
 	  "mount an image folder's filesystems read-only (FUSE), no restore; umount undoes it" },
 	{ "multicast", cmd_multicast, 0,

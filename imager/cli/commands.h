@@ -66,6 +66,7 @@ int cmd_info(int argc, char **argv, struct cli *cli);
 int cmd_list(int argc, char **argv, struct cli *cli);
 int cmd_pools(int argc, char **argv, struct cli *cli);
 int cmd_p2v(int argc, char **argv, struct cli *cli);
+int cmd_migrate(int argc, char **argv, struct cli *cli);
 int cmd_run(int argc, char **argv, struct cli *cli);
 int cmd_restore(int argc, char **argv, struct cli *cli);
 int cmd_save(int argc, char **argv, struct cli *cli);

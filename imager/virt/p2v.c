@@ -772,6 +772,23 @@ static void release(struct p2v *j)
 	}
 }
 
+/* The job's run state for o (NULL: out of memory). */
+static struct p2v *job_new(const struct p2v_opts *o, struct p2v_report *rep, struct im_err *err)
+{
+	struct p2v *j = calloc(1, sizeof(*j));
+
+	if (!j)
+		return NULL;
+	j->o = o;
+	j->rep = rep;
+	j->err = err;
+	j->n = rep->ndisks = o->nsources;
+	j->dom = o->dom;
+	j->dom.disks = j->disks;
+	j->dom.ndisks = j->n;
+	return j;
+}
+
 int im_p2v(const struct p2v_opts *o, struct p2v_report *rep, struct im_err *err)
 {
 	struct p2v *j;
@@ -784,19 +801,30 @@ int im_p2v(const struct p2v_opts *o, struct p2v_report *rep, struct im_err *err)
 		  P2V_MAX_HOSTS);
 	RETURN_IF(!o->dom.name || !dom_name_ok(o->dom.name), err, IM_EXIT_USAGE, -EINVAL,
 		  "p2v needs a domain name of 1 to 64 letters, digits, '_', '.', '+', '-'");
-	if (!(j = calloc(1, sizeof(*j))))
+	if (!(j = job_new(o, rep, err)))
 		return im_errf(err, IM_EXIT_INTERNAL, -ENOMEM, "out of memory");
-	j->o = o;
-	j->rep = rep;
-	j->err = err;
-	j->n = rep->ndisks = o->nsources;
-	j->dom = o->dom;
-	j->dom.disks = j->disks;
-	j->dom.ndisks = j->n;
 	r = probe_sources(j);
 	if (r == 0)
 		r = o->nuris ? p2v_connect(j) : p2v_folder(j);
 	release(j);
+	free(j);
+	return r;
+}
+
+int p2v_measure(const struct p2v_opts *o, struct p2v_report *rep, uint64_t *need,
+		struct im_err *err)
+{
+	struct p2v *j;
+	int r;
+
+	memset(rep, 0, sizeof(*rep));
+	*need = 0;
+	RETURN_IF(!o->nsources || o->nsources > P2V_MAX_SOURCES, err, IM_EXIT_USAGE, -EINVAL,
+		  "p2v takes 1 to %d sources", P2V_MAX_SOURCES);
+	if (!(j = job_new(o, rep, err)))
+		return im_errf(err, IM_EXIT_INTERNAL, -ENOMEM, "out of memory");
+	r = probe_sources(j);
+	*need = j->need;
 	free(j);
 	return r;
 }

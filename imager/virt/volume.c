@@ -78,9 +78,18 @@ int vol_create(virStoragePoolPtr pool, const char *type, const char *name, uint6
 	bool block;
 
 	*out = NULL;
-	if (virStoragePoolRefresh(pool, 0) < 0 || virStoragePoolGetInfo(pool, &info) < 0)
+	/* (libvirt refuses a refresh while another volume of the pool is
+	 * being made, a parallel job's: imager migrate; what it last knew is
+	 * taken then) */
+	(void)virStoragePoolRefresh(pool, 0);
+	if (virStoragePoolGetInfo(pool, &info) < 0) {
+		char why[512];
+
+		/* (the message first: any libvirt call, GetName too, resets it) */
+		snprintf(why, sizeof(why), "%s", host_last_error());
 		return im_errf(err, IM_EXIT_TARGET, -EIO, "pool %s: %s", virStoragePoolGetName(pool),
-			       host_last_error());
+			       why);
+	}
 	block = vol_pool_is_block(type);
 	RETURN_IF(block && strcmp(format, "raw"), err, IM_EXIT_USAGE, -EINVAL,
 		  "pool %s is a %s pool: its volumes are raw (--format raw)",
@@ -117,9 +126,13 @@ int vol_create(virStoragePoolPtr pool, const char *type, const char *name, uint6
 		return im_errf(err, IM_EXIT_INTERNAL, -ENOMEM, "writing the volume XML");
 	*out = virStorageVolCreateXML(pool, xml, flags);
 	free(xml);
-	if (!*out)
+	if (!*out) {
+		char why[512];
+
+		snprintf(why, sizeof(why), "%s", host_last_error());
 		return im_errf(err, IM_EXIT_TARGET, -EIO, "creating volume %s in pool %s: %s", name,
-			       virStoragePoolGetName(pool), host_last_error());
+			       virStoragePoolGetName(pool), why);
+	}
 	return 0;
 }
 

@@ -175,4 +175,11 @@ struct p2v_report {
 int im_p2v(const struct p2v_opts *o, struct p2v_report *rep, struct im_err *err);
 void p2v_report_free(struct p2v_report *rep);
 
+/* Step 1 alone: o's sources probed as im_p2v() probes them (a VM's
+ * description for its disks; o->disk_size counts), no host touched.
+ * rep->disks and ndisks are filled, *need is their sizes together.
+ * Returns 0 or a negative errno with err filled (im_p2v's source errors). */
+int p2v_measure(const struct p2v_opts *o, struct p2v_report *rep, uint64_t *need,
+		struct im_err *err);
+
 #endif

@@ -37,8 +37,10 @@
 # BENCH_RUNS (runs of each measurement, the median is shown with every run;
 # default 1), BENCH_GROW (0: no growth case),
 # BENCH_PARTS (which parts run, default all: "imaging clonezilla convert
-# windows p2v v2v fs open"; open is an image served without a restore and
-# a guest started at once from it (bench-open.sh); imaging is the ext4 sample with the virtual disk
+# windows p2v v2v fs open fleet"; open is an image served without a restore and
+# a guest started at once from it (bench-open.sh); fleet is a migrate plan
+# of four machines on two hosts against the four p2v jobs in a row, and
+# multicast (bench-fleet.sh); imaging is the ext4 sample with the virtual disk
 # targets, clonezilla an ocs-sr image of it restored into a qcow2, v2v the
 # test guest as an OVA moved onto libvirt against virt-v2v -i ova).
 set -euo pipefail
@@ -52,10 +54,10 @@ WORK=${BENCH_WORK:-$CACHE/work}
 GROW=${BENCH_GROW:-1}
 NPROC=$(nproc)
 RUNS=${BENCH_RUNS:-1}
-PARTS=" ${BENCH_PARTS:-imaging clonezilla convert windows p2v v2v fs open} "
+PARTS=" ${BENCH_PARTS:-imaging clonezilla convert windows p2v v2v fs open fleet} "
 part() { [[ $PARTS == *" $1 "* ]]; }
 for p in $PARTS; do
-	case $p in imaging | clonezilla | convert | windows | p2v | v2v | fs | open) ;; *) echo "bench: unknown part '$p' in BENCH_PARTS" >&2; exit 1 ;; esac
+	case $p in imaging | clonezilla | convert | windows | p2v | v2v | fs | open | fleet) ;; *) echo "bench: unknown part '$p' in BENCH_PARTS" >&2; exit 1 ;; esac
 done
 
 die() { echo "bench: $*" >&2; exit 1; }
@@ -450,4 +452,11 @@ if part open; then
 echo
 echo "an image opened without a restore (tests/bench/bench-open.sh):"
 IMAGER=$IMAGER DISK=$DISK BENCH_WORK=$WORK bash "$ROOT/tests/bench/bench-open.sh"
+fi
+
+# ---- fleets: a migrate plan against p2v jobs in a row; multicast ----
+if part fleet; then
+echo
+echo "fleets (tests/bench/bench-fleet.sh):"
+IMAGER=$IMAGER BENCH_WORK=$WORK bash "$ROOT/tests/bench/bench-fleet.sh"
 fi
