@@ -32,7 +32,7 @@ DEB_BUILD := build-essential pkg-config clang libclang-rt-14-dev libparted-dev l
              libvirt-dev libxml2-dev libhivex-dev libarchive-dev liblzma-dev libssl-dev \
              nbdkit-plugin-dev
 DEB_RUN   := e2fsprogs supermin qemu-system-x86 linux-image-amd64 libguestfs-xfs \
-             ntfs-3g xfsprogs btrfs-progs f2fs-tools dosfstools mtools nbdkit
+             ntfs-3g xfsprogs btrfs-progs f2fs-tools dosfstools mtools nbdkit udpcast
 DEB_TEST  := parted fdisk dosfstools mtools zstd util-linux util-linux-extra time procps file git \
              partclone qemu-utils xxd jq python3 nbdkit libguestfs-tools xxhash \
              cpio mmdebstrap initramfs-tools-core xz-utils lz4 bzip2 \

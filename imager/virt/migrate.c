@@ -599,18 +599,21 @@ int mig_next(const struct mig_plan *p, unsigned per_host, unsigned jobs)
 
 int mig_exit_code(const struct mig_plan *p, bool dry)
 {
+	bool failed = false;
+
 	for (size_t i = 0; i < p->nm; i++) {
 		const struct mig_machine *m = &p->m[i];
 
 		if (m->status == MIG_DONE || (dry && m->status == MIG_PENDING))
 			continue;
-		if (m->status == MIG_UNPLACED)
+		if (dry && m->status == MIG_UNPLACED)
 			return IM_EXIT_TARGET;
-		if (m->status == MIG_FAILED && m->exit > 0)
-			return m->exit;
-		return m->status == MIG_FAILED ? IM_EXIT_INTERNAL : IM_EXIT_INTERRUPTED;
+		if (m->status == MIG_FAILED || m->status == MIG_UNPLACED)
+			failed = true;
+		else if (!dry)
+			return IM_EXIT_INTERRUPTED;
 	}
-	return IM_EXIT_OK;
+	return failed ? IM_EXIT_SOME_FAILED : IM_EXIT_OK;
 }
 
 /* ---- files ---- */

@@ -216,10 +216,11 @@ struct mig_opts {
  */
 int mig_run(struct mig_plan *p, const struct mig_opts *o, struct im_err *err);
 
-/* The plan's exit code after a run: 0 when every machine is done, else
- * the exit code of the first machine in the plan's order that is not
- * (its job's; IM_EXIT_TARGET for an unplaced one).  After a dry run
- * (dry): 0 when every machine is placed (or done), else the same. */
+/* The plan's exit code after a run: 0 when every machine is done;
+ * IM_EXIT_INTERRUPTED when one was left pending or running; else
+ * IM_EXIT_SOME_FAILED (the others done; each failed machine's own exit code
+ * is in its report, an unplaced one's is IM_EXIT_TARGET).  After a dry run
+ * (dry): 0 when every machine is placed (or done), else IM_EXIT_TARGET. */
 int mig_exit_code(const struct mig_plan *p, bool dry);
 
 #endif

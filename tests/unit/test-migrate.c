@@ -417,7 +417,11 @@ static void test_exit_code(void)
 	p.m[1].status = MIG_FAILED;
 	p.m[1].exit = 3;
 	p.m[2].status = MIG_UNPLACED;
-	CHECK_EQ_U(mig_exit_code(&p, false), 3);
+	CHECK_EQ_U(mig_exit_code(&p, false), IM_EXIT_SOME_FAILED);
+	CHECK_EQ_U(mig_exit_code(&p, true), IM_EXIT_TARGET);
+	p.m[2].status = MIG_DONE;
+	CHECK_EQ_U(mig_exit_code(&p, true), IM_EXIT_OK);   /* (a failed one: a dry run places nothing new) */
+	p.m[2].status = MIG_UNPLACED;
 	p.m[1].status = MIG_PENDING;
 	CHECK_EQ_U(mig_exit_code(&p, true), IM_EXIT_TARGET);
 	CHECK_EQ_U(mig_exit_code(&p, false), IM_EXIT_INTERRUPTED);

@@ -506,9 +506,12 @@ int im_multicast_restore(const struct disk_roots *roots, const char *spec, const
 	c.piped = false;
 	if (r < 0)
 		child_reaped(&c, 5000, &status);
-	char msgs[8192];
+	char msgs[8192], last[200];
 	child_messages(&c, msgs, sizeof(msgs));
 	parse_receiver(msgs, myif, sizeof(myif), sender, sizeof(sender));
+	child_last_line(&c, last, sizeof(last));
+	if (r < 0 && last[0])   /* (what udp-receiver said last: why the stream ended) */
+		im_err_prefix(err, "udp-receiver: \"%s\"; ", last);
 	child_stop(&c);
 	if (sender[0]) {
 		char line[400];

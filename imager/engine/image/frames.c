@@ -181,6 +181,9 @@ int frame_produce(struct frame_reader *fr, struct pipe_slot *s)
 			 r == -EIO    ? "missing: the stream ends before it (truncated)" :
 			 r == -EBADMSG ? "the index's frames are not in the stream's order" :
 			 r == -EPIPE  ? "the stream could not be read on" : strerror(-r));
+		if (r == -EPIPE && fr->ar && archive_error_string(fr->ar))
+			snprintf(m->what, sizeof(m->what), "the stream could not be read on: %.100s",
+				 archive_error_string(fr->ar));
 	}
 	s->a_len = f->comp_size;
 	return 1;
