@@ -604,13 +604,14 @@ int mig_exit_code(const struct mig_plan *p, bool dry)
 	for (size_t i = 0; i < p->nm; i++) {
 		const struct mig_machine *m = &p->m[i];
 
-		if (m->status == MIG_DONE || (dry && m->status == MIG_PENDING))
+		if (dry) {   /* (a dry run places; it runs nothing) */
+			if (m->status == MIG_UNPLACED)
+				return IM_EXIT_TARGET;
 			continue;
-		if (dry && m->status == MIG_UNPLACED)
-			return IM_EXIT_TARGET;
+		}
 		if (m->status == MIG_FAILED || m->status == MIG_UNPLACED)
 			failed = true;
-		else if (!dry)
+		else if (m->status != MIG_DONE)
 			return IM_EXIT_INTERRUPTED;
 	}
 	return failed ? IM_EXIT_SOME_FAILED : IM_EXIT_OK;
