@@ -17,7 +17,8 @@
 #            no target (here both hosts share this machine's cores and
 #            disk, and one restore already keeps every core busy
 #            decompressing: only separate hosts would run them side by side).
-# multicast: bench_fleet_multicast below (the lead's part).
+# multicast: bench_fleet_multicast below: the sample's image sent once to
+# three receivers against sent to each alone, three times.
 #
 # Environment: IMAGER, BENCH_WORK (scratch space), BENCH_FLEET_MIB,
 # BENCH_FLEET_RDELAY, BENCH_FLEET_KEEP=1 (keep the work folder).
@@ -36,9 +37,94 @@ BENCH_NAME=bench-fleet
 . "$TESTS_LIB/libvirtd-private.sh"
 
 # ---- multicast: one image to three receivers against three unicast
-# restores (the lead fills this in) ----
+# restores ----
+# The sender in a network namespace of its own with a bridge; three
+# receivers, each `imager restore multicast:` into a raw file, in
+# namespaces of their own on veths of that bridge.  The sender's link is
+# capped at BENCH_FLEET_RATE (udp-sender --max-bitrate, default 300m): the
+# network is what a fleet's restore waits for, not these two cores.  The
+# anchor: the same image to one receiver at a time, three times, at the
+# same cap: what three unicast restores from the repository put on the
+# wire.  Measured: bytes the sender's bridge sent (tx_bytes) and the wall
+# time until every receiver finished.  Targets: multicast bytes at most
+# 1.1x the image once, time at most 0.5x the three unicast restores.
 bench_fleet_multicast() {
-	echo "multicast: see lead"
+	local ns=imager-bench-mc i t0 t1 b0 b1 rate=${BENCH_FLEET_RATE:-300m} img=$WORK/image
+	[ "$(id -u)" = 0 ] || { echo "multicast: needs root (network namespaces): skipped"; return 0; }
+	[ -d "$img" ] || { echo "multicast: no sample image (the plan half makes it): skipped"; return 0; }
+	for c in udp-sender udp-receiver ip; do
+		command -v $c >/dev/null || { echo "multicast: needs $c (make deps)"; return 1; }
+	done
+	mc_cleanup() {
+		local n
+		for n in "$ns-r1" "$ns-r2" "$ns-r3" "$ns"; do
+			if ip netns list | grep -q "^$n\b"; then ip netns del "$n"; fi
+		done
+		rm -f "$WORK"/mc-r*.raw
+	}
+	mc_cleanup
+	ip netns add "$ns"
+	ip -n "$ns" link set lo up
+	ip -n "$ns" link add br0 type bridge
+	ip -n "$ns" addr add 10.78.0.1/24 brd + dev br0
+	ip -n "$ns" link set br0 up
+	ip -n "$ns" route add default dev br0
+	for i in 1 2 3; do
+		ip netns add "$ns-r$i"
+		ip link add "bmc$i" type veth peer name "bmc${i}r"
+		ip link set "bmc$i" netns "$ns"
+		ip link set "bmc${i}r" netns "$ns-r$i"
+		ip -n "$ns" link set "bmc$i" master br0
+		ip -n "$ns" link set "bmc$i" up
+		ip -n "$ns-r$i" link set lo up
+		ip -n "$ns-r$i" addr add "10.78.0.1$i/24" brd + dev "bmc${i}r"
+		ip -n "$ns-r$i" link set "bmc${i}r" up
+		ip -n "$ns-r$i" route add default dev "bmc${i}r"
+	done
+	local image_bytes
+	image_bytes=$(du -cb "$img"/* | tail -n 1 | cut -f1)
+	txb() { ip netns exec "$ns" cat /sys/class/net/br0/statistics/tx_bytes; }
+	# send N RECEIVER...: one transfer to those receivers; its seconds
+	send() {
+		local n=$1 pids=() r s0
+		shift
+		rm -f "$WORK"/mc-r*.raw
+		for r in "$@"; do
+			ip netns exec "$ns-r$r" "$IMAGER" restore multicast:9600 "$WORK/mc-r$r.raw" --no-progress \
+				>"$WORK/mc-r$r.log" 2>&1 &
+			pids+=($!)
+		done
+		s0=$(now)
+		ip netns exec "$ns" "$IMAGER" multicast "$img" --portbase 9600 --min-receivers "$n" \
+			--max-wait 60 --max-bitrate "$rate" --no-progress >"$WORK/mc-sender.log" 2>&1 ||
+			{ echo "multicast: the sender failed:"; tail -n 8 "$WORK/mc-sender.log"; return 1; }
+		for r in "${pids[@]}"; do
+			wait "$r" || { echo "multicast: a receiver failed"; tail -n 3 "$WORK"/mc-r*.log; return 1; }
+		done
+		calc "$(now) - $s0"
+	}
+	echo "multicast: the sample's image ($((image_bytes / 1048576)) MiB) to 3 receivers, the sender capped at $rate"
+	sync
+	b0=$(txb)
+	t1=$(send 3 1 2 3) || { mc_cleanup; return 1; }
+	b1=$(txb)
+	cmp -s "$WORK/mc-r1.raw" "$WORK/disk.raw" && cmp -s "$WORK/mc-r3.raw" "$WORK/disk.raw" ||
+		{ echo "multicast: a receiver's disk differs from the sample"; mc_cleanup; return 1; }
+	local mb=$((b1 - b0)) ub=0 ut=0 x
+	for i in 1 2 3; do
+		b0=$(txb)
+		x=$(send 1 "$i") || { mc_cleanup; return 1; }
+		ut=$(calc "$ut + $x")
+		ub=$((ub + $(txb) - b0))
+	done
+	local rb rt
+	rb=$(calc "$mb / $image_bytes")
+	rt=$(calc "$t1 / $ut")
+	echo "  multicast:        $mb bytes on the wire, ${t1} s"
+	echo "  3 unicast in a row: $ub bytes on the wire, ${ut} s"
+	echo "  bytes: ${rb}x the image once (target <= 1.1) $(awk "BEGIN { exit !($rb <= 1.1) }" && echo met || echo MISSED)"
+	echo "  time:  ${rt}x the three unicast restores (target <= 0.5) $(awk "BEGIN { exit !($rt <= 0.5) }" && echo met || echo MISSED)"
+	mc_cleanup
 }
 
 # ---- plan: a migrate plan against the p2v jobs in a row ----
