@@ -58,6 +58,7 @@ static void print_json(const char *dir, const struct mcast_report *rep, int r, d
 	json_object_object_add(root, "seconds", json_object_new_double(secs));
 	json_object_object_add(root, "sender_stats", json_object_new_string(rep->sender_stats));
 	json_object_object_add(root, "ok", json_object_new_int((int)rep->ok));
+	json_object_object_add(root, "clonezilla_index", json_object_new_boolean(rep->clonezilla_index));
 	for (unsigned i = 0; i < rep->nreceivers; i++) {
 		const struct mcast_receiver *x = &rep->r[i];
 		json_object *o = json_object_new_object();
@@ -146,8 +147,9 @@ int cmd_multicast(int argc, char **argv, struct cli *cli)
 	cli_progress_job(&prog, progress && !json, cli, &o.progress);
 	double t0 = cli_now();
 	if (cli->verbose >= 0 && !json)
-		fprintf(stderr, "imager multicast: sending %s; receivers boot with imager.run=\"restore multicast:%u DISK\"\n",
-			dir, o.portbase ? o.portbase : MCAST_PORTBASE_DEFAULT);
+		fprintf(stderr, "imager multicast: sending %s%s; receivers boot with imager.run=\"restore multicast:%u DISK\"\n",
+			dir, img_is_clonezilla(dir) ? " (a Clonezilla image: its index, built once)" : "",
+			o.portbase ? o.portbase : MCAST_PORTBASE_DEFAULT);
 	r = im_multicast_send(dir, &o, &rep, &err);
 	cli_progress_end(&prog);
 	if (r < 0 && err.exit_class != IM_EXIT_SOME_FAILED)

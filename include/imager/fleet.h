@@ -66,11 +66,15 @@ struct mcast_report {
 	struct mcast_receiver r[MCAST_MAX_RECEIVERS];
 	unsigned ok;                /* reported exit 0 */
 	char sender_stats[160];     /* udp-sender's last statistics line (bytes, re-xmits) */
+	bool clonezilla_index;      /* dir was a Clonezilla folder: its index was sent */
 };
 
-/* Send the image folder dir to every receiver that connects.  The image
- * is checked first (manifest, indexes, boot areas, stream sizes; a
- * Clonezilla folder: IM_EXIT_UNSUPP).  0 when the transfer ended and every
+/* Send the image folder dir to every receiver that connects.  A Clonezilla
+ * folder is sent as its index (im_serve_folder, job.h: the imager image
+ * folder of the disk it restores to, built by one restore's pass into the
+ * index cache, $IMAGER_CZINDEX_DIR, and reused from there), so receivers
+ * restore imager's frames either way.  The image is checked first
+ * (manifest, indexes, boot areas, stream sizes).  0 when the transfer ended and every
  * receiver reported success; IM_EXIT_SOME_FAILED when it ended but a
  * receiver failed, was dropped or did not report (rep says which); else
  * negative errno with err (no receiver came: IM_EXIT_TARGET; udp-sender

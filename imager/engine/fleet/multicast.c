@@ -111,10 +111,6 @@ static int check_folder(const char *dir, struct img_manifest *m, struct im_err *
 {
 	int r;
 
-	if (img_is_clonezilla(dir))
-		return im_errf(err, IM_EXIT_UNSUPP, -ENOTSUP,
-			       "%s: a Clonezilla image is not sent by multicast (its streams are not imager's frames); restore it from the repository, or save the restored disk with imager and send that",
-			       dir);
 	if ((r = img_manifest_read(m, dir, err)) < 0)
 		return r;
 	for (size_t i = 0; r == 0 && i < m->nparts; i++) {
@@ -321,7 +317,18 @@ int im_multicast_send(const char *dir, const struct mcast_opts *o, struct mcast_
 	int n = 0, r, status = 0, sock;
 
 	memset(rep, 0, sizeof(*rep));
-	if ((r = need_tool("udp-sender", err)) < 0 || (r = check_folder(dir, &m, err)) < 0)
+	if ((r = need_tool("udp-sender", err)) < 0)
+		return r;
+	/* A Clonezilla folder goes as its index: the imager image folder of
+	 * the disk it restores to (im_czindex: built once by a restore's pass,
+	 * then cached, as `imager serve` uses it) */
+	char folder[4200];
+	if ((r = im_serve_folder(dir, NULL, folder, sizeof(folder), err)) < 0)
+		return r;
+	if (strcmp(folder, dir))
+		rep->clonezilla_index = true;
+	dir = folder;
+	if ((r = check_folder(dir, &m, err)) < 0)
 		return r;
 	if ((sock = report_socket(port + 2, err)) < 0) {
 		img_manifest_free(&m);
