@@ -110,32 +110,6 @@ static void find_appliance(struct guest_env *e, const char *search)
 	     getenv("LIBGUESTFS_PATH") ? " (LIBGUESTFS_PATH)" : "");
 }
 
-/* An executable named prog: itself when it has a slash, else on PATH. */
-static bool find_program(const char *prog, char *out, size_t len)
-{
-	const char *path = getenv("PATH");
-
-	if (strchr(prog, '/'))
-		return str_copy(out, len, prog) == 0 && access(prog, X_OK) == 0 && is_file(prog);
-	if (!path || !*path)
-		path = "/usr/bin:/bin";
-	while (*path) {
-		size_t n = strcspn(path, ":");
-		char p[1200];
-
-		if (n && n < 512) {
-			/* (a path that does not fit out is not taken, never cut) */
-			if (str_printf(p, sizeof(p), "%.*s/%s", (int)n, path, prog) == 0 &&
-			    access(p, X_OK) == 0 && is_file(p) && str_copy(out, len, p) == 0)
-				return true;
-		}
-		path += n;
-		if (*path == ':')
-			path++;
-	}
-	out[0] = '\0';
-	return false;
-}
 
 static bool readable(const char *p)
 {
@@ -262,8 +236,8 @@ int guest_env_check(struct guest_env *e, struct im_err *err)
 	}
 	find_appliance(e, guestfs_get_path(g));   /* (owned by the handle) */
 	if (!e->fixed && !e->need) {
-		if (!find_program("supermin", e->supermin, sizeof(e->supermin)) &&
-		    !find_program("/usr/bin/supermin", e->supermin, sizeof(e->supermin)))
+		if (!util_find_program("supermin", e->supermin, sizeof(e->supermin)) &&
+		    !util_find_program("/usr/bin/supermin", e->supermin, sizeof(e->supermin)))
 			need(e, GUEST_NEED_SUPERMIN, "apt-get install supermin",
 			     "libguestfs builds its appliance with supermin, which is not installed");
 		find_kernel(e);
@@ -281,7 +255,7 @@ int guest_env_check(struct guest_env *e, struct im_err *err)
 		need(e, GUEST_NEED_TMPDIR, "set TMPDIR (or LIBGUESTFS_TMPDIR) to a writable folder",
 		     "libguestfs's temporary folder %s is not a writable folder", e->tmpdir);
 	s = guestfs_get_hv(g);
-	if (!s || !find_program(s, e->qemu, sizeof(e->qemu)))
+	if (!s || !util_find_program(s, e->qemu, sizeof(e->qemu)))
 		need(e, GUEST_NEED_QEMU,
 		     getenv("LIBGUESTFS_HV") ? "unset LIBGUESTFS_HV, or point it at qemu-system-x86_64"
 					     : "apt-get install qemu-system-x86",

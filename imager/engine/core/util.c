@@ -406,3 +406,32 @@ void util_sleep_ms(unsigned ms)
 	struct timespec ts = { ms / 1000, (long)(ms % 1000) * 1000 * 1000 };
 	nanosleep(&ts, NULL);
 }
+
+static bool is_regular(const char *p)
+{
+	struct stat st;
+
+	return stat(p, &st) == 0 && S_ISREG(st.st_mode);
+}
+
+bool util_find_program(const char *prog, char *out, size_t len)
+{
+	const char *path = getenv("PATH");
+
+	if (strchr(prog, '/'))
+		return str_copy(out, len, prog) == 0 && access(prog, X_OK) == 0 && is_regular(prog);
+	if (!path || !*path)
+		path = "/usr/bin:/bin";
+	while (*path) {
+		size_t n = strcspn(path, ":");
+		char p[1200];
+
+		if (n && n < 512 && str_printf(p, sizeof(p), "%.*s/%s", (int)n, path, prog) == 0 &&
+		    access(p, X_OK) == 0 && is_regular(p) && str_copy(out, len, p) == 0)
+			return true;
+		path += n;
+		if (*path == ':')
+			path++;
+	}
+	return false;
+}

@@ -75,6 +75,10 @@ int util_write_full(int fd, const void *buf, size_t len);
 void util_write_behind(int fd, uint64_t *started, uint64_t end);
 /* CLOCK_MONOTONIC in milliseconds. */
 long long util_mono_ms(void);
+/* An executable regular file named prog: prog itself when it has a slash,
+ * else the first on $PATH (/usr/bin:/bin when unset), into out (a path
+ * that does not fit is not taken, never cut).  false when there is none. */
+bool util_find_program(const char *prog, char *out, size_t len);
 
 /* Write a file atomically: path.tmp, fsync, rename over path, fsync the
  * folder.  Returns 0 or -errno. */

@@ -31,28 +31,11 @@
 
 #define MESSAGES_MAX (1u << 20)
 
-static bool in_path(const char *name)
-{
-	const char *path = getenv("PATH");
-	char buf[4200];
-
-	if (!path || !*path)
-		path = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin";
-	while (*path) {
-		size_t n = strcspn(path, ":");
-		if (n && n < sizeof(buf) - strlen(name) - 2) {
-			snprintf(buf, sizeof(buf), "%.*s/%s", (int)n, path, name);
-			if (access(buf, X_OK) == 0)
-				return true;
-		}
-		path += n + (path[n] == ':');
-	}
-	return false;
-}
-
 static int need_tool(const char *name, struct im_err *err)
 {
-	if (in_path(name))
+	char path[4096];
+
+	if (util_find_program(name, path, sizeof(path)))
 		return 0;
 	return im_errf(err, IM_EXIT_UNSUPP, -ENOENT,
 		       "%s is not installed (Debian package udpcast): multicast needs it", name);
@@ -258,17 +241,10 @@ static bool all_reported(const struct mcast_report *rep)
 	return true;
 }
 
-static double now_s(void)
-{
-	struct timespec t;
-	clock_gettime(CLOCK_MONOTONIC, &t);
-	return (double)t.tv_sec + (double)t.tv_nsec / 1e9;
-}
-
 static void collect_reports(int sock, struct mcast_report *rep, unsigned wait_s,
 			    const volatile sig_atomic_t *cancel)
 {
-	double deadline = now_s() + wait_s;
+	long long deadline = util_mono_ms() + (long long)wait_s * 1000;
 
 	for (;;) {
 		char buf[1024];
@@ -281,7 +257,7 @@ static void collect_reports(int sock, struct mcast_report *rep, unsigned wait_s,
 			take_report(rep, ip, buf, (size_t)n);
 			continue;
 		}
-		if (all_reported(rep) || now_s() >= deadline || (cancel && *cancel))
+		if (all_reported(rep) || util_mono_ms() >= deadline || (cancel && *cancel))
 			return;
 		struct pollfd p = { .fd = sock, .events = POLLIN };
 		poll(&p, 1, 200);
